@@ -4,7 +4,7 @@
 function(trainscope_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
-      -Wcast-align -Wunused -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+      -Wcast-align -Wunused -Woverloaded-virtual -Wimplicit-fallthrough
       -Wno-missing-field-initializers>)  # designated initializers leave the rest defaulted on purpose
   if(TRAINSCOPE_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX,C>:-Werror>)

@@ -1,1 +1,57 @@
-int main() { return 0; }
+// trainscope-cli: the headless front end. Everything the GUI does with sessions, the CLI does
+// without a display, for clusters and scripts.
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+
+namespace trainscope::cli {
+
+int fail(const core::Status& status) {
+  std::fprintf(stderr, "trainscope-cli: %s\n", status.toString().c_str());
+  return kExitFailed;
+}
+
+std::string withThousands(uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+}  // namespace trainscope::cli
+
+int main(int argc, char** argv) {
+  using namespace trainscope::cli;
+  CLI::App app{"Trainscope: see and tune distributed training while it runs.\n"
+               "Sessions are .tsdb files (SQLite); see docs/FORMATS.md.",
+               "trainscope-cli"};
+  app.set_version_flag("--version", std::string("trainscope-cli ") + TRAINSCOPE_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  Runner run;
+  addInfoCommand(app, run);
+  addExportCommand(app, run);
+  addImportCommand(app, run);
+  addSynthCommand(app, run);
+  addEnvCommand(app, run);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  try {
+    return run ? run() : kExitUsage;
+  } catch (const std::exception& e) {  // a bug, not an expected failure: say so plainly
+    std::fprintf(stderr, "trainscope-cli: internal error: %s\n", e.what());
+    return kExitFailed;
+  }
+}

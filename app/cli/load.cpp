@@ -1,0 +1,22 @@
+#include "load.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "trainscope/core/chrome_trace.h"
+#include "trainscope/core/session_db.h"
+
+namespace trainscope::cli {
+
+bool looksLikeJsonTrace(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".json";
+}
+
+core::Result<core::TraceStore> loadTrace(const std::filesystem::path& path) {
+  if (looksLikeJsonTrace(path)) return core::importChromeTraceFile(path);
+  return core::loadSession(path);
+}
+
+}  // namespace trainscope::cli

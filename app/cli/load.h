@@ -1,0 +1,14 @@
+// Opening what the user names: .json files are Chrome/Kineto traces, anything else a .tsdb.
+#pragma once
+
+#include <filesystem>
+
+#include "trainscope/core/status.h"
+#include "trainscope/core/trace_store.h"
+
+namespace trainscope::cli {
+
+bool looksLikeJsonTrace(const std::filesystem::path& path);
+core::Result<core::TraceStore> loadTrace(const std::filesystem::path& path);
+
+}  // namespace trainscope::cli

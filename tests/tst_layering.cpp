@@ -1,0 +1,116 @@
+// Layering rules (docs/ARCHITECTURE.md): dependencies point one way only,
+//   core -> profiler -> agents,   core -> plots -> app,
+// and core, profiler and agents never include or link Qt. This test scans every source file's
+// #include lines and the built agent library's dynamic dependencies. It also runs the scanner on
+// a constructed tree with violations, so a scanner that finds nothing cannot pass.
+#include <QtTest>
+
+#include <QDir>
+#include <QDirIterator>
+#include <QProcess>
+#include <QRegularExpression>
+
+namespace {
+
+// Which trainscope headers each layer may include.
+const QMap<QString, QStringList> kAllowed = {
+    {"core", {"core"}},
+    {"profiler", {"core", "profiler"}},
+    {"agents", {"core", "profiler", "agents"}},
+    {"plots", {"core", "plots"}},
+    {"app", {"core", "profiler", "agents", "plots", "app"}},
+};
+const QStringList kQtFree = {"core", "profiler", "agents"};
+
+// "trainscope/agent.h" is the agents layer's C API; "trainscope/<layer>/x.h" names its layer.
+QString layerOfInclude(const QString& path) {
+  if (path == "trainscope/agent.h") return "agents";
+  static const QRegularExpression re("^trainscope/([a-z]+)/");
+  const auto m = re.match(path);
+  return m.hasMatch() ? m.captured(1) : QString();
+}
+
+QStringList scanTree(const QString& root) {
+  QStringList violations;
+  static const QRegularExpression inc("^\\s*#\\s*include\\s*[<\"]([^>\"]+)[>\"]");  // no raw strings: moc misreads them
+  static const QRegularExpression qt("^(Q[A-Za-z]+|Qt[A-Za-z]*/.*|Q[A-Z][A-Za-z]*/.*)$");
+  for (auto it = kAllowed.begin(); it != kAllowed.end(); ++it) {
+    const QString layer = it.key();
+    QDirIterator files(root + "/" + layer, {"*.h", "*.hpp", "*.cpp", "*.cc", "*.cu", "*.cuh", "*.c"},
+                       QDir::Files, QDirIterator::Subdirectories);
+    while (files.hasNext()) {
+      const QString file = files.next();
+      QFile f(file);
+      if (!f.open(QIODevice::ReadOnly)) {
+        violations << file + ": unreadable";
+        continue;
+      }
+      int lineNo = 0;
+      while (!f.atEnd()) {
+        const QString line = QString::fromUtf8(f.readLine());
+        ++lineNo;
+        const auto m = inc.match(line);
+        if (!m.hasMatch()) continue;
+        const QString path = m.captured(1);
+        const QString where = QDir(root).relativeFilePath(file) + ":" + QString::number(lineNo);
+        const QString target = layerOfInclude(path);
+        if (!target.isEmpty() && !it.value().contains(target))
+          violations << where + ": " + layer + " includes " + target + " header " + path;
+        if (kQtFree.contains(layer) && qt.match(path).hasMatch())
+          violations << where + ": " + layer + " includes Qt header " + path;
+      }
+    }
+  }
+  return violations;
+}
+
+}  // namespace
+
+class TstLayering : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void scannerCatchesViolations() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    auto write = [&](const QString& rel, const QByteArray& text) {
+      QDir().mkpath(QFileInfo(dir.filePath(rel)).path());
+      QFile f(dir.filePath(rel));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(text);
+    };
+    write("core/src/a.cpp", "#include \"trainscope/core/x.h\"\n#include \"trainscope/plots/timeline.h\"\n");
+    write("profiler/src/b.cpp", "#include <QString>\n#include <cupti.h>\n");
+    write("agents/src/c.cpp", "  #  include <QtCore/QObject>\n#include \"trainscope/agent.h\"\n");
+    write("plots/src/d.cpp", "#include <QWidget>\n#include \"trainscope/agents/x.h\"\n");
+    write("app/e.cpp", "#include \"trainscope/plots/x.h\"\n#include <QApplication>\n");
+    const QStringList v = scanTree(dir.path());
+    QCOMPARE(v.size(), 4);
+    QVERIFY(v.filter("core includes plots header").size() == 1);
+    QVERIFY(v.filter("profiler includes Qt header QString").size() == 1);
+    QVERIFY(v.filter("agents includes Qt header QtCore/QObject").size() == 1);
+    QVERIFY(v.filter("plots includes agents header").size() == 1);
+  }
+
+  void sourceTreeRespectsLayers() {
+    const QStringList v = scanTree(TRAINSCOPE_SOURCE_DIR);
+    QVERIFY2(v.isEmpty(), qPrintable(v.join('\n')));
+    // The scan really looked at files (a wrong root would find nothing and pass).
+    QVERIFY(QFileInfo::exists(QString(TRAINSCOPE_SOURCE_DIR) + "/core/include/trainscope/core/trace_store.h"));
+  }
+
+  // The injected library must not pull in Qt at run time either.
+  void agentLibraryLinksNoQt() {
+    const QString lib = QString(TRAINSCOPE_LIB_DIR) + "/libtrainscope_agent.so";
+    QVERIFY2(QFileInfo::exists(lib), qPrintable(lib + " not built"));
+    QProcess p;
+    p.start("readelf", {"-d", lib});
+    QVERIFY(p.waitForFinished(30000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(out.contains("NEEDED"), qPrintable("readelf printed no dependencies: " + out));
+    QVERIFY2(!out.contains("libQt"), qPrintable(out));
+  }
+};
+
+QTEST_GUILESS_MAIN(TstLayering)
+#include "tst_layering.moc"
