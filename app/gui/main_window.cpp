@@ -80,10 +80,9 @@ MainWindow::MainWindow(QWidget* parent)
   connect(&watcher_, &QFutureWatcher<LoadResult>::finished, this, &MainWindow::onLoaded);
 
   QSettings settings;
-  restoreGeometry(settings.value("window/geometry").toByteArray());
+  if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1100, 700);
   restoreState(settings.value("window/state").toByteArray());
   split->restoreState(settings.value("window/splitter").toByteArray());
-  if (geometry().width() < 400) resize(1100, 700);
   rebuildRecentMenu();
   showDetails();
 }

@@ -37,6 +37,14 @@ Result<ChromeExportStats> exportChromeTraceFile(TraceStore& store, const std::fi
 
 // Parses Chrome trace JSON (object with traceEvents, or a bare array). sourceName names the
 // input in error messages.
+//
+// Our own exports come back as the same ranks, tracks and typed attributes; Kineto (PyTorch
+// profiler) categories map to event kinds, its GPU streams to CudaStream tracks. Errors:
+// MalformedJson (with the byte offset) for text that does not parse; BadTrace for JSON that is
+// not a trace or an event that breaks the format (no "ph", an "X" without "dur", ..., named by
+// its index in traceEvents); NotFound/Io for files. Well-formed events outside our model
+// (async phases, an "E" without "B", ...) are skipped and counted in metadata
+// "import_skipped_events". docs/FORMATS.md ("Chrome trace JSON") has every rule.
 Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName);
 Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path);
 

@@ -8,6 +8,9 @@
 // SessionReader validates the file before use and names the file and the problem when it is not
 // a session it can read: not SQLite, not Trainscope (application_id), newer schema, truncated,
 // corrupt. Older schema versions are read with defaults for what they lack.
+//
+// A SessionWriter or SessionReader belongs to one thread at a time (its SQLite connection is
+// opened without SQLite's mutexes); give each thread its own reader.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +80,12 @@ class SessionWriter {
   // Finishes the segment, marks the session complete and closes the file.
   Status close();
 
+  // Events passed to append()/appendStore() so far, committed or still in the open batch.
   uint64_t eventsWritten() const;
+
+  // The PRAGMA statements applied to every new file (page size, WAL, synchronous=NORMAL, cache).
+  // Public so that benchmarks can give a bare SQLite loop exactly the same settings.
+  static const char* pragmas();
 
  private:
   SessionWriter();
@@ -99,6 +107,9 @@ class SessionReader {
   Status loadAll(TraceStore& store);
   // Loads into store (empty or from an earlier call) the events of `rank` overlapping
   // [t0, t1); uses the time index when the segment has one.
+  // Overlap is TrackEvents::forEachOverlapping's: start < t1 and (end > t0 or an instant at
+  // t0 <= start). An event that an earlier call already loaded into the same store is not
+  // loaded twice (ranks, tracks and metadata are refreshed on every call).
   Status loadRange(TraceStore& store, RankId rank, int64_t t0, int64_t t1);
 
  private:

@@ -1,0 +1,33 @@
+// The events.args column: an event's typed attributes as one flat JSON object, so that the
+// sqlite3 shell can ask json_extract(args, '$.bytes'). The format (docs/FORMATS.md):
+//   - built-in keys by their builtinAttrName() ("bytes"), custom keys by their interned name;
+//     a custom name that could be mistaken for something else (a built-in name, or one starting
+//     with '@' or '#') is written as "@" + name; a key number without a name as "#<number>";
+//   - Int as a JSON integer, Double always with '.' or an exponent (shortest text that reads back
+//     to the same bits; NaN as null, infinities as +-1e999), String as a JSON string;
+//   - keys in the attribute order, duplicates kept. Events without attributes store NULL.
+// Own writer and reader (no JSON library): writing sits on the insert path, and reading must
+// keep order, duplicates and the int/double distinction that general JSON libraries blur.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainscope/core/model.h"
+#include "trainscope/core/string_table.h"
+
+namespace trainscope::core::tsdb {
+
+// Appends the JSON object for attrs to out; string ids are resolved through strings.
+void encodeArgs(std::span<const Attr> attrs, const StringTable& strings, std::string& out);
+
+// Parses an args object into out (cleared first), interning key names and string values into
+// strings. On malformed input returns false and says why in error.
+bool decodeArgs(std::string_view json, StringTable& strings, std::vector<Attr>& out, std::string& error);
+
+// Appends s as a JSON string literal (quotes and escapes) to out.
+void appendJsonString(std::string& out, std::string_view s);
+
+}  // namespace trainscope::core::tsdb

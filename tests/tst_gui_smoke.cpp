@@ -1,0 +1,54 @@
+// The real GUI binary, offscreen: opens a session, renders its window to a PNG and exits 0;
+// a corrupt file makes it exit 1 instead of hanging or crashing.
+#include <QtTest>
+
+#include <QImage>
+#include <QProcess>
+
+#include "trainscope/core/session_db.h"
+#include "trainscope/core/synth.h"
+
+class TstGuiSmoke : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+  int runGui(const QStringList& args) {
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    env.insert("XDG_CONFIG_HOME", dir_.filePath("config"));  // do not touch the user's settings
+    p.setProcessEnvironment(env);
+    p.start(QString(TRAINSCOPE_BIN_DIR) + "/trainscope", args);
+    if (!p.waitForFinished(60000)) {
+      p.kill();
+      return -1;
+    }
+    return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+  }
+
+ private slots:
+  void opensSessionAndRenders() {
+    trainscope::core::TraceStore store;
+    trainscope::core::synthesizeTrace(store, {.ranks = 2, .steps = 3, .kernelsPerStep = 8});
+    const QString session = dir_.filePath("s.tsdb");
+    QVERIFY(trainscope::core::saveSession(store, session.toStdString()).isOk());
+    const QString png = dir_.filePath("shot.png");
+    QCOMPARE(runGui({session, "--screenshot", png}), 0);
+    const QImage img(png);
+    QVERIFY(!img.isNull());
+    QVERIFY(img.width() >= 400 && img.height() >= 300);
+  }
+
+  void corruptFileFailsCleanly() {
+    const QString bad = dir_.filePath("bad.tsdb");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(4096, 'x'));
+    f.close();
+    QCOMPARE(runGui({bad, "--screenshot", dir_.filePath("never.png")}), 1);
+    QVERIFY(!QFileInfo::exists(dir_.filePath("never.png")));
+  }
+};
+
+QTEST_GUILESS_MAIN(TstGuiSmoke)
+#include "tst_gui_smoke.moc"
