@@ -34,6 +34,31 @@ void BM_AppendInOrder(benchmark::State& state) {
 }
 BENCHMARK(BM_AppendInOrder)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Anchor, side by side: the simplest store there is -- one std::vector of 24-byte structs per
+// track, push_back -- doing the same appends (no sorting state, no attributes).
+void BM_AnchorVectorOfStructs(benchmark::State& state) {
+  struct Plain {
+    int64_t start, end;
+    uint32_t name;
+    uint8_t kind;
+  };
+  const auto n = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    std::vector<std::vector<Plain>> tracks(8);
+    int64_t ts = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ts += 100;
+      tracks[i & 7].push_back({ts, ts + 80, 1, 0});
+    }
+    benchmark::DoNotOptimize(tracks[3].size());
+    size_t bytes = 0;
+    for (const auto& t : tracks) bytes += t.capacity() * sizeof(Plain);
+    state.counters["bytes_per_event"] = static_cast<double>(bytes) / static_cast<double>(n);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+BENCHMARK(BM_AnchorVectorOfStructs)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // Memory while live (before shrinkToFit): what growth slack costs.
 void BM_LiveMemory(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));

@@ -37,12 +37,6 @@ size_t TrackEvents::memoryBytes() const {
          attrBegin_.capacity() * sizeof(uint32_t) + attrs_.capacity() * sizeof(Attr);
 }
 
-template <typename T>
-void TrackEvents::grow(std::vector<T>& v) {
-  // 1.5x growth keeps the worst-case slack at a third (std::vector's 2x can double memory).
-  if (v.size() == v.capacity()) v.reserve(std::max<size_t>(4096, v.capacity() + v.capacity() / 2));
-}
-
 void TrackEvents::reserve(size_t n) {
   start_.reserve(n);
   end_.reserve(n);
@@ -52,21 +46,22 @@ void TrackEvents::reserve(size_t n) {
 }
 
 void TrackEvents::append(const EventRecord& e, std::span<const Attr> attrs) {
-  grow(start_);
-  grow(end_);
-  grow(name_);
-  grow(kind_);
-  grow(attrBegin_);
+  // All five per-event columns have the same size; one capacity check covers them.
+  if (start_.size() == start_.capacity()) {
+    const size_t n = start_.size() + 1;
+    start_.grow(n);
+    reserve(start_.capacity());
+  }
   const bool inOrder =
       sortedPrefix_ == start_.size() &&
       (start_.empty() || e.startNs > start_.back() ||
        (e.startNs == start_.back() && e.endNs <= end_.back()));
-  start_.push_back(e.startNs);
-  end_.push_back(e.endNs);
-  name_.push_back(e.name);
-  kind_.push_back(static_cast<uint8_t>(e.kind));
-  attrBegin_.push_back(static_cast<uint32_t>(attrs_.size()));
-  if (!attrs.empty()) attrs_.insert(attrs_.end(), attrs.begin(), attrs.end());
+  start_.pushUnchecked(e.startNs);
+  end_.pushUnchecked(e.endNs);
+  name_.pushUnchecked(e.name);
+  kind_.pushUnchecked(static_cast<uint8_t>(e.kind));
+  attrBegin_.pushUnchecked(static_cast<uint32_t>(attrs_.size()));
+  if (!attrs.empty()) attrs_.append(attrs.data(), attrs.size());
   if (inOrder) sortedPrefix_ = start_.size();
   maxDuration_ = std::max(maxDuration_, e.endNs - e.startNs);
   maxEnd_ = std::max(maxEnd_, e.endNs);
@@ -103,10 +98,10 @@ bool TrackEvents::flush() {
   std::merge(head.begin(), head.end(), tail.begin(), tail.end(), std::back_inserter(order), before);
 
   auto permute = [&](auto& col) {
-    using T = typename std::decay_t<decltype(col)>::value_type;
+    using T = std::remove_reference_t<decltype(col[0])>;
     std::vector<T> tmp(order.size());
     for (size_t k = 0; k < order.size(); ++k) tmp[k] = col[order[k]];
-    std::copy(tmp.begin(), tmp.end(), col.begin() + static_cast<std::ptrdiff_t>(lo));
+    std::copy(tmp.begin(), tmp.end(), col.begin() + lo);
   };
   // Attributes: rebuild the flat array of the moved range in the new order.
   if (!attrs_.empty()) {
@@ -119,8 +114,8 @@ bool TrackEvents::flush() {
       const auto a = attrs(order[k]);
       newAttrs.insert(newAttrs.end(), a.begin(), a.end());
     }
-    std::copy(newAttrs.begin(), newAttrs.end(), attrs_.begin() + static_cast<std::ptrdiff_t>(attrLo));
-    std::copy(newBegin.begin(), newBegin.end(), attrBegin_.begin() + static_cast<std::ptrdiff_t>(lo));
+    std::copy(newAttrs.begin(), newAttrs.end(), attrs_.begin() + attrLo);
+    std::copy(newBegin.begin(), newBegin.end(), attrBegin_.begin() + lo);
   }
   permute(start_);
   permute(end_);

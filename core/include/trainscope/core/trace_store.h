@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trainscope/core/model.h"
+#include "trainscope/core/pod_column.h"
 #include "trainscope/core/string_table.h"
 
 namespace trainscope::core {
@@ -74,17 +75,13 @@ class TrackEvents {
   void shrinkToFit();
 
  private:
-  template <typename T>
-  static void grow(std::vector<T>& v);
-  void sortTail();
-
-  std::vector<int64_t> start_;
-  std::vector<int64_t> end_;
-  std::vector<StringId> name_;
-  std::vector<uint8_t> kind_;
+  PodColumn<int64_t> start_;
+  PodColumn<int64_t> end_;
+  PodColumn<StringId> name_;
+  PodColumn<uint8_t> kind_;
   // Attributes of event i are attrs_[attrBegin_[i] .. attrBegin_[i+1]) (attrs_.size() for the last).
-  std::vector<uint32_t> attrBegin_;
-  std::vector<Attr> attrs_;
+  PodColumn<uint32_t> attrBegin_;
+  PodColumn<Attr> attrs_;
   size_t sortedPrefix_ = 0;
   int64_t maxDuration_ = 0;
   int64_t maxEnd_ = INT64_MIN;
