@@ -22,6 +22,12 @@ void addExportCommand(CLI::App& app, Runner& run);
 void addImportCommand(CLI::App& app, Runner& run);
 void addSynthCommand(CLI::App& app, Runner& run);
 void addEnvCommand(CLI::App& app, Runner& run);
+// Live jobs (docs/ARCHITECTURE.md, "Protocol").
+void addJobsCommand(CLI::App& app, Runner& run);
+void addRecordCommand(CLI::App& app, Runner& run);
+void addKnobsCommand(CLI::App& app, Runner& run);
+void addSetCommand(CLI::App& app, Runner& run);
+void addLaunchCommand(CLI::App& app, Runner& run);
 
 // Prints "trainscope-cli: <code>: <message>" to stderr and returns kExitFailed.
 int fail(const core::Status& status);

@@ -35,6 +35,11 @@ int main(int argc, char** argv) {
   addImportCommand(app, run);
   addSynthCommand(app, run);
   addEnvCommand(app, run);
+  addLaunchCommand(app, run);
+  addJobsCommand(app, run);
+  addRecordCommand(app, run);
+  addKnobsCommand(app, run);
+  addSetCommand(app, run);
 
   try {
     app.parse(argc, argv);

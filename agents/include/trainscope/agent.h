@@ -1,11 +1,19 @@
 /* Trainscope agent C API (C99). This header is what training jobs include; the library is
  * injected into other people's processes, so everything here is plain C, returns error codes,
- * never throws and never blocks. The capture API (ranges, steps, knobs) arrives with the agent
- * runtime; this is its versioned entry point. */
+ * never throws and never blocks.
+ *
+ * Capture calls (ranges, steps, comm, ...) cost a clock read and one 32-byte store into a
+ * per-thread ring; they are no-ops until the agent is initialized (ts_init / ts_init_from_env,
+ * or automatically at load time when TRAINSCOPE_JOB_ID is set). Names are interned once with
+ * ts_name() and the id is reused (the TS_* macros cache it in a static local).
+ *
+ * Define TRAINSCOPE_DISABLE_TRACING before including this header to compile the TS_* macros
+ * to nothing. */
 #ifndef TRAINSCOPE_AGENT_H
 #define TRAINSCOPE_AGENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,6 +27,8 @@ extern "C" {
 #define TS_AGENT_API
 #endif
 
+/* ---- build information ------------------------------------------------------------------ */
+
 /* The ABI version the loaded library implements (compare with TRAINSCOPE_AGENT_ABI_VERSION). */
 TS_AGENT_API int ts_agent_abi_version(void);
 
@@ -31,8 +41,149 @@ TS_AGENT_API size_t ts_agent_build_info(char* buf, size_t len);
  * NULL) receives a human-readable reason. */
 TS_AGENT_API int ts_agent_cuda_selftest(char* msg, size_t len);
 
-#ifdef __cplusplus
-}
+/* ---- life cycle ------------------------------------------------------------------------- */
+
+/* Return codes of ts_init*. */
+#define TS_OK 0
+#define TS_ALREADY_INITIALIZED 1
+#define TS_DISABLED 2          /* TRAINSCOPE_DISABLE is set: the agent stays off */
+#define TS_ERR_INTERNAL (-1)   /* unexpected failure; the agent stays off */
+#define TS_ERR_LISTEN (-2)     /* the control server could not listen (capture still runs) */
+
+/* Fields left at their TS_INIT_PARAMS_DEFAULT values are taken from the environment:
+ * job id: TRAINSCOPE_JOB_ID, PMIX_NAMESPACE, SLURM_JOB_ID, TORCHELASTIC_RUN_ID, "job-<ppid>";
+ * rank: TRAINSCOPE_RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, RANK, SLURM_PROCID, 0;
+ * world size: TRAINSCOPE_WORLD_SIZE, OMPI_COMM_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS, 1;
+ * local rank: TRAINSCOPE_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, 0. */
+typedef struct ts_init_params {
+  size_t struct_size;   /* sizeof(ts_init_params): lets later versions add fields */
+  const char* job_id;   /* NULL: environment */
+  int32_t rank;         /* < 0: environment */
+  int32_t world_size;   /* <= 0: environment */
+  int32_t local_rank;   /* < 0: environment */
+  const char* hostname; /* NULL: gethostname() */
+} ts_init_params;
+
+#define TS_INIT_PARAMS_DEFAULT {sizeof(ts_init_params), NULL, -1, 0, -1, NULL}
+
+/* Starts the agent (capture, drain thread, control server, discovery file). */
+TS_AGENT_API int ts_init(const ts_init_params* params);
+TS_AGENT_API int ts_init_from_env(void);
+/* Flushes, closes the server, removes the discovery file. Also runs at exit. */
+TS_AGENT_API void ts_shutdown(void);
+/* 1 while the agent is running. */
+TS_AGENT_API int ts_is_active(void);
+
+/* ---- capture ---------------------------------------------------------------------------- */
+
+/* Interns a string once; may lock and allocate, so cache the id. 0 is the empty name. */
+TS_AGENT_API uint32_t ts_name(const char* name);
+
+/* Nested ranges on the calling thread (push/pop pair by nesting). */
+TS_AGENT_API void ts_range_push(uint32_t name);
+TS_AGENT_API void ts_range_pop(void);
+/* Ranges identified by id: may end on another thread. */
+TS_AGENT_API uint64_t ts_range_begin(uint32_t name);
+TS_AGENT_API void ts_range_end(uint64_t id);
+
+TS_AGENT_API void ts_marker(uint32_t name);
+TS_AGENT_API void ts_counter(uint32_t name, double value);
+
+/* Step windows. Knob changes agreed at ts_step_end(k) are applied inside ts_step_begin(k+1). */
+TS_AGENT_API void ts_step_begin(int64_t step);
+TS_AGENT_API void ts_step_end(int64_t step);
+
+typedef enum ts_phase { TS_PHASE_FORWARD = 0, TS_PHASE_BACKWARD = 1, TS_PHASE_OPTIMIZER = 2 } ts_phase;
+TS_AGENT_API void ts_phase_begin(ts_phase phase);
+TS_AGENT_API void ts_phase_end(ts_phase phase);
+
+/* Pipeline micro-batch operations: F (forward), B (input gradient), W (weight gradient). */
+typedef enum ts_mb_op { TS_MB_F = 0, TS_MB_B = 1, TS_MB_W = 2 } ts_mb_op;
+TS_AGENT_API void ts_mb_begin(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk);
+TS_AGENT_API void ts_mb_end(void);
+
+/* Data-parallel gradient buckets: ready -> communication begin -> end (may be other threads). */
+TS_AGENT_API void ts_bucket_ready(int32_t bucket, uint64_t bytes);
+TS_AGENT_API void ts_bucket_comm_begin(int32_t bucket, uint64_t bytes);
+TS_AGENT_API void ts_bucket_comm_end(int32_t bucket);
+
+/* Communication on the calling thread; pairs by nesting. peer < 0: none; algorithm: a ts_name
+ * id or 0. */
+typedef enum ts_comm_kind { TS_COMM_COLLECTIVE = 0, TS_COMM_SEND = 1, TS_COMM_RECV = 2 } ts_comm_kind;
+TS_AGENT_API void ts_comm_begin(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer,
+                                uint32_t algorithm);
+TS_AGENT_API void ts_comm_end(void);
+
+/* Records the agent had to drop (ring full, memory budget) since start. */
+TS_AGENT_API uint64_t ts_dropped_events(void);
+
+/* ---- knobs ------------------------------------------------------------------------------ */
+
+typedef struct ts_knob* ts_knob_t;
+#define TS_KNOB_CHANGES_MATH 1u
+
+/* Registers a knob (or returns the existing one of that name); NULL on bad arguments. Works
+ * before ts_init. Reading a value is one atomic load. */
+TS_AGENT_API ts_knob_t ts_knob_int(const char* name, int64_t min, int64_t max, int64_t def,
+                                   const char* desc, unsigned flags);
+TS_AGENT_API ts_knob_t ts_knob_float(const char* name, double min, double max, double def,
+                                     const char* desc, unsigned flags);
+TS_AGENT_API ts_knob_t ts_knob_bool(const char* name, int def, const char* desc, unsigned flags);
+TS_AGENT_API ts_knob_t ts_knob_enum(const char* name, const char* const* choices, int n, int def,
+                                    const char* desc, unsigned flags);
+TS_AGENT_API int64_t ts_knob_get_int(ts_knob_t k);
+TS_AGENT_API double ts_knob_get_float(ts_knob_t k);
+TS_AGENT_API int ts_knob_get_bool(ts_knob_t k);
+TS_AGENT_API int ts_knob_get_enum(ts_knob_t k); /* index into choices */
+TS_AGENT_API const char* ts_knob_name(ts_knob_t k);
+
+/* Called on the thread that runs ts_step_begin, after the new value is visible. */
+typedef void (*ts_knob_callback)(ts_knob_t knob, void* ctx);
+TS_AGENT_API int ts_knob_on_change(ts_knob_t k, ts_knob_callback cb, void* ctx);
+
+/* Agreement across ranks: an allreduce-MIN of local over all ranks (e.g. MPI_Allreduce with
+ * MPI_MIN). Called by every rank inside every ts_step_end. Needed when world size > 1. */
+typedef int64_t (*ts_agree_fn)(int64_t local, void* ctx);
+TS_AGENT_API void ts_set_agree_fn(ts_agree_fn fn, void* ctx);
+
+/* ---- macros ----------------------------------------------------------------------------- */
+
+#define TS_CAT_INNER(a, b) a##b
+#define TS_CAT(a, b) TS_CAT_INNER(a, b)
+
+#if defined(TRAINSCOPE_DISABLE_TRACING)
+#define TS_NAME_ID(str) ((uint32_t)0)
+#define TS_RANGE_PUSH(str) ((void)0)
+#define TS_RANGE_POP() ((void)0)
+#define TS_MARKER(str) ((void)0)
+#define TS_COUNTER(str, v) ((void)0)
+#else
+/* A statement expression caches the interned id in a function-local static (GNU C / C++). */
+#define TS_NAME_ID(str) \
+  (__extension__({ static uint32_t ts_id_ = 0; if (!ts_id_) ts_id_ = ts_name(str); ts_id_; }))
+#define TS_RANGE_PUSH(str) ts_range_push(TS_NAME_ID(str))
+#define TS_RANGE_POP() ts_range_pop()
+#define TS_MARKER(str) ts_marker(TS_NAME_ID(str))
+#define TS_COUNTER(str, v) ts_counter(TS_NAME_ID(str), (v))
 #endif
+
+#ifdef __cplusplus
+}  /* extern "C" */
+
+#if defined(TRAINSCOPE_DISABLE_TRACING)
+#define TS_RANGE(str) ((void)0)
+#else
+namespace trainscope {
+/* Scope guard behind TS_RANGE: pops on every exit path. */
+struct ScopedRange {
+  explicit ScopedRange(uint32_t id) { ts_range_push(id); }
+  ~ScopedRange() { ts_range_pop(); }
+  ScopedRange(const ScopedRange&) = delete;
+  ScopedRange& operator=(const ScopedRange&) = delete;
+};
+}  // namespace trainscope
+#define TS_RANGE(str) ::trainscope::ScopedRange TS_CAT(ts_range_, __LINE__)(TS_NAME_ID(str))
+#endif
+#endif /* __cplusplus */
 
 #endif /* TRAINSCOPE_AGENT_H */

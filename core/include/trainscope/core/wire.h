@@ -5,7 +5,7 @@
 //   u32 payload length (<= kMaxFramePayload)      | u32 flags (bit 0: payload is zstd-compressed)
 // Payloads are little-endian fixed-width integers, IEEE doubles, and strings/byte arrays
 // prefixed by a u32 length. Decoding never trusts a length: every read is bounds-checked and a
-// malformed frame yields an error Status, never a crash (fuzzed: tests/fuzz_wire.cpp).
+// malformed frame yields an error Status, never a crash (fuzzed: tests/fuzz/fuzz_wire.cpp).
 //
 // This part of core is deliberately small and free of SQLite/JSON so the agent can link it.
 #pragma once

@@ -1,0 +1,289 @@
+#include "drain.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <bit>
+#include <chrono>
+#include <cstdio>
+
+#include "string_table.h"
+
+namespace trainscope::agent {
+
+using core::Attr;
+using core::AttrKey;
+using core::EventKind;
+using core::TrackKind;
+
+Drain::Drain(Hub& hub, DrainConfig cfg) : hub_(hub), cfg_(cfg) {
+  auto& s = StringTable::instance();
+  sStep_ = s.intern("step");
+  sPhase_[0] = s.intern("forward");
+  sPhase_[1] = s.intern("backward");
+  sPhase_[2] = s.intern("optimizer");
+  sMb_[0] = s.intern("F");
+  sMb_[1] = s.intern("B");
+  sMb_[2] = s.intern("W");
+  sBucket_ = s.intern("bucket");
+  sBucketComm_ = s.intern("bucket allreduce");
+}
+
+Drain::~Drain() { stop(); }
+
+void Drain::start() {
+  stop_.store(false);
+  // Block all signals in our thread so the job's signal handling stays the job's.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  thread_ = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_setname_np(thread_.native_handle(), "ts-drain");
+}
+
+void Drain::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  thread_.join();
+  flushNow();
+}
+
+void Drain::run() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool busy = false;
+    try {
+      std::lock_guard lock(flushMu_);
+      if (!paused_.load(std::memory_order_relaxed)) busy = pollOnce();
+      const int64_t now = nowNs();
+      if (!batch_.events.empty() &&
+          (batch_.events.size() >= cfg_.maxBatchEvents || now - batchStartedNs_ >= cfg_.maxBatchAgeNs))
+        publish();
+    } catch (...) {
+      // Out of memory or a codec failure: lose this batch, keep the job running.
+      batch_ = {};
+      std::fprintf(stderr, "trainscope-agent: drain error, batch dropped\n");
+    }
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void Drain::flushNow() {
+  std::lock_guard lock(flushMu_);
+  try {
+    while (pollOnce()) {
+    }
+    publish();
+  } catch (...) {
+    batch_ = {};
+  }
+}
+
+namespace {
+// Begin records whose end never comes (a job that only pushes) must not grow memory forever.
+constexpr size_t kMaxOpenPerThread = 4096;
+constexpr size_t kMaxOpenById = 1u << 20;
+
+template <typename T>
+bool pushBounded(std::vector<T>& stack, const T& v) {
+  if (stack.size() >= kMaxOpenPerThread) {
+    Capture::instance().countDrop();
+    return false;
+  }
+  stack.push_back(v);
+  return true;
+}
+}  // namespace
+
+bool Drain::pollOnce() {
+  Capture& cap = Capture::instance();
+  cap.snapshot(rings_, ringsVersion_);
+  bool any = false;
+  for (ThreadRing* r : rings_) {
+    ThreadState& st = states_[r];
+    const bool closed = r->closed.load(std::memory_order_acquire);
+    const size_t n = r->ring.consume(1024, [&](const Record& rec) { handle(*r, st, rec); });
+    any |= n > 0;
+    if (closed && n == 0 && r->ring.sizeApprox() == 0) {
+      states_.erase(r);
+      cap.release(r);  // changes the version: the next snapshot drops it
+    }
+    if (batch_.events.size() >= cfg_.maxBatchEvents) publish();
+  }
+  return any;
+}
+
+uint32_t Drain::newTrack(TrackKind kind, int64_t externalId, std::string name) {
+  const uint32_t id = nextTrack_++;
+  batch_.tracks.push_back({id, kind, externalId, std::move(name)});
+  return id;
+}
+
+uint32_t Drain::cpuTrack(ThreadRing& ring, ThreadState& st) {
+  if (st.cpuTrack == UINT32_MAX) {
+    std::string name = ring.threadName.empty() ? "thread" : ring.threadName;
+    name += " (" + std::to_string(ring.tid) + ")";
+    st.cpuTrack = newTrack(TrackKind::CpuThread, ring.tid, std::move(name));
+  }
+  return st.cpuTrack;
+}
+
+uint32_t Drain::commTrack(ThreadRing& ring, ThreadState& st) {
+  if (st.commTrack == UINT32_MAX)
+    st.commTrack = newTrack(TrackKind::Communicator, ring.tid, "comm (" + std::to_string(ring.tid) + ")");
+  return st.commTrack;
+}
+
+core::wire::WireEvent& Drain::add(uint32_t track, EventKind kind, int64_t start, int64_t end, uint32_t name) {
+  if (batch_.events.empty()) {
+    batch_.firstSeq = nextSeq_;
+    batchStartedNs_ = nowNs();
+  }
+  ++nextSeq_;
+  recorded_.fetch_add(1, std::memory_order_relaxed);
+  if (end > newestNs_) newestNs_ = end;
+  auto& e = batch_.events.emplace_back();
+  e.track = track;
+  e.kind = kind;
+  e.startNs = start;
+  e.endNs = end;
+  e.name = name;
+  return e;
+}
+
+void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
+  switch (r.type) {
+    case RecordType::RangePush:
+      pushBounded(st.ranges, Open{r.ts, r.name, 0, 0, 0, 0});
+      break;
+    case RecordType::RangePop:
+      if (st.ranges.empty()) break;  // unbalanced pop: nothing to pair with
+      add(cpuTrack(ring, st), EventKind::Range, st.ranges.back().ts, r.ts, st.ranges.back().name);
+      st.ranges.pop_back();
+      break;
+    case RecordType::RangeBegin: {
+      const uint32_t track = cpuTrack(ring, st);
+      if (auto it = earlyEnds_.find(r.a); it != earlyEnds_.end()) {
+        add(track, EventKind::Range, r.ts, std::max(r.ts, it->second), r.name);
+        earlyEnds_.erase(it);
+      } else {
+        if (openById_.size() < kMaxOpenById)
+          openById_[r.a] = {r.ts, r.name, 0, 0, 0, track};
+        else
+          Capture::instance().countDrop();
+      }
+      break;
+    }
+    case RecordType::RangeEnd:
+      if (auto it = openById_.find(r.a); it != openById_.end()) {
+        add(it->second.track, EventKind::Range, it->second.ts, r.ts, it->second.name);
+        openById_.erase(it);
+      } else if (earlyEnds_.size() < 65536) {  // bounded: ids that never begin are forgotten
+        earlyEnds_[r.a] = r.ts;
+      }
+      break;
+    case RecordType::Marker:
+      add(cpuTrack(ring, st), EventKind::Marker, r.ts, r.ts, r.name);
+      break;
+    case RecordType::Counter: {
+      auto [it, fresh] = counterTracks_.try_emplace(r.name, 0);
+      if (fresh) it->second = newTrack(TrackKind::Counter, r.name, StringTable::instance().text(r.name));
+      add(it->second, EventKind::Counter, r.ts, r.ts, r.name)
+          .attrs.push_back(Attr::ofDouble(AttrKey::Value, std::bit_cast<double>(r.a)));
+      break;
+    }
+    case RecordType::StepBegin:
+      pushBounded(st.steps, Open{r.ts, sStep_, 0, r.a, 0, 0});
+      break;
+    case RecordType::StepEnd:
+      if (st.steps.empty()) break;
+      add(cpuTrack(ring, st), EventKind::Step, st.steps.back().ts, r.ts, sStep_)
+          .attrs.push_back(Attr::ofInt(AttrKey::Step, static_cast<int64_t>(st.steps.back().a)));
+      st.steps.pop_back();
+      break;
+    case RecordType::PhaseBegin:
+      pushBounded(st.phases, Open{r.ts, sPhase_[r.sub % 3], r.sub, 0, 0, 0});
+      break;
+    case RecordType::PhaseEnd:
+      if (st.phases.empty()) break;
+      add(cpuTrack(ring, st), EventKind::Phase, st.phases.back().ts, r.ts, st.phases.back().name);
+      st.phases.pop_back();
+      break;
+    case RecordType::MbBegin:
+      pushBounded(st.mbs, Open{r.ts, sMb_[r.sub % 3], static_cast<uint8_t>(r.sub % 3), r.a, r.b, 0});
+      break;
+    case RecordType::MbEnd: {
+      if (st.mbs.empty()) break;
+      const Open o = st.mbs.back();
+      st.mbs.pop_back();
+      static constexpr EventKind kinds[3] = {EventKind::MicroBatchF, EventKind::MicroBatchB,
+                                             EventKind::MicroBatchW};
+      auto& e = add(cpuTrack(ring, st), kinds[o.sub], o.ts, r.ts, o.name);
+      e.attrs.push_back(Attr::ofInt(AttrKey::MicroBatch, static_cast<int64_t>(o.a)));
+      e.attrs.push_back(Attr::ofInt(AttrKey::Stage, pairHi(o.b)));
+      e.attrs.push_back(Attr::ofInt(AttrKey::Chunk, static_cast<int32_t>(pairLo(o.b))));
+      break;
+    }
+    case RecordType::BucketReady: {
+      auto& b = buckets_[static_cast<int32_t>(r.b)];
+      b.readyNs = r.ts;
+      b.bytes = r.a;
+      break;
+    }
+    case RecordType::BucketCommBegin: {
+      auto& b = buckets_[static_cast<int32_t>(r.b)];
+      b.commNs = r.ts;
+      if (r.a) b.bytes = r.a;
+      b.track = commTrack(ring, st);
+      break;
+    }
+    case RecordType::BucketCommEnd: {
+      auto it = buckets_.find(static_cast<int32_t>(r.b));
+      if (it == buckets_.end() || it->second.commNs < 0) break;
+      const BucketState b = it->second;
+      buckets_.erase(it);
+      const auto bucket = static_cast<int32_t>(r.b);
+      auto& c = add(b.track, EventKind::Collective, b.commNs, r.ts, sBucketComm_);
+      c.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
+      c.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
+      // The bucket's life (ready -> reduced) on its own track: it is not communication time.
+      if (bucketTrack_ == UINT32_MAX) bucketTrack_ = newTrack(TrackKind::Communicator, -1, "buckets");
+      auto& k = add(bucketTrack_, EventKind::Bucket, b.readyNs >= 0 ? b.readyNs : b.commNs, r.ts, sBucket_);
+      k.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
+      k.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
+      break;
+    }
+    case RecordType::CommBegin:
+      pushBounded(st.comms, Open{r.ts, r.name, r.sub, r.a, r.b, 0});
+      break;
+    case RecordType::CommEnd: {
+      if (st.comms.empty()) break;
+      const Open o = st.comms.back();
+      st.comms.pop_back();
+      static constexpr EventKind kinds[3] = {EventKind::Collective, EventKind::P2PSend, EventKind::P2PRecv};
+      auto& e = add(commTrack(ring, st), kinds[o.sub % 3], o.ts, r.ts, o.name);
+      e.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(o.a)));
+      if (pairHi(o.b) >= 0) e.attrs.push_back(Attr::ofInt(AttrKey::Peer, pairHi(o.b)));
+      if (pairLo(o.b) != 0) e.attrs.push_back(Attr::ofString(AttrKey::Algorithm, pairLo(o.b)));
+      break;
+    }
+    case RecordType::KnobChange: {
+      auto& e = add(cpuTrack(ring, st), EventKind::KnobChange, r.ts, r.ts, r.name);
+      e.attrs.push_back(Attr::ofString(AttrKey::Knob, r.name));
+      e.attrs.push_back(Attr::ofString(AttrKey::KnobValue, static_cast<uint32_t>(r.a)));
+      e.attrs.push_back(Attr::ofInt(AttrKey::Step, static_cast<int64_t>(r.b)));
+      break;
+    }
+  }
+}
+
+void Drain::publish() {
+  stringsSent_ = StringTable::instance().copyFrom(stringsSent_, batch_.strings);
+  if (batch_.events.empty() && batch_.strings.empty() && batch_.tracks.empty()) return;
+  if (batch_.events.empty()) batch_.firstSeq = nextSeq_;
+  batch_.droppedTotal = Capture::instance().dropped();
+  hub_.publish(batch_, newestNs_, nextSeq_);
+  batch_ = {};
+}
+
+}  // namespace trainscope::agent

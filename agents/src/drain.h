@@ -1,0 +1,89 @@
+// The drain thread: polls every thread's ring, pairs begin/end records into complete events on
+// the right tracks, assigns sequence numbers and hands batches to the Hub. Sleeps ~1 ms when
+// all rings are empty (no busy spin); everything that allocates happens here, not in the job.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "capture.h"
+#include "hub.h"
+#include "trainscope/core/wire.h"
+
+namespace trainscope::agent {
+
+struct DrainConfig {
+  size_t maxBatchEvents = 4096;
+  int64_t maxBatchAgeNs = 50'000'000;  // latency bound for live clients
+};
+
+class Drain {
+ public:
+  Drain(Hub& hub, DrainConfig cfg);
+  ~Drain();
+  void start();
+  void stop();  // drains what is left, publishes, joins
+  void setPaused(bool p) { paused_.store(p); }  // test hook: leave the rings alone
+  uint64_t eventsRecorded() const { return recorded_.load(std::memory_order_relaxed); }
+  // Processes everything currently in the rings and publishes (used by stop and by tests).
+  void flushNow();
+
+ private:
+  struct Open {
+    int64_t ts = 0;
+    uint32_t name = 0;
+    uint8_t sub = 0;
+    uint64_t a = 0, b = 0;
+    uint32_t track = 0;
+  };
+  struct ThreadState {
+    uint32_t cpuTrack = UINT32_MAX;
+    uint32_t commTrack = UINT32_MAX;
+    std::vector<Open> ranges, phases, mbs, comms, steps;
+  };
+  struct BucketState {
+    int64_t readyNs = -1, commNs = -1;
+    uint64_t bytes = 0;
+    uint32_t track = 0;
+  };
+
+  void run();
+  bool pollOnce();
+  void handle(ThreadRing& ring, ThreadState& st, const Record& r);
+  uint32_t cpuTrack(ThreadRing& ring, ThreadState& st);
+  uint32_t commTrack(ThreadRing& ring, ThreadState& st);
+  uint32_t newTrack(core::TrackKind kind, int64_t externalId, std::string name);
+  core::wire::WireEvent& add(uint32_t track, core::EventKind kind, int64_t start, int64_t end,
+                             uint32_t name);
+  void publish();
+
+  Hub& hub_;
+  DrainConfig cfg_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<uint64_t> recorded_{0};
+  std::mutex flushMu_;  // run() and flushNow() never process at the same time
+
+  std::vector<ThreadRing*> rings_;
+  uint64_t ringsVersion_ = UINT64_MAX;
+  std::unordered_map<ThreadRing*, ThreadState> states_;
+  std::unordered_map<uint64_t, Open> openById_;
+  std::unordered_map<uint64_t, int64_t> earlyEnds_;  // ts_range_end seen before its begin
+  std::unordered_map<int32_t, BucketState> buckets_;
+  std::unordered_map<uint32_t, uint32_t> counterTracks_;
+  uint32_t bucketTrack_ = UINT32_MAX;
+  uint32_t nextTrack_ = 0;
+  size_t stringsSent_ = 0;
+  uint64_t nextSeq_ = 0;
+  int64_t newestNs_ = 0;
+  int64_t batchStartedNs_ = 0;
+  core::wire::EventBatch batch_;
+  // Names the drain gives events itself.
+  uint32_t sStep_, sPhase_[3], sMb_[3], sBucket_, sBucketComm_;
+};
+
+}  // namespace trainscope::agent

@@ -1,0 +1,142 @@
+#include "hub.h"
+
+#include <algorithm>
+
+namespace trainscope::agent {
+
+namespace wire = core::wire;
+
+bool OutQueue::pushLive(Frame f) {
+  std::lock_guard lock(mu_);
+  if (bytes_ + f->size() > cap_) return false;
+  bytes_ += f->size();
+  frames_.push_back(std::move(f));
+  return true;
+}
+
+void OutQueue::pushForce(Frame f) {
+  std::lock_guard lock(mu_);
+  bytes_ += f->size();
+  frames_.push_back(std::move(f));
+}
+
+std::pair<const uint8_t*, size_t> OutQueue::front() {
+  std::lock_guard lock(mu_);
+  if (frames_.empty()) return {nullptr, 0};
+  const auto& f = *frames_.front();
+  return {f.data() + frontOffset_, f.size() - frontOffset_};
+}
+
+void OutQueue::consumed(size_t n) {
+  std::lock_guard lock(mu_);
+  if (frames_.empty()) return;
+  frontOffset_ += n;
+  bytes_ -= n;
+  if (frontOffset_ >= frames_.front()->size()) {
+    frames_.pop_front();
+    frontOffset_ = 0;
+  }
+}
+
+size_t OutQueue::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
+}
+
+namespace {
+Frame encodeFrame(const wire::EventBatch& b) {
+  auto out = std::make_shared<std::vector<uint8_t>>();
+  wire::encode(wire::Message{b}, *out);
+  return out;
+}
+}  // namespace
+
+Frame Hub::tablesFrame(bool history, uint64_t firstSeq, uint64_t dropped) const {
+  wire::EventBatch b;
+  b.rank = cfg_.rank;
+  b.firstSeq = firstSeq;
+  b.history = history;
+  b.droppedTotal = dropped;
+  b.strings = strings_;
+  b.tracks = tracks_;
+  return encodeFrame(b);
+}
+
+void Hub::publish(wire::EventBatch& batch, int64_t newestNs, uint64_t nextSeq) {
+  batch.rank = cfg_.rank;
+  std::lock_guard lock(mu_);
+  strings_.insert(strings_.end(), batch.strings.begin(), batch.strings.end());
+  tracks_.insert(tracks_.end(), batch.tracks.begin(), batch.tracks.end());
+  nextSeq_ = nextSeq;
+  droppedTotal_ = batch.droppedTotal;
+  if (!batch.events.empty() || !batch.strings.empty() || !batch.tracks.empty()) {
+    batch.history = true;
+    Chunk c{encodeFrame(batch), batch.firstSeq, batch.events.size(), newestNs};
+    chunkBytes_ += c.frame->size();
+    chunkEvents_ += c.events;
+    chunks_.push_back(std::move(c));
+    evict(newestNs);
+  }
+  if (subs_.empty()) return;
+  batch.history = false;
+  const Frame live = encodeFrame(batch);
+  Frame tables;
+  for (auto& q : subs_) {
+    if (q->needTables) {
+      if (!tables) tables = tablesFrame(false, batch.firstSeq, batch.droppedTotal);
+      if (!q->pushLive(tables)) {
+        ++slowDrops_;
+        continue;
+      }
+      q->needTables = false;
+    }
+    if (!q->pushLive(live)) {
+      ++slowDrops_;
+      q->needTables = true;  // the dropped batch may have introduced strings or tracks
+    }
+  }
+  if (wake_) wake_();
+}
+
+void Hub::evict(int64_t nowNs) {
+  // Keep at least the newest chunk so a late client always sees something recent.
+  while (chunks_.size() > 1 &&
+         (chunkBytes_ > cfg_.flightBytes || chunks_.front().newestNs < nowNs - cfg_.flightNs)) {
+    chunkBytes_ -= chunks_.front().frame->size();
+    chunkEvents_ -= chunks_.front().events;
+    chunks_.pop_front();
+  }
+}
+
+void Hub::subscribe(const std::shared_ptr<OutQueue>& q, bool history) {
+  std::lock_guard lock(mu_);
+  if (std::find(subs_.begin(), subs_.end(), q) != subs_.end()) return;
+  // The full tables first: evicted chunks took the first mention of older ids with them.
+  const uint64_t first = history && !chunks_.empty() ? chunks_.front().firstSeq : nextSeq_;
+  q->pushForce(tablesFrame(history, first, droppedTotal_));
+  if (history)
+    for (const Chunk& c : chunks_) q->pushForce(c.frame);
+  q->needTables = false;
+  subs_.push_back(q);
+  if (wake_) wake_();
+}
+
+void Hub::unsubscribe(const std::shared_ptr<OutQueue>& q) {
+  std::lock_guard lock(mu_);
+  subs_.erase(std::remove(subs_.begin(), subs_.end(), q), subs_.end());
+}
+
+uint64_t Hub::flightEvents() const {
+  std::lock_guard lock(mu_);
+  return chunkEvents_;
+}
+uint64_t Hub::flightBytes() const {
+  std::lock_guard lock(mu_);
+  return chunkBytes_;
+}
+uint64_t Hub::batchesDroppedForSlowClients() const {
+  std::lock_guard lock(mu_);
+  return slowDrops_;
+}
+
+}  // namespace trainscope::agent

@@ -1,0 +1,155 @@
+#include "runtime.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "capture.h"
+#include "knobs.h"
+#include "log.h"
+
+#ifndef TRAINSCOPE_VERSION
+#define TRAINSCOPE_VERSION "0.0.0"
+#endif
+
+namespace trainscope::agent {
+
+namespace wire = core::wire;
+
+Globals& globals() {
+  static Globals* g = new Globals();  // leaked: read by job threads during static destruction
+  return *g;
+}
+
+namespace {
+HubConfig hubConfig(const Config& c) { return {c.rank, c.flightBytes, c.flightNs}; }
+}  // namespace
+
+Runtime::Runtime(Config cfg)
+    : cfg_(std::move(cfg)), hub_(hubConfig(cfg_)), drain_(hub_, DrainConfig{}),
+      server_(hub_, cfg_, ServerHooks{
+                              [this] { return jobInfo(); },
+                              [this] { return stats(); },
+                              [] {
+                                return KnobRegistry::instance().list(globals().currentStep.load());
+                              },
+                              [](const wire::SetKnob& s) {
+                                return KnobRegistry::instance().receive(
+                                    s, globals().worldSize.load(), globals().agreeFn.load() != nullptr);
+                              }}) {}
+
+Runtime::~Runtime() { stop(); }
+
+int Runtime::start() {
+  g_clockShiftNs.store(cfg_.clockShiftNs);
+  startNs_ = nowNs();
+  globals().worldSize.store(cfg_.worldSize);
+  Capture& cap = Capture::instance();
+  cap.configure(cfg_.ringRecords, cfg_.bufferBytes - cfg_.flightBytes);
+  drain_.start();
+  cap.setActive(true);
+  if (cfg_.listen == "none") return TS_OK;  // capture only (tests, or a job that wants no server)
+  if (core::Status s = server_.listen(); !s) {
+    logLine("control server disabled: %s", s.toString().c_str());
+    return TS_ERR_LISTEN;
+  }
+  server_.start();
+  entry_.jobId = cfg_.jobId;
+  entry_.rank = cfg_.rank;
+  entry_.worldSize = cfg_.worldSize;
+  entry_.localRank = cfg_.localRank;
+  entry_.host = cfg_.host;
+  entry_.pid = ::getpid();
+  entry_.startTimeNs = startNs_;
+  entry_.endpoint = server_.endpoint();
+  entry_.secretFile = server_.endpoint().rfind("tcp:", 0) == 0 ? server_.secretFile() : std::string();
+  if (core::Status s = core::discovery::writeEntry(entry_); !s)
+    logLine("discovery file not written: %s", s.toString().c_str());
+  else
+    entryWritten_ = true;
+  return TS_OK;
+}
+
+void Runtime::stop() {
+  Capture::instance().setActive(false);
+  drain_.stop();   // the last records become the last batch, queued to subscribers
+  server_.stop();  // which the server flushes briefly before closing
+  if (entryWritten_) core::discovery::removeEntry(entry_);
+  entryWritten_ = false;
+}
+
+wire::JobInfo Runtime::jobInfo() const {
+  wire::JobInfo j;
+  j.jobId = cfg_.jobId;
+  j.rank = cfg_.rank;
+  j.worldSize = cfg_.worldSize;
+  j.localRank = cfg_.localRank;
+  j.host = cfg_.host;
+  j.pid = ::getpid();
+  j.startTimeNs = startNs_;
+  j.device = -1;
+  j.agentVersion = TRAINSCOPE_VERSION;
+  j.clockDomain = "monotonic";
+  return j;
+}
+
+wire::Stats Runtime::stats() const {
+  wire::Stats s;
+  const Capture& cap = Capture::instance();
+  s.eventsRecorded = drain_.eventsRecorded();
+  s.eventsDropped = cap.dropped();
+  s.queueBytesUsed = cap.bytesUsed();
+  s.queueBytesCap = cap.bytesCap();
+  s.flightRecorderEvents = hub_.flightEvents();
+  s.flightRecorderBytes = hub_.flightBytes();
+  s.clients = server_.clientCount();
+  s.batchesDroppedForSlowClients = hub_.batchesDroppedForSlowClients();
+  s.currentStep = globals().currentStep.load();
+  return s;
+}
+
+namespace {
+std::mutex g_lifeMu;
+Runtime* g_runtime = nullptr;
+bool g_forkedChild = false;
+
+void afterForkInChild() {
+  // The child has none of our threads: record nothing and never touch the parent's files.
+  g_forkedChild = true;
+  Capture::instance().setActive(false);
+  g_runtime = nullptr;  // leaked on purpose; its threads do not exist here
+}
+
+void atExit() { shutdownRuntime(); }
+}  // namespace
+
+int initRuntime(const ts_init_params* p) {
+  std::lock_guard lock(g_lifeMu);
+  if (g_forkedChild) return TS_ERR_INTERNAL;
+  if (g_runtime) return TS_ALREADY_INITIALIZED;
+  static bool hooksInstalled = false;
+  if (!hooksInstalled) {
+    hooksInstalled = true;
+    pthread_atfork(nullptr, nullptr, afterForkInChild);
+    std::atexit(atExit);
+  }
+  auto rt = std::make_unique<Runtime>(configFromEnv(p));
+  const int rc = rt->start();
+  g_runtime = rt.release();
+  return rc;
+}
+
+void shutdownRuntime() {
+  std::lock_guard lock(g_lifeMu);
+  if (g_forkedChild || !g_runtime) return;
+  Runtime* rt = g_runtime;
+  g_runtime = nullptr;
+  rt->stop();
+  delete rt;
+}
+
+Runtime* runtime() { return g_runtime; }
+
+}  // namespace trainscope::agent

@@ -1,0 +1,71 @@
+// The control server: one background thread, poll() over a Unix (default) or TCP listening
+// socket and all clients. Non-blocking everywhere; each client has a bounded output queue.
+// Protocol: Hello -> Challenge -> [Auth] -> Welcome, then requests (knobs, stats, ping,
+// subscribe). A misbehaving client is dropped with one log line; nothing else changes.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "hub.h"
+#include "trainscope/core/status.h"
+#include "trainscope/core/wire.h"
+
+namespace trainscope::agent {
+
+struct ServerHooks {
+  std::function<core::wire::JobInfo()> jobInfo;
+  std::function<core::wire::Stats()> stats;
+  std::function<core::wire::KnobList()> knobList;
+  std::function<core::wire::KnobAck(const core::wire::SetKnob&)> setKnob;
+};
+
+class Server {
+ public:
+  Server(Hub& hub, const Config& cfg, ServerHooks hooks);
+  ~Server();
+  core::Status listen();  // binds; endpoint() and secretFile() are valid afterwards
+  void start();
+  void stop();            // flushes pending output briefly, says Bye, closes everything
+  std::string endpoint() const { return endpoint_; }
+  std::string secretFile() const { return secretPath_; }
+  uint32_t clientCount() const { return clientCount_.load(); }
+  void wake();
+
+ private:
+  struct Client;
+  void run();
+  void acceptClients();
+  bool readClient(Client& c);    // false: drop it
+  bool writeClient(Client& c);   // false: drop it
+  bool handle(Client& c, core::wire::Message& m);
+  void reject(Client& c, const std::string& why);
+  void send(Client& c, const core::wire::Message& m);
+  void dropClient(size_t i, const char* why);
+  core::Status setupSecret();
+
+  Hub& hub_;
+  Config cfg_;
+  ServerHooks hooks_;
+  int listenFd_ = -1;
+  int wakeFd_ = -1;
+  std::string endpoint_;
+  std::string socketPath_;
+  std::string secretPath_;
+  bool secretGenerated_ = false;
+  bool authRequired_ = false;
+  std::vector<uint8_t> secret_;
+  std::set<core::wire::Nonce> seenNonces_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::atomic<uint32_t> clientCount_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace trainscope::agent

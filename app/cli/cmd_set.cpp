@@ -1,0 +1,80 @@
+// `trainscope-cli set --job ID NAME=VALUE...`: change knobs live on every rank (JobSession's
+// protocol) and print the step at which every rank applied them. Exit 1 with the reason when a
+// value is refused or not applied in time.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "live.h"
+
+namespace trainscope::cli {
+namespace {
+
+struct SetOptions {
+  std::string job;
+  std::vector<std::string> assignments;
+  double timeoutS = 60;
+  bool json = false;
+};
+
+int runSet(const SetOptions& o) {
+  std::vector<std::pair<std::string, std::string>> changes;
+  for (const auto& a : o.assignments) {
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "trainscope-cli: \"%s\" is not NAME=VALUE\n", a.c_str());
+      return kExitUsage;
+    }
+    changes.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+  }
+  auto js = connectJob(o.job, true, 5000);
+  if (!js) return fail(js.status());
+  auto res = js.value()->setKnobs(changes, static_cast<int>(o.timeoutS * 1000));
+  if (!res) return fail(res.status());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : res.value()) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const auto& [rank, step] : a.stepPerRank) {
+      lo = std::min(lo, step);
+      hi = std::max(hi, step);
+    }
+    if (o.json) {
+      nlohmann::json steps = nlohmann::json::object();
+      for (const auto& [rank, step] : a.stepPerRank) steps[std::to_string(rank)] = step;
+      out.push_back({{"name", a.name},
+                     {"value", a.value},
+                     {"change_seq", a.changeSeq},
+                     {"step", lo},
+                     {"same_step", lo == hi},
+                     {"steps_per_rank", steps}});
+    } else if (lo == hi) {
+      std::printf("%s = %s applied at step %lld on all %zu ranks\n", a.name.c_str(), a.value.c_str(),
+                  static_cast<long long>(lo), a.stepPerRank.size());
+    } else {
+      std::printf("%s = %s applied on all %zu ranks, at different steps:", a.name.c_str(), a.value.c_str(),
+                  a.stepPerRank.size());
+      for (const auto& [rank, step] : a.stepPerRank)
+        std::printf(" rank %d@%lld", rank, static_cast<long long>(step));
+      std::printf("\n");
+    }
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void addSetCommand(CLI::App& app, Runner& run) {
+  auto opts = std::make_shared<SetOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "set", "Change knobs of a running job on every rank; prints the step they took effect");
+  cmd->add_option("--job", opts->job, "Job id (see `jobs`)")->required();
+  cmd->add_option("ASSIGNMENTS", opts->assignments, "NAME=VALUE pairs")->required();
+  cmd->add_option("--timeout", opts->timeoutS, "Seconds to wait until every rank applied the change")
+      ->capture_default_str();
+  cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->callback([opts, &run] { run = [opts] { return runSet(*opts); }; });
+}
+
+}  // namespace trainscope::cli

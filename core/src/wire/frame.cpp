@@ -1,0 +1,205 @@
+// Frames: header, optional zstd compression, and the incremental FrameDecoder.
+//
+// The decoder validates a header as soon as its 16 bytes are there, so an oversized or foreign
+// frame is refused before any of its payload is buffered; an error is sticky and later bytes are
+// discarded (the caller closes the connection).
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "trainscope/core/wire.h"
+#include "wire/messages.h"
+
+namespace trainscope::core::wire {
+namespace {
+
+// Batches below this stay uncompressed: zstd's frame overhead and CPU are not worth it.
+constexpr size_t kCompressThreshold = 4096;
+constexpr int kZstdLevel = 1;  // the agent compresses on the training host: keep it cheap
+constexpr uint64_t kMaxDecompressed = static_cast<uint64_t>(kMaxFramePayload) * 4;
+constexpr uint64_t kMaxRatio = 1024;  // decompressed / compressed
+
+// The largest decompressed size accepted for a compressed payload of n bytes. Real batches
+// compress 5-50x; a few bytes claiming 64 MiB is a bomb (or garbage) and must not make us
+// allocate. encode() only compresses within this limit, so our own frames are never refused.
+uint64_t decompressLimit(size_t n) {
+  return std::min<uint64_t>(kMaxDecompressed, n * kMaxRatio + (64u << 10));
+}
+
+uint32_t le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+uint16_t le16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | p[1] << 8);
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+Status wireError(ErrorCode code, const std::string& what) {
+  return Status(code, "wire protocol: " + what);
+}
+
+// Checks a header; Ok when the frame may be read.
+Status checkHeader(const uint8_t* h) {
+  const uint32_t magic = le32(h);
+  if (magic != kMagic)
+    return wireError(ErrorCode::WrongMagic,
+                     "wrong magic " + hex32(magic) + " (expected " + hex32(kMagic) +
+                         " \"TSWP\"; the peer does not speak the Trainscope protocol)");
+  const uint16_t version = le16(h + 4);
+  if (version != kProtocolVersion)
+    return wireError(ErrorCode::InvalidArgument, "unsupported protocol version " + std::to_string(version) +
+                                                     " (this build speaks " +
+                                                     std::to_string(kProtocolVersion) + ")");
+  const uint16_t type = le16(h + 6);
+  if (!detail::isKnownType(type))
+    return wireError(ErrorCode::Corrupt, "unknown message type " + std::to_string(type));
+  const uint32_t length = le32(h + 8);
+  if (length > kMaxFramePayload)
+    return wireError(ErrorCode::Corrupt, "frame payload length " + std::to_string(length) +
+                                             " exceeds the limit of " + std::to_string(kMaxFramePayload) +
+                                             " bytes");
+  const uint32_t flags = le32(h + 12);
+  if ((flags & ~kFlagZstd) != 0) return wireError(ErrorCode::Corrupt, "unknown frame flags " + hex32(flags));
+  return Status::ok();
+}
+
+void putHeader(std::vector<uint8_t>& out, size_t at, MsgType type, uint32_t length, uint32_t flags) {
+  uint8_t* h = out.data() + at;
+  auto put32 = [](uint8_t* p, uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put32(h, kMagic);
+  h[4] = static_cast<uint8_t>(kProtocolVersion & 0xff);
+  h[5] = static_cast<uint8_t>(kProtocolVersion >> 8);
+  h[6] = static_cast<uint8_t>(static_cast<uint16_t>(type) & 0xff);
+  h[7] = static_cast<uint8_t>(static_cast<uint16_t>(type) >> 8);
+  put32(h + 8, length);
+  put32(h + 12, flags);
+}
+
+}  // namespace
+
+MsgType typeOf(const Message& m) {
+  // The variant's alternatives are declared in MsgType order (JobInfo is the Welcome payload).
+  static_assert(std::variant_size_v<Message> == static_cast<size_t>(MsgType::Unsubscribe));
+  static_assert(std::is_same_v<std::variant_alternative_t<3, Message>, JobInfo>);
+  static_assert(std::is_same_v<std::variant_alternative_t<6, Message>, EventBatch>);
+  return static_cast<MsgType>(m.index() + 1);
+}
+
+void encode(const Message& m, std::vector<uint8_t>& out) {
+  const size_t at = out.size();
+  out.resize(at + kHeaderSize);
+  detail::encodePayload(m, out);
+  size_t length = out.size() - at - kHeaderSize;
+  uint32_t flags = 0;
+  if (std::holds_alternative<EventBatch>(m) && length > kCompressThreshold) {
+    std::vector<uint8_t> packed(ZSTD_compressBound(length));
+    const size_t n =
+        ZSTD_compress(packed.data(), packed.size(), out.data() + at + kHeaderSize, length, kZstdLevel);
+    // Keep the raw bytes when compression does not help, or compresses beyond what a decoder
+    // accepts (decompressLimit; only absurdly repetitive payloads).
+    if (!ZSTD_isError(n) && n < length && decompressLimit(n) >= length) {
+      out.resize(at + kHeaderSize);
+      out.insert(out.end(), packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(n));
+      length = n;
+      flags |= kFlagZstd;
+    }
+  }
+  // A payload above kMaxFramePayload is still written (the header carries its true length) and
+  // the peer refuses it: senders must split batches, and this way the mistake is loud.
+  putHeader(out, at, typeOf(m), static_cast<uint32_t>(length), flags);
+}
+
+Result<Message> decodePayload(MsgType type, uint32_t flags, std::span<const uint8_t> payload) {
+  if (!detail::isKnownType(static_cast<uint16_t>(type)))
+    return wireError(ErrorCode::Corrupt,
+                     "unknown message type " + std::to_string(static_cast<unsigned>(type)));
+  if ((flags & ~kFlagZstd) != 0) return wireError(ErrorCode::Corrupt, "unknown frame flags " + hex32(flags));
+  if (payload.size() > kMaxFramePayload)
+    return wireError(ErrorCode::Corrupt,
+                     "frame payload of " + std::to_string(payload.size()) + " bytes exceeds the limit");
+  std::vector<uint8_t> raw;
+  if (flags & kFlagZstd) {
+    const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
+    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+      return wireError(ErrorCode::Corrupt, "compressed payload without a valid zstd content size");
+    const uint64_t limit = decompressLimit(payload.size());
+    if (size > limit)
+      return wireError(ErrorCode::Corrupt, "compressed payload of " + std::to_string(payload.size()) +
+                                               " bytes would expand to " + std::to_string(size) +
+                                               " bytes (limit " + std::to_string(limit) + ")");
+    raw.resize(static_cast<size_t>(size));
+    const size_t n = ZSTD_decompress(raw.data(), raw.size(), payload.data(), payload.size());
+    if (ZSTD_isError(n) || n != raw.size())
+      return wireError(ErrorCode::Corrupt, std::string("zstd payload does not decompress: ") +
+                                               (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
+    payload = raw;
+  }
+  detail::Reader r(payload);
+  Message m = detail::decodeMessage(type, r);
+  const std::string name = "message type " + std::to_string(static_cast<unsigned>(type));
+  if (!r.ok()) return wireError(ErrorCode::Corrupt, name + ": " + r.error());
+  if (r.remaining() != 0)
+    return wireError(ErrorCode::Corrupt,
+                     name + ": " + std::to_string(r.remaining()) + " trailing bytes inside the payload");
+  return m;
+}
+
+void FrameDecoder::feed(std::span<const uint8_t> bytes) {
+  if (!error_.isOk()) return;  // the stream is dead; do not grow the buffer
+  // Compact lazily so that consumed frames do not pin memory.
+  if (pos_ > 0 && pos_ >= buf_.size() / 2) {
+    buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(pos_));
+    pos_ = 0;
+  }
+  buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+  // Refuse a bad header right away, before its payload is buffered.
+  if (buffered() >= kHeaderSize) {
+    Status s = checkHeader(buf_.data() + pos_);
+    if (!s.isOk()) {
+      error_ = std::move(s);
+      buf_.clear();
+      pos_ = 0;
+    }
+  }
+}
+
+Result<std::optional<Message>> FrameDecoder::next() {
+  if (!error_.isOk()) return error_;
+  if (buffered() < kHeaderSize) return std::optional<Message>{};
+  const uint8_t* h = buf_.data() + pos_;
+  if (Status s = checkHeader(h); !s.isOk()) {
+    error_ = s;
+    buf_.clear();
+    pos_ = 0;
+    return s;
+  }
+  const uint32_t length = le32(h + 8);
+  if (buffered() < kHeaderSize + length) return std::optional<Message>{};
+  const auto type = static_cast<MsgType>(le16(h + 6));
+  const uint32_t flags = le32(h + 12);
+  Result<Message> m = decodePayload(type, flags, std::span<const uint8_t>(h + kHeaderSize, length));
+  pos_ += kHeaderSize + length;
+  if (pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+  }
+  if (!m) {
+    error_ = m.status();
+    buf_.clear();
+    pos_ = 0;
+    return error_;
+  }
+  return std::optional<Message>(std::move(m).value());
+}
+
+}  // namespace trainscope::core::wire

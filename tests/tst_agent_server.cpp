@@ -1,0 +1,264 @@
+// The agent's control server, spoken to over real sockets with the wire codec: handshake on a
+// Unix socket and on TCP with HMAC authentication (wrong MAC and replayed nonces refused),
+// knobs, ping, stats, history-then-live streaming without gaps, a client sending garbage or
+// not reading is dropped or throttled without disturbing anyone else, and the discovery file
+// lives exactly as long as the agent.
+#include <QtTest>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "agent_test_support.h"
+#include "trainscope/agent.h"
+#include "trainscope/core/discovery.h"
+#include "agent_raw_client.h"
+
+using namespace agent_test;
+namespace fs = std::filesystem;
+namespace discovery = trainscope::core::discovery;
+
+namespace {
+
+std::string tempRuntimeDir() {
+  const fs::path d = fs::temp_directory_path() / ("tst-agent-rt-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
+  return d.string();
+}
+
+std::optional<discovery::Entry> ourEntry() {
+  for (const auto& e : discovery::listEntries())
+    if (e.jobId == "tst-agent" && e.pid == ::getpid()) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+class TstAgentServer : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { ::setenv("TRAINSCOPE_RUNTIME_DIR", tempRuntimeDir().c_str(), 1); }
+  void cleanupTestCase() {
+    const char* d = std::getenv("TRAINSCOPE_RUNTIME_DIR");
+    if (d) fs::remove_all(d);
+  }
+
+  void unixHandshakeKnobsPingStats() {
+    std::string socketPath;
+    {
+      ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+      QCOMPARE(agent.rc(), TS_OK);
+      ts_knob_int("srv.int", 0, 10, 3, "served", 0);
+      const auto entry = ourEntry();
+      QVERIFY(entry.has_value());
+      QVERIFY(entry->endpoint.rfind("unix:", 0) == 0);
+      socketPath = entry->endpoint.substr(5);
+      struct stat st {};
+      QCOMPARE(::stat(socketPath.c_str(), &st), 0);
+      QCOMPARE(st.st_mode & 0777, 0600u);
+      RawClient c;
+      QVERIFY(c.connectTo(entry->endpoint));
+      QVERIFY(!c.hello().authRequired);
+      auto job = c.recvAs<wire::JobInfo>();
+      QVERIFY(job.has_value());
+      QCOMPARE(job->jobId, std::string("tst-agent"));
+      QCOMPARE(job->pid, int64_t{::getpid()});
+      c.send(wire::KnobListRequest{});
+      auto list = c.recvAs<wire::KnobList>();
+      QVERIFY(list.has_value());
+      bool found = false;
+      for (const auto& k : list->knobs) found |= k.name == "srv.int" && k.currentValue == "3";
+      QVERIFY(found);
+      c.send(wire::SetKnob{list->lastChangeSeq + 1, "srv.int", "11"});
+      auto ack = c.recvAs<wire::KnobAck>();
+      QVERIFY(ack.has_value());
+      QVERIFY(!ack->accepted);
+      QVERIFY(ack->reason.find("out of range") != std::string::npos);
+      c.send(wire::Ping{12345});
+      auto pong = c.recvAs<wire::Pong>();
+      QVERIFY(pong.has_value());
+      QCOMPARE(pong->clientSendNs, int64_t{12345});
+      QVERIFY(pong->agentNs > 0);
+      c.send(wire::StatsRequest{});
+      auto stats = c.recvAs<wire::Stats>();
+      QVERIFY(stats.has_value());
+      QCOMPARE(stats->clients, 1u);
+      QVERIFY(stats->queueBytesCap > 0);
+    }
+    QVERIFY(!ourEntry().has_value());  // removed at shutdown
+    QVERIFY(!fs::exists(socketPath));
+  }
+
+  void historyThenLiveWithoutGaps() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+    const uint32_t before = ts_name("before-attach");
+    for (int i = 0; i < 100; ++i) ts_marker(before);
+    ag::runtime()->drain().flushNow();
+    RawClient c;
+    QVERIFY(c.connectTo(ourEntry()->endpoint));
+    c.hello();
+    QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+    c.send(wire::Subscribe{true});
+    // Live events start while history is being delivered.
+    const uint32_t after = ts_name("after-attach");
+    std::thread producer([after] {
+      for (int i = 0; i < 100; ++i) ts_marker(after);
+    });
+    producer.join();
+    Recorded rec;
+    bool sawLive = false, historyAfterLive = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (rec.named("after-attach").size() < 100 && std::chrono::steady_clock::now() < deadline) {
+      auto m = c.recv(1000);
+      if (!m) continue;
+      if (const auto* b = std::get_if<wire::EventBatch>(&*m)) {
+        if (!b->history) sawLive = true;
+        if (b->history && sawLive) historyAfterLive = true;
+      }
+      absorb(rec, *m);
+    }
+    QVERIFY(sawLive);
+    QVERIFY(!historyAfterLive);
+    QCOMPARE(rec.named("before-attach").size(), size_t{100});
+    QCOMPARE(rec.named("after-attach").size(), size_t{100});
+    uint64_t next = 0;
+    bool first = true;
+    for (const auto& b : rec.batches) {
+      if (b.events.empty()) continue;
+      if (!first) QCOMPARE(b.firstSeq, next);
+      first = false;
+      next = b.firstSeq + b.events.size();
+    }
+    for (const auto& e : rec.events) {
+      QVERIFY(rec.strings.count(e.name));
+      QVERIFY(rec.tracks.count(e.track));
+    }
+  }
+
+  void garbageAndBadHandshakeDropOnlyThatClient() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+    const std::string ep = ourEntry()->endpoint;
+    RawClient good;
+    QVERIFY(good.connectTo(ep));
+    good.hello();
+    QVERIFY(good.recvAs<wire::JobInfo>().has_value());
+    RawClient garbage;
+    QVERIFY(garbage.connectTo(ep));
+    garbage.sendRaw(std::vector<uint8_t>(64, 0xab));
+    QVERIFY(garbage.closedWithin(2000));
+    RawClient rude;  // skips Hello
+    QVERIFY(rude.connectTo(ep));
+    rude.send(wire::StatsRequest{});
+    QVERIFY(rude.closedWithin(2000));
+    good.send(wire::Ping{7});
+    auto pong = good.recvAs<wire::Pong>();
+    QVERIFY(pong.has_value());
+    QCOMPARE(pong->clientSendNs, int64_t{7});
+  }
+
+  void tcpRequiresAuthAndRefusesReplay() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "tcp"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    const auto entry = ourEntry();
+    QVERIFY(entry.has_value());
+    QVERIFY(entry->endpoint.rfind("tcp:127.0.0.1:", 0) == 0);
+    QVERIFY(!entry->secretFile.empty());
+    struct stat st {};
+    QCOMPARE(::stat(entry->secretFile.c_str(), &st), 0);
+    QCOMPARE(st.st_mode & 0777, 0600u);
+    std::ifstream in(entry->secretFile, std::ios::binary);
+    const std::vector<uint8_t> secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    QCOMPARE(secret.size(), size_t{32});
+
+    wire::Nonce clientNonce{};
+    clientNonce[0] = 42;
+    {
+      RawClient c;
+      QVERIFY(c.connectTo(entry->endpoint));
+      const wire::Challenge ch = c.hello();
+      QVERIFY(ch.authRequired);
+      c.send(wire::Auth{clientNonce, wire::authMac(secret, ch.agentNonce, clientNonce)});
+      QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+    }
+    {
+      RawClient replay;  // same client nonce, correct MAC for the new challenge: still refused
+      QVERIFY(replay.connectTo(entry->endpoint));
+      const wire::Challenge ch = replay.hello();
+      replay.send(wire::Auth{clientNonce, wire::authMac(secret, ch.agentNonce, clientNonce)});
+      auto err = replay.recvAs<wire::ErrorMsg>();
+      QVERIFY(err.has_value());
+      QVERIFY(replay.closedWithin(2000));
+    }
+    {
+      RawClient wrong;
+      QVERIFY(wrong.connectTo(entry->endpoint));
+      const wire::Challenge ch = wrong.hello();
+      clientNonce[0] = 43;
+      wire::Mac mac = wire::authMac(secret, ch.agentNonce, clientNonce);
+      mac[5] ^= 1;
+      wrong.send(wire::Auth{clientNonce, mac});
+      QVERIFY(wrong.recvAs<wire::ErrorMsg>().has_value());
+      QVERIFY(wrong.closedWithin(2000));
+    }
+    {
+      RawClient skip;  // no Auth at all
+      QVERIFY(skip.connectTo(entry->endpoint));
+      skip.hello();
+      skip.send(wire::KnobListRequest{});
+      QVERIFY(skip.recvAs<wire::ErrorMsg>().has_value());
+    }
+  }
+
+  void secretFileMustBePrivate() {
+    const std::string path = std::string(std::getenv("TRAINSCOPE_RUNTIME_DIR")) + "/open.secret";
+    { std::ofstream(path) << "0123456789abcdef"; }
+    ::chmod(path.c_str(), 0644);
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "tcp"}, {"TRAINSCOPE_SECRET_FILE", path}});
+    QCOMPARE(agent.rc(), TS_ERR_LISTEN);  // capture still runs, but no unauthenticated server
+    QVERIFY(!ourEntry().has_value());
+  }
+
+  // A subscriber that never reads: live batches for it are dropped and counted, the job's
+  // threads never wait, other clients keep being served.
+  void slowClientIsThrottledNotTheJob() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}, {"TRAINSCOPE_CLIENT_QUEUE_MB", "1"}});
+    const std::string ep = ourEntry()->endpoint;
+    RawClient slow;
+    QVERIFY(slow.connectTo(ep));
+    const int small = 4096;
+    ::setsockopt(slow.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    slow.hello();
+    slow.send(wire::Subscribe{false});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    uint64_t i = 0;
+    while (ag::runtime()->hub().batchesDroppedForSlowClients() == 0 && std::chrono::steady_clock::now() < deadline) {
+      for (int k = 0; k < 4000; ++k, ++i) ts_counter(ts_name("noise"), static_cast<double>(i * 2654435761u % 1000003));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    QVERIFY(ag::runtime()->hub().batchesDroppedForSlowClients() > 0);
+    RawClient other;
+    QVERIFY(other.connectTo(ep));
+    other.hello();
+    QVERIFY(other.recvAs<wire::JobInfo>().has_value());
+    other.send(wire::StatsRequest{});
+    auto stats = other.recvAs<wire::Stats>();
+    QVERIFY(stats.has_value());
+    QVERIFY(stats->batchesDroppedForSlowClients > 0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TstAgentServer)
+#include "tst_agent_server.moc"
