@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test run bench format clean
+.PHONY: all deps configure build test run bench fuzz format clean
 
 all: build
 
@@ -30,6 +30,15 @@ run: build
 bench: build
 	$(BUILD)/bin/bench_trace_store --benchmark_counters_tabular=true
 	$(BUILD)/bin/bench_sqlite
+
+# libFuzzer on the wire decoder (clang; separate build dir, only the decoder and the fuzzer are
+# built). CI runs it for FUZZ_SECONDS after the tests.
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DTRAINSCOPE_FUZZ=ON -DTRAINSCOPE_GPU=OFF -DTRAINSCOPE_BUILD_GUI=OFF -DTRAINSCOPE_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_wire
+	$(BUILD)-fuzz/bin/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1
 
 format:
 	find core profiler agents plots app tests bench -name '*.h' -o -name '*.cpp' -o -name '*.cu' | xargs clang-format -i

@@ -13,6 +13,7 @@ PKGS=(
   libgtest-dev libbenchmark-dev
   xvfb xauth
   clang-format ccache
+  clang libclang-rt-14-dev
 )
 
 missing=()
