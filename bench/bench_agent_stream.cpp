@@ -8,9 +8,11 @@
 // parent is the client: core::AgentClient on the rank's Unix socket, Subscribe{history=false},
 // counting events ("count") or also turning them into TraceStore content with a BatchIngestor
 // as the live view / `record` do ("ingest"). Reported: events/s delivered, events the agent
-// dropped (ring full, queue full, batches lost for a slow client: sequence gaps), bytes read
-// from the socket per event (the client's /proc/self/io rchar over the run) and CPU seconds of
-// both processes.
+// dropped (ring full, queue full, batches lost for a slow client: sequence gaps), bytes on the
+// wire per event (1 batch in 16 re-encoded with the wire::encode the agent uses -- recv() on a
+// socket is not counted in /proc/self/io) and CPU seconds of both processes (the agent's
+// includes the producer thread). With --rate the producer sleeps whenever it is ahead of
+// schedule, so the drain, server and client get the rest of the two cores.
 //
 // Anchor, in the same run: a writer process pushes 1 MiB buffers through a Unix socketpair to a
 // reader (the parent) -- the same byte volume the agent run moved, as raw socket bandwidth.
@@ -32,7 +34,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,13 +62,29 @@ double nowS() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-uint64_t rcharSelf() {
-  std::ifstream in("/proc/self/io");
-  std::string key;
-  uint64_t v = 0;
-  while (in >> key >> v)
-    if (key == "rchar:") return v;
-  return 0;
+// CPU seconds of the threads of pid whose name (comm) starts with prefix, from /proc.
+double threadCpu(pid_t pid, const std::string& prefix) {
+  double total = 0;
+  std::error_code ec;
+  const fs::path dir = fs::path("/proc") / std::to_string(pid) / "task";
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    char comm[64] = {}, stat[1024] = {};
+    FILE* f = std::fopen((it->path() / "comm").c_str(), "r");
+    if (!f) continue;
+    const bool okComm = std::fgets(comm, sizeof comm, f) != nullptr;
+    std::fclose(f);
+    if (!okComm || std::string(comm).rfind(prefix, 0) != 0) continue;
+    f = std::fopen((it->path() / "stat").c_str(), "r");
+    if (!f) continue;
+    const size_t n = std::fread(stat, 1, sizeof stat - 1, f);
+    std::fclose(f);
+    const char* p = std::strrchr(stat, ')');  // fields after "(comm)": state is field 3
+    if (!p || n == 0) continue;
+    unsigned long long ut = 0, st = 0;
+    if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+      total += static_cast<double>(ut + st) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  return total;
 }
 
 double cpuSeconds(const rusage& r) {
@@ -136,8 +153,7 @@ struct ProducerReport {
     if (now >= end) break;
     if (nsPerEvent > 0) {
       const auto due = t0 + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(n) * nsPerEvent));
-      while (std::chrono::steady_clock::now() < due) {
-      }
+      if (due - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(due);
     }
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -155,9 +171,10 @@ struct StreamResult {
   std::string mode;
   ProducerReport prod;
   uint64_t received = 0, ingested = 0, seqGaps = 0, batches = 0;
-  uint64_t wireBytes = 0;
+  uint64_t wireBytes = 0;  // estimated: sampledBytes / sampledEvents * received
+  uint64_t sampledBytes = 0, sampledEvents = 0;
   double streamSeconds = 0;  // go -> last live batch
-  double clientCpu = 0, agentCpu = 0;
+  double clientCpu = 0, agentCpu = 0, drainCpu = 0;
   core::wire::Stats stats;
   uint64_t droppedTotal = 0;  // last EventBatch.droppedTotal
 };
@@ -213,6 +230,12 @@ bool runStream(const Options& o, const std::string& mode, int run, StreamResult&
       lastLive = nowS();
     }
     res.received += b.events.size();
+    if (!b.events.empty() && res.batches % 16 == 0) {
+      std::vector<uint8_t> frame;
+      core::wire::encode(core::wire::Message{b}, frame);
+      res.sampledBytes += frame.size();
+      res.sampledEvents += b.events.size();
+    }
     res.droppedTotal = std::max(res.droppedTotal, b.droppedTotal);
     if (ingest) (void)ingestor.ingest(b);
   };
@@ -220,7 +243,6 @@ bool runStream(const Options& o, const std::string& mode, int run, StreamResult&
   (void)client.pollEvents(1000, handler);
   rusage ru0{};
   ::getrusage(RUSAGE_SELF, &ru0);
-  const uint64_t rchar0 = rcharSelf();
   const double tGo = nowS();
   c = 'G';
   (void)writeAll(down[1], &c, 1);
@@ -242,12 +264,16 @@ bool runStream(const Options& o, const std::string& mode, int run, StreamResult&
     if (nowS() - tGo > o.seconds + 60) return fail("timeout");
   }
   res.streamSeconds = lastLive - tGo;
-  res.wireBytes = rcharSelf() - rchar0;
+  res.wireBytes = res.sampledEvents ? static_cast<uint64_t>(static_cast<double>(res.sampledBytes) /
+                                                            static_cast<double>(res.sampledEvents) *
+                                                            static_cast<double>(res.received))
+                                     : 0;
   rusage ru1{};
   ::getrusage(RUSAGE_SELF, &ru1);
   res.clientCpu = cpuSeconds(ru1) - cpuSeconds(ru0);
   res.ingested = ingestor.eventsIngested();
   if (auto st = client.stats(); st.isOk()) res.stats = st.value();
+  res.drainCpu = threadCpu(child, "ts-drain");
   c = 'Q';
   (void)writeAll(down[1], &c, 1);
   // Until Bye / close.
@@ -344,8 +370,8 @@ int main(int argc, char** argv) {
               o.rate > 0 ? (std::to_string(o.rate / 1e6) + " M events/s").c_str() : "as fast as possible",
               o.ringKb, o.bufferMb, std::thread::hardware_concurrency());
   std::printf("| run | mode | recorded M ev/s | delivered M ev/s | delivered / recorded | agent dropped (records) | "
-              "seq gaps | slow-client batches lost | wire bytes/event | client CPU s | agent CPU s |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "seq gaps | slow-client batches lost | wire bytes/event | client CPU s | agent CPU s | of it drain thread |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   int run = 0;
   for (int rep = 0; rep < o.reps; ++rep) {
     uint64_t lastBytes = 0;
@@ -354,13 +380,13 @@ int main(int argc, char** argv) {
       if (!runStream(o, mode, run++, r)) return 1;
       const double recRate = static_cast<double>(r.prod.events) / r.prod.seconds;
       const double delRate = static_cast<double>(r.received) / r.streamSeconds;
-      std::printf("| %d | %s | %.2f | **%.2f** | %.3f | %llu | %llu | %llu | %.2f | %.2f | %.2f |\n", rep, mode.c_str(),
+      std::printf("| %d | %s | %.2f | **%.2f** | %.3f | %llu | %llu | %llu | %.2f | %.2f | %.2f | %.2f |\n", rep, mode.c_str(),
                   recRate / 1e6, delRate / 1e6, static_cast<double>(r.received) / static_cast<double>(r.prod.events),
                   static_cast<unsigned long long>(r.prod.droppedRecords),
                   static_cast<unsigned long long>(r.seqGaps),
                   static_cast<unsigned long long>(r.stats.batchesDroppedForSlowClients),
                   r.received ? static_cast<double>(r.wireBytes) / static_cast<double>(r.received) : 0.0, r.clientCpu,
-                  r.agentCpu);
+                  r.agentCpu, r.drainCpu);
       std::fflush(stdout);
       if (mode == "ingest" && r.ingested != r.received)
         std::printf("  (ingested %llu of %llu)\n", static_cast<unsigned long long>(r.ingested),
@@ -377,7 +403,7 @@ int main(int argc, char** argv) {
                                            : std::max<uint64_t>(lastBytes, 64ull << 20);
     double cr = 0, cw = 0;
     const double bw = anchorSocket(bytes, cr, cw);
-    std::printf("| %d | anchor: raw socketpair, 1 MiB writes, %.0f MiB | — | %.0f MiB/s | — | — | — | — | — | %.2f | %.2f |\n",
+    std::printf("| %d | anchor: raw socketpair, 1 MiB writes, %.0f MiB | — | %.0f MiB/s | — | — | — | — | — | %.2f | %.2f | — |\n",
                 rep, static_cast<double>(bytes) / 1048576.0, bw / 1048576.0, cr, cw);
     std::fflush(stdout);
   }

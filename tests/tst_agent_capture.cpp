@@ -1,16 +1,21 @@
 // The agent's capture path and knob registry, in process: a full ring drops and counts without
 // blocking, records from several threads arrive complete and in order per thread, ranges pair
 // by nesting (and by id across threads), knob changes are validated with reasons and applied
-// at the agreed step boundary only.
+// at the agreed step boundary only. Timestamps: raw TSC records convert to the agent clock
+// (CLOCK_MONOTONIC + shift) within 2 us across calibration updates, never going back within a
+// thread; TRAINSCOPE_CLOCK=monotonic keeps the clock_gettime path.
 #include <QtTest>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "agent_test_support.h"
 #include "capture.h"
+#include "clock.h"
 #include "knobs.h"
 #include "outbox.h"
 #include "spsc_ring.h"
@@ -37,6 +42,67 @@ void onChange(ts_knob_t k, void*) {
 }
 
 wire::SetKnob setKnob(uint64_t seq, const char* name, const char* value) { return {seq, name, value}; }
+
+// Two threads, each for `seconds`: a probe marker between two readings of the
+// agent clock, then a burst of markers, then a short sleep. Returns the readings per thread.
+struct Probe {
+  int64_t before = 0, after = 0;
+};
+std::vector<std::vector<Probe>> runProbes(double seconds, int burst) {
+  std::vector<std::vector<Probe>> out(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      const uint32_t probe = ts_name(("clock-probe-" + std::to_string(t)).c_str());
+      const uint32_t mark = ts_name(("clock-burst-" + std::to_string(t)).c_str());
+      const int64_t end = ag::nowNs() + static_cast<int64_t>(seconds * 1e9);
+      for (;;) {
+        Probe p;
+        p.before = ag::nowNs();
+        ts_marker(probe);
+        p.after = ag::nowNs();
+        out[static_cast<size_t>(t)].push_back(p);
+        for (int k = 0; k < burst; ++k) ts_marker(mark);
+        if (p.after >= end) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return out;
+}
+
+// Every probe's converted timestamp within tol of its bracket; every thread's events in order.
+void checkProbes(const Recorded& rec, const std::vector<std::vector<Probe>>& probes, int burst, int64_t tolNs) {
+  for (int t = 0; t < 2; ++t) {
+    const auto& pr = probes[static_cast<size_t>(t)];
+    const auto ev = rec.named("clock-probe-" + std::to_string(t));
+    QCOMPARE(ev.size(), pr.size());
+    int64_t worst = 0;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      const int64_t ts = ev[i].startNs;
+      const int64_t err = ts < pr[i].before ? pr[i].before - ts : (ts > pr[i].after ? ts - pr[i].after : 0);
+      worst = std::max(worst, err);
+      if (err > tolNs)
+        QFAIL(qPrintable(QString("thread %1 probe %2: %3 ns outside [%4, %5]")
+                             .arg(t).arg(i).arg(err).arg(pr[i].before).arg(pr[i].after)));
+    }
+    qInfo("thread %d: %zu probes over %.2f s, worst distance from the clock_gettime bracket %lld ns", t,
+          pr.size(), static_cast<double>(pr.back().after - pr.front().before) * 1e-9, static_cast<long long>(worst));
+    // Everything this thread recorded (probes and bursts, one CPU track), in recording order:
+    // timestamps never go back.
+    const uint32_t track = ev.front().track;
+    int64_t last = INT64_MIN;
+    size_t n = 0;
+    for (const auto& e : rec.events) {
+      if (e.track != track) continue;
+      QVERIFY2(e.startNs >= last, "timestamps went back within a thread");
+      last = e.startNs;
+      ++n;
+    }
+    QCOMPARE(n, pr.size() * static_cast<size_t>(burst + 1));
+  }
+}
 }  // namespace
 
 class TstAgentCapture : public QObject {
@@ -246,6 +312,69 @@ class TstAgentCapture : public QObject {
     QCOMPARE(attrInt(changes[0], AttrKey::Step), int64_t{5});
     for (const auto& a : changes[0].attrs)
       if (a.key == static_cast<uint32_t>(AttrKey::KnobValue)) QCOMPARE(rec.name(a.asString()), std::string("500"));
+  }
+
+  // The fixed-point conversion: exact on integer ratios, within 1 ns after 10 hours of
+  // extrapolation at a non-integer one, earlier segments kept for late records.
+  void tscCalibrationArithmetic() {
+    ag::TscCalibration c;
+    QVERIFY(!c.ready());
+    c.add({1000, 5000});
+    QVERIFY(!c.ready());
+    c.add({1000, 5000});  // no progress: ignored
+    QVERIFY(!c.ready());
+    c.add({1000 + 3'000'000'000ull, 5000 + 1'000'000'000});  // 3 GHz
+    QVERIFY(c.ready());
+    QCOMPARE(c.toNs(1000), int64_t{5000});
+    QCOMPARE(c.toNs(1000 + 1'500'000'000ull), int64_t{5000 + 500'000'000});
+    QCOMPARE(c.toNs(1000 + 3'000'000'000ull * 36000), int64_t{5000} + 36'000'000'000'000);  // 10 h later
+    QCOMPARE(c.toNs(0), int64_t{5000} - 333);  // before the first pair: extrapolated back (333.3)
+    // A 2.6 GHz segment after it: its readings use it, the first segment's keep theirs.
+    c.add({1000 + 3'000'000'000ull + 2'600'000'000ull, 5000 + 2'000'000'000});
+    QCOMPARE(c.toNs(1000 + 1'500'000'000ull), int64_t{5000 + 500'000'000});
+    QCOMPARE(c.toNs(1000 + 3'000'000'000ull + 1'300'000'000ull), int64_t{5000 + 1'500'000'000});
+    const uint64_t tenHours = 2'600'000'000ull * 36000;
+    const int64_t far = c.toNs(1000 + 3'000'000'000ull + 2'600'000'000ull + tenHours);
+    QVERIFY2(std::llabs(far - (5000 + 2'000'000'000 + 36'000'000'000'000)) <= 1, qPrintable(QString::number(far)));
+    // Old pairs fall out beyond kMaxPoints; the conversion stays continuous and increasing.
+    ag::TscCalibration d;
+    for (uint64_t i = 0; i < 40; ++i) d.add({i * 2'600'000'000ull + (i % 3), static_cast<int64_t>(i) * 1'000'000'000});
+    QCOMPARE(d.points(), ag::TscCalibration::kMaxPoints);
+    int64_t prev = INT64_MIN;
+    for (uint64_t t = 0; t < 40 * 2'600'000'000ull; t += 97'000'003ull) {
+      const int64_t ns = d.toNs(t);
+      QVERIFY(ns >= prev);
+      prev = ns;
+    }
+  }
+
+  // Live conversion in the drain (TSC mode) across >= 1 s and several calibration updates:
+  // every converted timestamp is within 2 us of the clock_gettime readings around its call, the
+  // shift is applied, and no thread's timestamps go back.
+  void tscTimestampsMatchTheAgentClock() {
+    if (!ag::tscIsInvariant()) QSKIP("no invariant TSC here: the agent uses clock_gettime");
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "none"}, {"TRAINSCOPE_CLOCK_SHIFT_NS", "-7000000000"},
+                          {"TRAINSCOPE_FLIGHT_MB", "32"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    QVERIFY(ag::g_clockTsc.load());
+    const uint64_t dropsBefore = ts_dropped_events();
+    constexpr int kBurst = 20;
+    const auto probes = runProbes(1.2, kBurst);
+    QCOMPARE(ts_dropped_events(), dropsBefore);
+    QVERIFY2(ag::runtime()->drain().calibrations() >= 8,
+             qPrintable(QString::number(ag::runtime()->drain().calibrations())));
+    checkProbes(recorded(), probes, kBurst, 2000);
+  }
+
+  void monotonicClockStillWorks() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "none"}, {"TRAINSCOPE_CLOCK", "monotonic"},
+                          {"TRAINSCOPE_CLOCK_SHIFT_NS", "3000000000"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    QVERIFY(!ag::g_clockTsc.load());
+    constexpr int kBurst = 5;
+    const auto probes = runProbes(0.3, kBurst);
+    QCOMPARE(ag::runtime()->drain().calibrations(), uint64_t{0});
+    checkProbes(recorded(), probes, kBurst, 0);  // clock_gettime itself: inside the bracket
   }
 
   // Two ranks simulated by an agreement function: nothing applies until the minimum over

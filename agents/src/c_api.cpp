@@ -240,7 +240,9 @@ bool isLauncher() {
   // otherwise claim the job's <job>.<rank> socket before the real rank process does.
   static const char* const kLaunchers[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun", "prted",
                                            "srun", "torchrun", "hydra_pmi_proxy", "sh", "bash", "dash",
-                                           "zsh", "env", "timeout", "nohup", "stdbuf", "numactl", "taskset"};
+                                           "zsh", "env", "timeout", "nohup", "stdbuf", "numactl", "taskset",
+                                           // Our own tools link the agent too (for `env`); they are clients.
+                                           "trainscope-cli", "trainscope"};
   for (const char* l : kLaunchers)
     if (std::strcmp(comm, l) == 0) return true;
   return false;

@@ -29,14 +29,17 @@ struct ThreadRing {
   void countDrop() { dropped.store(dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 };
 
+// Capture on/off, read by every hot-path call: a plain global (no instance() guard, no indirection).
+inline constinit std::atomic<bool> g_captureActive{false};
+
 class Capture {
  public:
   static Capture& instance();
 
   // Sizes for rings registered from now on; ringBudgetBytes bounds all rings together.
   void configure(size_t ringRecords, size_t ringBudgetBytes);
-  void setActive(bool on) { active_.store(on, std::memory_order_release); }
-  bool active() const { return active_.load(std::memory_order_relaxed); }
+  void setActive(bool on) { g_captureActive.store(on, std::memory_order_release); }
+  bool active() const { return g_captureActive.load(std::memory_order_relaxed); }
 
   // Drops without a ring to count them in (over budget, thread exiting, drain-side limits).
   void countDrop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
@@ -55,7 +58,6 @@ class Capture {
 
  private:
   Capture() = default;
-  std::atomic<bool> active_{false};
   std::atomic<uint64_t> dropped_{0};
   mutable std::mutex mu_;
   std::vector<ThreadRing*> rings_;
@@ -66,8 +68,15 @@ class Capture {
   uint32_t nextIndex_ = 0;
 };
 
-// The calling thread's ring (nullptr until registered). Trivial type: cheap TLS access.
-extern thread_local ThreadRing* t_ring;
+// The calling thread's ring (nullptr until registered). Constant-initialized pointer with the
+// initial-exec TLS model: one %fs-relative load, no TLS wrapper call, no __tls_get_addr. (The
+// agent's whole TLS block is a few dozen bytes, well within what glibc reserves for a library
+// with static TLS that is dlopen'ed rather than preloaded.)
+inline constinit thread_local ThreadRing* t_ring __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// Slow path of the first record of a thread: registers its ring; counts the drop and returns
+// nullptr when there is none (over budget, thread exiting, registration refused).
+ThreadRing* registerOrCountDrop();
 
 inline ThreadRing* currentRing() {
   ThreadRing* r = t_ring;
@@ -75,23 +84,38 @@ inline ThreadRing* currentRing() {
   return r;
 }
 
-// The hot path: one relaxed load, one TLS load, a clock read, a 32-byte store.
-inline void pushRecord(RecordType type, uint8_t sub, uint32_t name, uint64_t a, uint64_t b) {
-  Capture& c = Capture::instance();
-  if (!c.active()) return;
-  ThreadRing* r = currentRing();
-  if (__builtin_expect(r == nullptr, 0)) {
-    c.countDrop();
-    return;
-  }
+// Record::clock values.
+inline constexpr uint16_t kRecordClockNs = 0;   // ts is the agent clock (ns)
+inline constexpr uint16_t kRecordClockTsc = 1;  // ts is a raw TSC reading; the drain converts it
+
+// Everything pushRecord does not do inline: a thread's first record (registration) and the
+// clock_gettime clock. Out of line so that the TSC path is a leaf (no frame, no spills).
+void pushRecordSlow(RecordType type, uint8_t sub, uint32_t name, uint64_t a, uint64_t b);
+
+inline void storeRecord(ThreadRing* r, int64_t ts, uint16_t clock, RecordType type, uint8_t sub, uint32_t name,
+                        uint64_t a, uint64_t b) {
   Record rec;
-  rec.ts = nowNs();
+  rec.ts = ts;
+  rec.clock = clock;
   rec.type = type;
   rec.sub = sub;
   rec.name = name;
   rec.a = a;
   rec.b = b;
   if (!r->ring.push(rec)) r->countDrop();
+}
+
+// The hot path, inlined into every C API entry: one relaxed load (active?), one TLS load, one
+// predictable branch on the clock kind, rdtsc, a 32-byte store and a release store of the ring
+// head (plain stores on x86). TRAINSCOPE_CLOCK=monotonic takes pushRecordSlow every time.
+[[gnu::always_inline]] inline void pushRecord(RecordType type, uint8_t sub, uint32_t name, uint64_t a, uint64_t b) {
+  if (!g_captureActive.load(std::memory_order_relaxed)) return;
+  ThreadRing* r = t_ring;
+  if (__builtin_expect(r == nullptr || !g_clockTsc.load(std::memory_order_relaxed), 0)) {
+    pushRecordSlow(type, sub, name, a, b);
+    return;
+  }
+  storeRecord(r, static_cast<int64_t>(readTsc()), kRecordClockTsc, type, sub, name, a, b);
 }
 
 }  // namespace trainscope::agent

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +34,13 @@ Drain::~Drain() { stop(); }
 
 void Drain::start() {
   stop_.store(false);
+  {
+    std::lock_guard lock(flushMu_);
+    useTsc_ = g_clockTsc.load(std::memory_order_relaxed);
+    cal_.reset();
+    calibrations_.store(0, std::memory_order_relaxed);
+    if (useTsc_) cal_.add(TscCalibration::sample());  // before any record can be written
+  }
   // Block all signals in our thread so the job's signal handling stays the job's.
   sigset_t all, old;
   sigfillset(&all);
@@ -54,7 +62,9 @@ void Drain::run() {
     bool busy = false;
     try {
       std::lock_guard lock(flushMu_);
-      if (!paused_.load(std::memory_order_relaxed)) busy = pollOnce();
+      calibrate(monotonicNs(), false);
+      // TSC records wait in their rings for the second calibration pair (~1 ms after start).
+      if (!paused_.load(std::memory_order_relaxed) && (!useTsc_ || cal_.ready())) busy = pollOnce();
       const int64_t now = nowNs();
       if (!batch_.events.empty() &&
           (batch_.events.size() >= cfg_.maxBatchEvents || now - batchStartedNs_ >= cfg_.maxBatchAgeNs))
@@ -71,6 +81,7 @@ void Drain::run() {
 void Drain::flushNow() {
   std::lock_guard lock(flushMu_);
   try {
+    calibrate(monotonicNs(), true);
     while (pollOnce()) {
     }
     publish();
@@ -95,6 +106,44 @@ bool pushBounded(std::vector<T>& stack, const T& v) {
 }
 }  // namespace
 
+void Drain::calibrate(int64_t nowMonoNs, bool force) {
+  if (!useTsc_) return;
+  if (cal_.points() > 0 && !(force && !cal_.ready())) {
+    int64_t interval = cfg_.calibrationPeriodNs;
+    if (cal_.points() < 2) {
+      interval = 1'000'000;
+    } else {
+      // Warm-up: each segment twice as long as the one before, up to the period.
+      interval = std::min(interval, std::max<int64_t>(1'000'000, 2 * (cal_.newest().ns - cal_.segmentStartNs())));
+    }
+    if (nowMonoNs - cal_.newest().ns < interval) return;
+  } else if (cal_.points() == 1) {
+    // Forced right after start (flushNow): a first segment much shorter than 1 ms would give a
+    // slope too noisy to extrapolate with until the next pair, so let it reach 1 ms.
+    const int64_t wait = 1'000'000 - (monotonicNs() - cal_.newest().ns);
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+  }
+  cal_.add(TscCalibration::sample());
+  calibrations_.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t Drain::toAgentNs(const Record& r, ThreadState& st) {
+  int64_t ns = r.ts;
+  if (r.clock == kRecordClockTsc) {
+    if (!cal_.ready()) {  // a TSC record without TSC mode (left over from an earlier start)
+      useTsc_ = true;
+      if (cal_.points() == 0) cal_.add(TscCalibration::sample());
+      calibrate(monotonicNs(), true);
+    }
+    ns = cal_.ready() ? cal_.toNs(static_cast<uint64_t>(r.ts)) + g_clockShiftNs.load(std::memory_order_relaxed)
+                      : nowNs();
+  }
+  // Segment switches and cores whose TSCs differ by a few cycles must not reorder a thread.
+  if (ns < st.lastTs) ns = st.lastTs;
+  st.lastTs = ns;
+  return ns;
+}
+
 bool Drain::pollOnce() {
   Capture& cap = Capture::instance();
   cap.snapshot(rings_, ringsVersion_);
@@ -102,7 +151,11 @@ bool Drain::pollOnce() {
   for (ThreadRing* r : rings_) {
     ThreadState& st = states_[r];
     const bool closed = r->closed.load(std::memory_order_acquire);
-    const size_t n = r->ring.consume(1024, [&](const Record& rec) { handle(*r, st, rec); });
+    const size_t n = r->ring.consume(1024, [&](const Record& rec) {
+      Record c = rec;
+      c.ts = toAgentNs(rec, st);
+      handle(*r, st, c);
+    });
     any |= n > 0;
     if (closed && n == 0 && r->ring.sizeApprox() == 0) {
       states_.erase(r);
@@ -176,7 +229,7 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
     }
     case RecordType::RangeEnd:
       if (auto it = openById_.find(r.a); it != openById_.end()) {
-        add(it->second.track, EventKind::Range, it->second.ts, r.ts, it->second.name);
+        add(it->second.track, EventKind::Range, it->second.ts, std::max(it->second.ts, r.ts), it->second.name);
         openById_.erase(it);
       } else if (earlyEnds_.size() < 65536) {  // bounded: ids that never begin are forgotten
         earlyEnds_[r.a] = r.ts;

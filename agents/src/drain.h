@@ -18,6 +18,9 @@ namespace trainscope::agent {
 struct DrainConfig {
   size_t maxBatchEvents = 4096;
   int64_t maxBatchAgeNs = 50'000'000;  // latency bound for live clients
+  // TSC calibration: a new (tsc, ns) pair every this often once warmed up (the first pairs
+  // come 1, 2, 4, ... ms apart so that early records are not extrapolated far on a short base).
+  int64_t calibrationPeriodNs = 100'000'000;
 };
 
 class Drain {
@@ -30,6 +33,8 @@ class Drain {
   uint64_t eventsRecorded() const { return recorded_.load(std::memory_order_relaxed); }
   // Processes everything currently in the rings and publishes (used by stop and by tests).
   void flushNow();
+  // TSC calibration pairs taken since start (0 in monotonic mode).
+  uint64_t calibrations() const { return calibrations_.load(std::memory_order_relaxed); }
 
  private:
   struct Open {
@@ -42,6 +47,7 @@ class Drain {
   struct ThreadState {
     uint32_t cpuTrack = UINT32_MAX;
     uint32_t commTrack = UINT32_MAX;
+    int64_t lastTs = INT64_MIN;  // converted timestamps never go back within a thread
     std::vector<Open> ranges, phases, mbs, comms, steps;
   };
   struct BucketState {
@@ -52,6 +58,9 @@ class Drain {
 
   void run();
   bool pollOnce();
+  // Takes a new calibration pair when one is due (or when force and not ready yet).
+  void calibrate(int64_t nowMonoNs, bool force);
+  int64_t toAgentNs(const Record& r, ThreadState& st);
   void handle(ThreadRing& ring, ThreadState& st, const Record& r);
   uint32_t cpuTrack(ThreadRing& ring, ThreadState& st);
   uint32_t commTrack(ThreadRing& ring, ThreadState& st);
@@ -67,6 +76,9 @@ class Drain {
   std::atomic<bool> paused_{false};
   std::atomic<uint64_t> recorded_{0};
   std::mutex flushMu_;  // run() and flushNow() never process at the same time
+  bool useTsc_ = false;  // records carry TSC: calibrate (under flushMu_)
+  TscCalibration cal_;
+  std::atomic<uint64_t> calibrations_{0};
 
   std::vector<ThreadRing*> rings_;
   uint64_t ringsVersion_ = UINT64_MAX;

@@ -49,6 +49,16 @@ Frame encodeFrame(const wire::EventBatch& b) {
   wire::encode(wire::Message{b}, *out);
   return out;
 }
+// A stored chunk re-encoded with history=true (it was encoded once, as a live batch).
+Frame asHistory(const Frame& live) {
+  wire::FrameDecoder dec;
+  dec.feed(*live);
+  auto m = dec.next();
+  if (!m || !m.value() || !std::holds_alternative<wire::EventBatch>(*m.value())) return live;
+  auto& b = std::get<wire::EventBatch>(*m.value());
+  b.history = true;
+  return encodeFrame(b);
+}
 }  // namespace
 
 Frame Hub::tablesFrame(bool history, uint64_t firstSeq, uint64_t dropped) const {
@@ -64,22 +74,25 @@ Frame Hub::tablesFrame(bool history, uint64_t firstSeq, uint64_t dropped) const 
 
 void Hub::publish(wire::EventBatch& batch, int64_t newestNs, uint64_t nextSeq) {
   batch.rank = cfg_.rank;
+  // Encoded (and compressed) once, outside the lock: the same bytes go to the flight recorder
+  // and to every live client. Stored chunks therefore say history=false; subscribe() re-marks
+  // them when it replays them, which costs only at attach time instead of on every batch.
+  batch.history = false;
+  const bool content = !batch.events.empty() || !batch.strings.empty() || !batch.tracks.empty();
+  const Frame live = encodeFrame(batch);  // empty batches still carry droppedTotal to clients
   std::lock_guard lock(mu_);
   strings_.insert(strings_.end(), batch.strings.begin(), batch.strings.end());
   tracks_.insert(tracks_.end(), batch.tracks.begin(), batch.tracks.end());
   nextSeq_ = nextSeq;
   droppedTotal_ = batch.droppedTotal;
-  if (!batch.events.empty() || !batch.strings.empty() || !batch.tracks.empty()) {
-    batch.history = true;
-    Chunk c{encodeFrame(batch), batch.firstSeq, batch.events.size(), newestNs};
+  if (content) {
+    Chunk c{live, batch.firstSeq, batch.events.size(), newestNs};
     chunkBytes_ += c.frame->size();
     chunkEvents_ += c.events;
     chunks_.push_back(std::move(c));
     evict(newestNs);
   }
   if (subs_.empty()) return;
-  batch.history = false;
-  const Frame live = encodeFrame(batch);
   Frame tables;
   for (auto& q : subs_) {
     if (q->needTables) {
@@ -115,7 +128,7 @@ void Hub::subscribe(const std::shared_ptr<OutQueue>& q, bool history) {
   const uint64_t first = history && !chunks_.empty() ? chunks_.front().firstSeq : nextSeq_;
   q->pushForce(tablesFrame(history, first, droppedTotal_));
   if (history)
-    for (const Chunk& c : chunks_) q->pushForce(c.frame);
+    for (const Chunk& c : chunks_) q->pushForce(asHistory(c.frame));
   q->needTables = false;
   subs_.push_back(q);
   if (wake_) wake_();

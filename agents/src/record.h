@@ -1,6 +1,6 @@
 // The capture path's unit: one fixed-size 32-byte record per API call, written by the calling
 // thread into its own ring and decoded by the drain thread. Fixed size keeps the hot path to a
-// clock read plus one store (no allocation, no branching on payload size).
+// clock (TSC) read plus one store (no allocation, no branching on payload size).
 #pragma once
 
 #include <cstdint>
@@ -29,10 +29,10 @@ enum class RecordType : uint8_t {
 };
 
 struct Record {
-  int64_t ts = 0;      // agent clock, ns
+  int64_t ts = 0;      // agent clock in ns, or raw TSC when clock == kRecordClockTsc (capture.h)
   RecordType type = RecordType::Marker;
   uint8_t sub = 0;
-  uint16_t reserved = 0;
+  uint16_t clock = 0;  // which clock ts is on; the drain converts TSC to the agent clock
   uint32_t name = 0;   // agent-local string id
   uint64_t a = 0;
   uint64_t b = 0;

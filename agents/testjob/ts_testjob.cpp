@@ -8,7 +8,8 @@
 // test.work_us's initial value, --ranges N splits each step's compute into N traced ranges,
 // --start-delay-ms X waits (after ts_init, before step 0) so a client can attach, and
 // --report-steps makes rank 0 print one "steptime <step> <begin CLOCK_MONOTONIC ns> <us>" line
-// per step at the end (step time = ts_step_begin .. after ts_step_end, Allreduce included).
+// per step at the end (step time = ts_step_begin .. after ts_step_end, Allreduce included);
+// --steps-file PATH writes those lines to PATH instead (mpirun may interleave the ranks' stdout).
 #include <mpi.h>
 #include <time.h>
 
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0) {
       std::printf("usage: trainscope-testjob [--steps N] [--step-ms X] [--linger-ms X] [--work-us X]\n"
-                  "       [--ranges N] [--start-delay-ms X] [--report-steps]\n"
+                  "       [--ranges N] [--start-delay-ms X] [--report-steps] [--steps-file PATH]\n"
                   "knobs: test.work_us (int 0..100000), test.mode (fast|slow), test.scale (float 0..10)\n");
       return 0;
     }
@@ -80,7 +81,12 @@ int main(int argc, char** argv) {
   const long rangesPerStep = std::max(0L, argValue(argc, argv, "--ranges", 0));  // 0: no inner ranges
   const long startDelayMs = argValue(argc, argv, "--start-delay-ms", 0);
   bool reportSteps = false;
-  for (int i = 1; i < argc; ++i) reportSteps |= std::strcmp(argv[i], "--report-steps") == 0;
+  const char* stepsFile = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    reportSteps |= std::strcmp(argv[i], "--report-steps") == 0;
+    if (std::strcmp(argv[i], "--steps-file") == 0 && i + 1 < argc) stepsFile = argv[i + 1];
+  }
+  reportSteps |= stepsFile != nullptr;
 
   MPI_Init(&argc, &argv);
   int world = 1;
@@ -159,9 +165,12 @@ int main(int argc, char** argv) {
     }
   }
   if (reportSteps && g_rank == 0) {
+    FILE* f = stepsFile ? std::fopen(stepsFile, "w") : stdout;
+    if (!f) f = stdout;
     for (size_t i = 0; i < stepUs.size(); ++i)
-      std::printf("steptime %zu %lld %lld\n", i, static_cast<long long>(stepBeginNs[i]),
-                  static_cast<long long>(stepUs[i]));
+      std::fprintf(f, "steptime %zu %lld %lld\n", i, static_cast<long long>(stepBeginNs[i]),
+                   static_cast<long long>(stepUs[i]));
+    if (f != stdout) std::fclose(f);
     std::fflush(stdout);
   }
   if (lingerMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(lingerMs));
