@@ -57,7 +57,7 @@ class Drain {
   };
 
   void run();
-  bool pollOnce();
+  size_t pollOnce();  // records consumed
   // Takes a new calibration pair when one is due (or when force and not ready yet).
   void calibrate(int64_t nowMonoNs, bool force);
   int64_t toAgentNs(const Record& r, ThreadState& st);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "trainscope/core/wire.h"
 #include "wire/messages.h"
@@ -24,6 +25,18 @@ constexpr uint64_t kMaxRatio = 1024;  // decompressed / compressed
 // The largest decompressed size accepted for a compressed payload of n bytes. Real batches
 // compress 5-50x; a few bytes claiming 64 MiB is a bomb (or garbage) and must not make us
 // allocate. encode() only compresses within this limit, so our own frames are never refused.
+// One compression / decompression context per thread, reused: ZSTD_compress() would set up
+// (allocate and clear) a fresh context for every batch, which costs ~40 % of compressing a
+// 60 KB batch at level 1 on the agent's drain thread.
+ZSTD_CCtx* compressionContext() {
+  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  return ctx.get();
+}
+ZSTD_DCtx* decompressionContext() {
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  return ctx.get();
+}
+
 uint64_t decompressLimit(size_t n) {
   return std::min<uint64_t>(kMaxDecompressed, n * kMaxRatio + (64u << 10));
 }
@@ -103,8 +116,11 @@ void encode(const Message& m, std::vector<uint8_t>& out) {
   uint32_t flags = 0;
   if (std::holds_alternative<EventBatch>(m) && length > kCompressThreshold) {
     std::vector<uint8_t> packed(ZSTD_compressBound(length));
-    const size_t n =
-        ZSTD_compress(packed.data(), packed.size(), out.data() + at + kHeaderSize, length, kZstdLevel);
+    ZSTD_CCtx* cctx = compressionContext();
+    const size_t n = cctx ? ZSTD_compressCCtx(cctx, packed.data(), packed.size(), out.data() + at + kHeaderSize,
+                                              length, kZstdLevel)
+                          : ZSTD_compress(packed.data(), packed.size(), out.data() + at + kHeaderSize, length,
+                                          kZstdLevel);
     // Keep the raw bytes when compression does not help, or compresses beyond what a decoder
     // accepts (decompressLimit; only absurdly repetitive payloads).
     if (!ZSTD_isError(n) && n < length && decompressLimit(n) >= length) {
@@ -138,7 +154,9 @@ Result<Message> decodePayload(MsgType type, uint32_t flags, std::span<const uint
                                                " bytes would expand to " + std::to_string(size) +
                                                " bytes (limit " + std::to_string(limit) + ")");
     raw.resize(static_cast<size_t>(size));
-    const size_t n = ZSTD_decompress(raw.data(), raw.size(), payload.data(), payload.size());
+    ZSTD_DCtx* dctx = decompressionContext();
+    const size_t n = dctx ? ZSTD_decompressDCtx(dctx, raw.data(), raw.size(), payload.data(), payload.size())
+                          : ZSTD_decompress(raw.data(), raw.size(), payload.data(), payload.size());
     if (ZSTD_isError(n) || n != raw.size())
       return wireError(ErrorCode::Corrupt, std::string("zstd payload does not decompress: ") +
                                                (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
