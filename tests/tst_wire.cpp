@@ -23,15 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string hex(std::span<const uint8_t> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (uint8_t x : b) {
-    s += d[x >> 4];
-    s += d[x & 15];
-  }
-  return s;
-}
+std::string hex(std::span<const uint8_t> b) { return trainscope::core::wire::toHex(b); }
 std::span<const uint8_t> bytesOf(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }

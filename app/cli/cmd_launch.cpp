@@ -40,15 +40,6 @@ void forwardSignal(int sig) {
   if (gChild > 0) ::kill(gChild, sig);
 }
 
-std::string hexOf(std::span<const uint8_t> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (uint8_t x : b) {
-    s += d[x >> 4];
-    s += d[x & 15];
-  }
-  return s;
-}
 
 core::Result<std::string> newJobId() {
   uint8_t r[3];
@@ -58,7 +49,7 @@ core::Result<std::string> newJobId() {
   std::tm tm{};
   ::localtime_r(&now, &tm);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  return std::string("job-") + stamp + "-" + hexOf(r);
+  return std::string("job-") + stamp + "-" + core::wire::toHex(r);
 }
 
 core::Result<fs::path> agentLibrary() {
@@ -81,7 +72,7 @@ core::Result<fs::path> writeSecret(const std::string& jobId) {
   uint8_t secret[32];
   if (core::Status s = core::wire::randomBytes(secret); !s.isOk()) return s;
   const fs::path p = dir.value() / (jobId + ".secret");
-  const std::string text = hexOf(secret);
+  const std::string text = core::wire::toHex(secret);
   FILE* f = nullptr;
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0) f = ::fdopen(fd, "w");

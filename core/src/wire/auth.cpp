@@ -154,4 +154,15 @@ Status randomBytes(std::span<uint8_t> out) {
   return Status::ok();
 }
 
+std::string toHex(std::span<const uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    s += kDigits[b >> 4];
+    s += kDigits[b & 15];
+  }
+  return s;
+}
+
 }  // namespace trainscope::core::wire

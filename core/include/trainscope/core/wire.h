@@ -213,5 +213,7 @@ Mac authMac(std::span<const uint8_t> secret, const Nonce& agentNonce, const Nonc
 bool constantTimeEqual(std::span<const uint8_t> a, std::span<const uint8_t> b);
 // Cryptographically random bytes (getrandom(2)).
 Status randomBytes(std::span<uint8_t> out);
+// Lower-case hex ("00ff..."), e.g. for secret files and job ids.
+std::string toHex(std::span<const uint8_t> bytes);
 
 }  // namespace trainscope::core::wire
