@@ -75,6 +75,12 @@ struct SessionReader::Impl {
   Status refreshStrings();
   Status loadMetaAndRanks(TraceStore& store);
   Status mapTracks(TraceStore& store, std::vector<TrackId>& map);
+  // What every load needs before events: new strings, metadata, ranks and the track mapping.
+  Status loadHeader(TraceStore& store, std::vector<TrackId>& tracks) {
+    if (Status s = refreshStrings(); !s) return s;
+    if (Status s = loadMetaAndRanks(store); !s) return s;
+    return mapTracks(store, tracks);
+  }
   Result<std::vector<Segment>> segments();
   // The indexed range query of a segment (the long-event part when longPart), prepared once;
   // nullptr when the index is missing (dropped by hand): callers fall back to a scan.
@@ -430,10 +436,8 @@ Status SessionReader::loadAll(TraceStore& store) {
   Impl& d = *d_;
   ReadTx tx(d.db.get(), d.path);
   if (Status s = tx.begin(); !s) return s;
-  if (Status s = d.refreshStrings(); !s) return s;
-  if (Status s = d.loadMetaAndRanks(store); !s) return s;
   std::vector<TrackId> tracks;
-  if (Status s = d.mapTracks(store, tracks); !s) return s;
+  if (Status s = d.loadHeader(store, tracks); !s) return s;
   auto st = d.prepare(std::string(kEventColumns) + " ORDER BY id");
   if (!st) return st.status();
   std::vector<StringId> names(d.strings.size(), kUnmapped);
@@ -444,10 +448,8 @@ Status SessionReader::loadRange(TraceStore& store, RankId rank, int64_t t0, int6
   Impl& d = *d_;
   ReadTx tx(d.db.get(), d.path);
   if (Status s = tx.begin(); !s) return s;
-  if (Status s = d.refreshStrings(); !s) return s;
-  if (Status s = d.loadMetaAndRanks(store); !s) return s;
   std::vector<TrackId> tracks;
-  if (Status s = d.mapTracks(store, tracks); !s) return s;
+  if (Status s = d.loadHeader(store, tracks); !s) return s;
   auto segs = d.segments();
   if (!segs) return segs.status();
 
