@@ -126,6 +126,37 @@ class TstAgentCapture : public QObject {
     QVERIFY(ring.push(r));  // space again after the consumer moved on
   }
 
+  // The producer looks at the fill level every capacity/4 records (at most 4096) and asks for
+  // an early drain wake-up once the ring is at least half full: capacity 64 -> checks at heads
+  // 0, 16, 32, 48; the 33rd record (head 32) finds 33 of 64 slots used.
+  void ringNudgesWhenHalfFull() {
+    ag::SpscRing ring(64);
+    ag::Record r;
+    for (int i = 0; i < 32; ++i) QCOMPARE(ring.push(r), ag::SpscRing::kPushStored);
+    QCOMPARE(ring.push(r), ag::SpscRing::kPushNudge);
+    QCOMPARE(ring.consume(1000, [](const ag::Record&) {}), size_t{33});
+    for (int i = 33; i < 64; ++i) QCOMPARE(ring.push(r), ag::SpscRing::kPushStored);  // head 48: 15 used
+  }
+
+  // A burst far larger than one ring, written while the drain sleeps its longest idle sleep,
+  // still arrives whole: the half-full nudges wake the drain before the ring overflows.
+  void burstWakesTheDrainEarly() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "none"}, {"TRAINSCOPE_RING_KB", "256"}});  // 8192 records
+    QCOMPARE(agent.rc(), TS_OK);
+    const uint32_t name = ts_name("burst-marker");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // idle: the sleep grows to its max
+    const uint64_t dropped0 = ts_dropped_events();
+    const uint64_t nudges0 = ag::g_drainNudges.load();
+    // Each burst fills 6000 of 8192 slots in well under a millisecond; 10 of them 8 ms apart.
+    // Without the nudge, a drain sleeping 25 ms would find three bursts (18000 records) waiting.
+    for (int burst = 0; burst < 10; ++burst) {
+      for (int i = 0; i < 6000; ++i) ts_marker(name);
+      std::this_thread::sleep_for(std::chrono::milliseconds(8));
+    }
+    QVERIFY2(ag::g_drainNudges.load() > nudges0, "no producer ever nudged the drain");
+    QCOMPARE(ts_dropped_events() - dropped0, uint64_t{0});
+  }
+
   // With the drain paused, a thread writing far more than its ring holds must neither block
   // nor lose count: exactly the overflow is reported as dropped, the rest arrives.
   void fullRingDropsAreCountedAndNothingBlocks() {

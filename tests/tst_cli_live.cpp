@@ -6,6 +6,7 @@
 //   client killed with SIGKILL mid-stream does not hurt the job; a later client gets the history
 //   (the earlier knob change) from the flight recorder; the job ends normally and its discovery
 //   files are gone.
+#include <algorithm>
 #include <QtTest>
 
 #include <QJsonArray>
@@ -196,6 +197,7 @@ class TstCliLive : public QObject {
     const auto starts = stepStarts(s);
     QCOMPARE(int(starts.size()), kRanks);
     int compared = 0;
+    std::vector<int64_t> spreads;
     for (const auto& [k, t0] : starts.at(0)) {
       int64_t lo = t0, hi = t0;
       bool everywhere = true;
@@ -207,9 +209,17 @@ class TstCliLive : public QObject {
       }
       if (!everywhere) continue;
       ++compared;
-      QVERIFY2(hi - lo < 50'000'000, qPrintable(QString("step %1 spread %2 ms across ranks").arg(k).arg((hi - lo) / 1e6)));
+      spreads.push_back(hi - lo);
     }
     QVERIFY2(compared >= 20, qPrintable(QString("only %1 steps seen on all ranks").arg(compared)));
+    // A clock left unaligned would shift every step by about a second per rank. A rank that the
+    // scheduler parks for a while (4 ranks on 2 busy cores in CI) delays only some steps, so the
+    // median spread is the measure; the worst step is reported with it.
+    std::sort(spreads.begin(), spreads.end());
+    const int64_t median = spreads[spreads.size() / 2];
+    QVERIFY2(median < 20'000'000, qPrintable(QString("median step spread %1 ms across ranks (worst %2 ms)")
+                                                 .arg(median / 1e6)
+                                                 .arg(spreads.back() / 1e6)));
 
     // A client attaching now gets the flight recorder's history: the change made before it came.
     const QString second = dir_.filePath("second.tsdb");

@@ -1,5 +1,6 @@
 #include "capture.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -67,6 +68,11 @@ ThreadRing* registerOrCountDrop() {
   ThreadRing* r = Capture::instance().registerCurrentThread();
   if (!r) Capture::instance().countDrop();
   return r;
+}
+
+void nudgeDrain() {
+  g_drainNudges.fetch_add(1, std::memory_order_release);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_drainNudges), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 void pushRecordSlow(RecordType type, uint8_t sub, uint32_t name, uint64_t a, uint64_t b) {

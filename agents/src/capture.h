@@ -92,6 +92,11 @@ inline constexpr uint16_t kRecordClockTsc = 1;  // ts is a raw TSC reading; the 
 // clock_gettime clock. Out of line so that the TSC path is a leaf (no frame, no spills).
 void pushRecordSlow(RecordType type, uint8_t sub, uint32_t name, uint64_t a, uint64_t b);
 
+// Wakes the drain thread before its timer: a ring is half full (out of line, rare).
+void nudgeDrain();
+// The drain thread's wake-up word (futex): bumped by nudgeDrain().
+inline constinit std::atomic<uint32_t> g_drainNudges{0};
+
 inline void storeRecord(ThreadRing* r, int64_t ts, uint16_t clock, RecordType type, uint8_t sub, uint32_t name,
                         uint64_t a, uint64_t b) {
   Record rec;
@@ -102,7 +107,13 @@ inline void storeRecord(ThreadRing* r, int64_t ts, uint16_t clock, RecordType ty
   rec.name = name;
   rec.a = a;
   rec.b = b;
-  if (!r->ring.push(rec)) r->countDrop();
+  const SpscRing::PushResult pushed = r->ring.push(rec);
+  if (__builtin_expect(pushed != SpscRing::kPushStored, 0)) {
+    if (pushed == SpscRing::kPushFull)
+      r->countDrop();
+    else
+      nudgeDrain();
+  }
 }
 
 // The hot path, inlined into every C API entry: one relaxed load (active?), one TLS load, one

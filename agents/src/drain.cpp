@@ -1,7 +1,11 @@
 #include "drain.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -61,14 +65,17 @@ void Drain::run() {
   // Idle sleep adapts to the load: every wake-up of this thread preempts a rank, and ranks
   // coupled by collectives all wait for the preempted one, so a drain that wakes every 1 ms to
   // find a handful of records costs the job far more than the records do. While little arrives
-  // per wake-up the sleep doubles up to kMaxIdleSleep; a busy wake-up resets it to 1 ms (a
-  // 1 MiB ring holds 32k records: > 4 M records/s per thread before 8 ms could fill it).
+  // per wake-up the sleep doubles up to kMaxIdleSleep; a busy wake-up halves it. A ring that
+  // reaches half full wakes the drain at once (the producer's nudge on a futex), so the long
+  // sleep does not trade memory or drops for fewer wake-ups.
   constexpr auto kMinIdleSleep = std::chrono::milliseconds(1);
-  constexpr auto kMaxIdleSleep = std::chrono::milliseconds(8);
-  constexpr size_t kBusyWake = 2048;  // records per wake-up that count as busy
+  constexpr auto kMaxIdleSleep = std::chrono::milliseconds(25);
+  constexpr size_t kBusyWake = 4096;  // records per wake-up that count as busy
+  constexpr size_t kPassRecords = 1024;  // what pollOnce takes from one ring per pass
   auto idleSleep = kMinIdleSleep;
   size_t sinceSleep = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    const uint32_t nudges = g_drainNudges.load(std::memory_order_acquire);
     bool busy = false;
     try {
       std::lock_guard lock(flushMu_);
@@ -76,7 +83,10 @@ void Drain::run() {
       // TSC records wait in their rings for the second calibration pair (~1 ms after start).
       if (!paused_.load(std::memory_order_relaxed) && (!useTsc_ || cal_.ready())) {
         const size_t n = pollOnce();
-        busy = n > 0;
+        // Poll again at once only when a ring had more than one pass takes; otherwise what
+        // trickles in meanwhile waits for the next wake-up instead of the thread spinning on a
+        // few records at a time.
+        busy = n >= kPassRecords;
         sinceSleep += n;
       }
       const int64_t now = nowNs();
@@ -85,15 +95,22 @@ void Drain::run() {
         publish();
     } catch (...) {
       // Out of memory or a codec failure: lose this batch, keep the job running.
-      batch_ = {};
+      resetBatch();
       std::fprintf(stderr, "trainscope-agent: drain error, batch dropped\n");
     }
     if (!busy) {
-      idleSleep = sinceSleep >= kBusyWake ? kMinIdleSleep : std::min(idleSleep * 2, kMaxIdleSleep);
+      idleSleep = sinceSleep >= kBusyWake ? std::max(kMinIdleSleep, idleSleep / 2)
+                                          : std::min(idleSleep * 2, kMaxIdleSleep);
       sinceSleep = 0;
-      std::this_thread::sleep_for(idleSleep);
+      waitForNudge(nudges, idleSleep);
     }
   }
+}
+
+void Drain::waitForNudge(uint32_t seen, std::chrono::milliseconds timeout) {
+  // Returns at once when a producer nudged since `seen` was read (the futex compares first).
+  const timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>((timeout.count() % 1000) * 1000000)};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_drainNudges), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
 }
 
 void Drain::flushNow() {
@@ -104,7 +121,7 @@ void Drain::flushNow() {
     }
     publish();
   } catch (...) {
-    batch_ = {};
+    resetBatch();
   }
 }
 
@@ -163,13 +180,14 @@ int64_t Drain::toAgentNs(const Record& r, ThreadState& st) {
 }
 
 size_t Drain::pollOnce() {
+  constexpr size_t kRecordsPerPass = 1024;  // per ring and pass: other rings get their turn
   Capture& cap = Capture::instance();
   cap.snapshot(rings_, ringsVersion_);
   size_t total = 0;
   for (ThreadRing* r : rings_) {
     ThreadState& st = states_[r];
     const bool closed = r->closed.load(std::memory_order_acquire);
-    const size_t n = r->ring.consume(1024, [&](const Record& rec) {
+    const size_t n = r->ring.consume(kRecordsPerPass, [&](const Record& rec) {
       Record c = rec;
       c.ts = toAgentNs(rec, st);
       handle(*r, st, c);
@@ -348,13 +366,25 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
   }
 }
 
+void Drain::resetBatch() {
+  // Keeps the events vector's capacity: a fresh one per batch grows through reallocations into
+  // newly mmap'ed, kernel-zeroed pages every time (measured: the drain's largest cost).
+  batch_.events.clear();
+  batch_.strings.clear();
+  batch_.tracks.clear();
+  batch_.firstSeq = 0;
+  batch_.history = false;
+  batch_.droppedTotal = 0;
+  if (batch_.events.capacity() > 2 * cfg_.maxBatchEvents) std::vector<core::wire::WireEvent>().swap(batch_.events);
+}
+
 void Drain::publish() {
   stringsSent_ = StringTable::instance().copyFrom(stringsSent_, batch_.strings);
   if (batch_.events.empty() && batch_.strings.empty() && batch_.tracks.empty()) return;
   if (batch_.events.empty()) batch_.firstSeq = nextSeq_;
   batch_.droppedTotal = Capture::instance().dropped();
   hub_.publish(batch_, newestNs_, nextSeq_);
-  batch_ = {};
+  resetBatch();
 }
 
 }  // namespace trainscope::agent

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <unordered_map>
@@ -67,6 +68,8 @@ class Drain {
   uint32_t newTrack(core::TrackKind kind, int64_t externalId, std::string name);
   core::wire::WireEvent& add(uint32_t track, core::EventKind kind, int64_t start, int64_t end,
                              uint32_t name);
+  void resetBatch();
+  void waitForNudge(uint32_t seen, std::chrono::milliseconds timeout);
   void publish();
 
   Hub& hub_;

@@ -3,6 +3,7 @@
 // the record and the caller counts it: the job is never slowed down by a slow drain.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@ class SpscRing {
     while (c < capacity) c <<= 1;
     cap_ = c;
     mask_ = c - 1;
+    nudgeMask_ = std::min<size_t>(4096, c / 4 > 0 ? c / 4 : 1) - 1;
     cells_ = std::make_unique<Record[]>(c);
   }
   SpscRing(const SpscRing&) = delete;
@@ -28,16 +30,24 @@ class SpscRing {
   size_t capacity() const { return cap_; }
   size_t bytes() const { return cap_ * sizeof(Record); }
 
-  // Producer side. False when full (the record is not stored).
-  bool push(const Record& r) {
+  // Producer side. kPushFull (0, falsy) when full: the record is not stored. kPushNudge when
+  // stored and the ring is at least half full: the caller wakes the consumer early. The fill
+  // level is looked at only every nudgeStride records (one read of the consumer's index), so
+  // the common path stays one compare, one store and the head store.
+  enum PushResult : int { kPushFull = 0, kPushStored = 1, kPushNudge = 2 };
+  PushResult push(const Record& r) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
     if (head - cachedTail_ >= cap_) {
       cachedTail_ = tail_.load(std::memory_order_acquire);
-      if (head - cachedTail_ >= cap_) return false;
+      if (head - cachedTail_ >= cap_) return kPushFull;
     }
     cells_[head & mask_] = r;
     head_.store(head + 1, std::memory_order_release);
-    return true;
+    if (__builtin_expect((head & nudgeMask_) == 0, 0)) {
+      cachedTail_ = tail_.load(std::memory_order_acquire);
+      if (head + 1 - cachedTail_ >= cap_ / 2) return kPushNudge;
+    }
+    return kPushStored;
   }
 
   // Consumer side: calls fn(const Record&) for up to max records; returns how many.
@@ -65,6 +75,7 @@ class SpscRing {
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) size_t cap_ = 0;
   size_t mask_ = 0;
+  size_t nudgeMask_ = 0;
   std::unique_ptr<Record[]> cells_;
 };
 

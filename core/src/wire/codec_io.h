@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <bit>
 #include <cstring>
 #include <span>
 #include <string>
@@ -35,11 +36,27 @@ class Writer {
     out_.insert(out_.end(), s.begin(), s.end());
   }
   void count(size_t n) { u32(static_cast<uint32_t>(n)); }
+  void reserveMore(size_t n) { out_.reserve(out_.size() + n); }
 
  private:
-  void putLe(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  void putLe(uint64_t v, int n) { storeLe(grow(static_cast<size_t>(n)), v, n); }
+
+ public:
+  // Appends n bytes and returns where they start (for fixed-size records written with storeLe).
+  uint8_t* grow(size_t n) {
+    const size_t at = out_.size();
+    out_.resize(at + n);
+    return out_.data() + at;
   }
+  static void storeLe(uint8_t* p, uint64_t v, int n) {
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(p, &v, static_cast<size_t>(n));
+    } else {
+      for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+    }
+  }
+
+ private:
   std::vector<uint8_t>& out_;
 };
 
