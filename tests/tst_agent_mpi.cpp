@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agent_test_support.h"
+#include "trainscope/core/agent_client.h"
 #include "trainscope/core/discovery.h"
 #include "agent_raw_client.h"
 
@@ -22,22 +23,32 @@ using namespace agent_test;
 namespace fs = std::filesystem;
 namespace discovery = trainscope::core::discovery;
 
-class TstAgentMpi : public QObject {
-  Q_OBJECT
+namespace {
+// trainscope-testjob under mpirun -np 4 with its own runtime directory; start() waits until all
+// four ranks are discoverable.
+struct MpiJob {
+  QProcess proc;
+  fs::path rt;
+  std::string jobId;
+  std::vector<discovery::Entry> entries;
+  QString skip;  // why the test cannot run here
 
- private slots:
-  void knobChangeAppliesAtTheSameStepOnAllRanks() {
+  void start(const std::string& tag, const QStringList& args) {
     const QString mpirun = QStandardPaths::findExecutable("mpirun");
     const QString job = QStringLiteral(TRAINSCOPE_BIN_DIR "/trainscope-testjob");
-    if (mpirun.isEmpty()) QSKIP("mpirun not installed");
-    if (!QFileInfo::exists(job)) QSKIP("trainscope-testjob not built (MPI development files missing)");
-    const fs::path rt = fs::temp_directory_path() / ("tst-agent-mpi-" + std::to_string(::getpid()));
+    if (mpirun.isEmpty()) {
+      skip = "mpirun not installed";
+      return;
+    }
+    if (!QFileInfo::exists(job)) {
+      skip = "trainscope-testjob not built (MPI development files missing)";
+      return;
+    }
+    rt = fs::temp_directory_path() / (tag + "-" + std::to_string(::getpid()));
     fs::create_directories(rt);
     fs::permissions(rt, fs::perms::owner_all, fs::perm_options::replace);
     ::setenv("TRAINSCOPE_RUNTIME_DIR", rt.c_str(), 1);
-    const std::string jobId = "tst-mpi-" + std::to_string(::getpid());
-
-    QProcess proc;
+    jobId = tag + "-" + std::to_string(::getpid());
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("TRAINSCOPE_RUNTIME_DIR", QString::fromStdString(rt.string()));
     env.insert("TRAINSCOPE_JOB_ID", QString::fromStdString(jobId));
@@ -48,10 +59,8 @@ class TstAgentMpi : public QObject {
     env.insert("OMPI_MCA_rmaps_base_oversubscribe", "1");
     proc.setProcessEnvironment(env);
     proc.setProcessChannelMode(QProcess::SeparateChannels);
-    proc.start(mpirun, {"-np", "4", "--oversubscribe", job, "--steps", "300", "--step-ms", "1"});
-    QVERIFY(proc.waitForStarted());
-
-    std::vector<discovery::Entry> entries;
+    proc.start(mpirun, QStringList{"-np", "4", "--oversubscribe", job} + args);
+    if (!proc.waitForStarted()) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (entries.size() < 4 && std::chrono::steady_clock::now() < deadline) {
       entries.clear();
@@ -59,27 +68,65 @@ class TstAgentMpi : public QObject {
         if (e.jobId == jobId) entries.push_back(e);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    QCOMPARE(entries.size(), size_t{4});
+  }
+  ~MpiJob() {
+    if (proc.state() != QProcess::NotRunning) {
+      proc.terminate();  // mpirun forwards SIGTERM to the ranks
+      if (!proc.waitForFinished(10000)) proc.kill();
+    }
+    if (!rt.empty()) fs::remove_all(rt);
+  }
+};
+
+// A raw client on a rank, once the job has registered its knobs; lastSeq gets the rank's
+// lastChangeSeq folded in.
+std::unique_ptr<RawClient> knobClient(const discovery::Entry& e, uint64_t& lastSeq) {
+  auto c = std::make_unique<RawClient>();
+  if (!c->connectTo(e.endpoint)) return nullptr;
+  c->hello();
+  if (!c->recvAs<wire::JobInfo>()) return nullptr;
+  // The agent may start (TRAINSCOPE_JOB_ID at load time) before the job registers knobs.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    c->send(wire::KnobListRequest{});
+    auto list = c->recvAs<wire::KnobList>();
+    if (!list) return nullptr;
+    lastSeq = std::max(lastSeq, list->lastChangeSeq);
+    for (const auto& k : list->knobs)
+      if (k.name == "test.mode") return c;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return nullptr;
+}
+
+std::string currentValue(RawClient& c, const std::string& knob) {
+  c.send(wire::KnobListRequest{});
+  auto list = c.recvAs<wire::KnobList>();
+  if (!list) return "?";
+  for (const auto& k : list->knobs)
+    if (k.name == knob) return k.currentValue;
+  return "?";
+}
+}  // namespace
+
+class TstAgentMpi : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void knobChangeAppliesAtTheSameStepOnAllRanks() {
+    MpiJob job;
+    job.start("tst-mpi", {"--steps", "300", "--step-ms", "1"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    QProcess& proc = job.proc;
+    const auto& entries = job.entries;
+    const fs::path rt = job.rt;
 
     std::vector<std::unique_ptr<RawClient>> clients;
     uint64_t lastSeq = 0;
     for (const auto& e : entries) {
-      auto c = std::make_unique<RawClient>();
-      QVERIFY(c->connectTo(e.endpoint));
-      c->hello();
-      QVERIFY(c->recvAs<wire::JobInfo>().has_value());
-      // The agent may start (TRAINSCOPE_JOB_ID at load time) before the job registers knobs.
-      bool registered = false;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (!registered && std::chrono::steady_clock::now() < until) {
-        c->send(wire::KnobListRequest{});
-        auto list = c->recvAs<wire::KnobList>();
-        QVERIFY(list.has_value());
-        lastSeq = std::max(lastSeq, list->lastChangeSeq);
-        for (const auto& k : list->knobs) registered |= k.name == "test.mode";
-        if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      QVERIFY(registered);
+      auto c = knobClient(e, lastSeq);
+      QVERIFY(c);
       clients.push_back(std::move(c));
     }
     clients[0]->send(wire::Subscribe{true});
@@ -177,7 +224,57 @@ class TstAgentMpi : public QObject {
       next += b.events.size();
     }
     QCOMPARE(rec.batches.back().droppedTotal, uint64_t{0});
-    fs::remove_all(rt);
+  }
+
+  // A client that dies halfway through a change leaves some ranks without a change sequence
+  // number the others have; ranks apply nothing until every rank has every number, so that gap
+  // would block all later changes. The next client (JobSession, as `trainscope-cli set` uses
+  // it) fills it: the change pending on some ranks goes to the others, a number nobody holds
+  // pending is filled with an empty change -- and then its own change applies, at one step.
+  void aGapLeftByADeadClientIsFilled() {
+    MpiJob job;
+    job.start("tst-mpi-gap", {"--steps", "100000", "--step-ms", "1"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    std::vector<std::unique_ptr<RawClient>> clients;
+    uint64_t lastSeq = 0;
+    for (const auto& e : job.entries) {
+      auto c = knobClient(e, lastSeq);
+      QVERIFY(c);
+      clients.push_back(std::move(c));
+    }
+    // The "dead" client: change S reached ranks 0 and 1 only, change S+1 (refused) rank 2 only.
+    const uint64_t s = lastSeq + 1;
+    for (int r : {0, 1}) {
+      clients[r]->send(wire::SetKnob{s, "test.mode", "slow"});
+      auto ack = clients[r]->recvAs<wire::KnobAck>();
+      QVERIFY(ack && ack->accepted && !ack->applied);
+    }
+    clients[2]->send(wire::SetKnob{s + 1, "no.such.knob", "1"});
+    auto refused = clients[2]->recvAs<wire::KnobAck>();
+    QVERIFY(refused && !refused->accepted);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (auto& c : clients) QCOMPARE(currentValue(*c, "test.mode"), std::string("fast"));  // blocked
+
+    auto js = trainscope::core::JobSession::connect(job.entries, {});
+    QVERIFY2(js.isOk(), js.isOk() ? "" : js.status().message().c_str());
+    auto applied = js.value()->setKnobs({{"test.scale", "2.5"}}, 20000);
+    QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
+    QCOMPARE(applied->size(), size_t{1});
+    QCOMPARE(applied->front().changeSeq, s + 2);
+    std::set<int64_t> steps;
+    for (const auto& [rank, step] : applied->front().stepPerRank) steps.insert(step);
+    QCOMPARE(steps.size(), size_t{1});
+    // Read back through the session's clients (they skip the broadcast acks in between).
+    for (auto& c : js.value()->ranks()) {
+      auto list = c->knobList();
+      QVERIFY(list.isOk());
+      std::map<std::string, std::string> values;
+      for (const auto& k : list->knobs) values[k.name] = k.currentValue;
+      QCOMPARE(values["test.mode"], std::string("slow"));
+      QCOMPARE(values["test.scale"], std::string("2.5"));
+      QVERIFY(list->pending.empty());
+    }
   }
 };
 

@@ -80,6 +80,8 @@ std::vector<Message> allMessages() {
   kl.knobs.push_back(
       {"dp.compression", KnobType::Enum, 0, 0, {"none", "fp16", "int8"}, "none", "fp16", "grad comp", true});
   kl.knobs.push_back({"dp.topk_ratio", KnobType::Float, 1e-9, 1.0, {}, "0.01", "0.5", "", true});
+  kl.contiguousSeq = 15;
+  kl.pending.push_back({17, "dp.compression", "int8"});
   v.push_back(kl);
   v.push_back(SetKnob{18, "dp.bucket_bytes", "8388608"});
   v.push_back(KnobAck{18, true, true, 271, ""});
@@ -181,6 +183,10 @@ class TstWire : public QObject {
     QVERIFY(kl.knobs[1].changesMath);
     QCOMPARE(kl.knobs[2].min, 1e-9);
     QCOMPARE(kl.knobs[0].currentValue, std::string("8388608"));
+    QCOMPARE(kl.contiguousSeq, uint64_t{15});
+    QCOMPARE(kl.pending.size(), size_t{1});
+    QCOMPARE(kl.pending[0].changeSeq, uint64_t{17});
+    QCOMPARE(kl.pending[0].value, std::string("int8"));
     QCOMPARE(std::get<KnobAck>(back[10]).appliedStep, int64_t{271});
     QCOMPARE(std::get<Pong>(back[12]).agentNs, int64_t{987654321987654321});
     QCOMPARE(std::get<Stats>(back[14]).currentStep, int64_t{-9});

@@ -106,6 +106,8 @@ core::wire::KnobList KnobRegistry::list(int64_t currentStep) const {
   core::wire::KnobList out;
   std::lock_guard lock(mu_);
   out.lastChangeSeq = receivedAhead_.empty() ? contiguous_.load() : *receivedAhead_.rbegin();
+  out.contiguousSeq = contiguous_.load();
+  for (const auto& [seq, p] : queued_) out.pending.push_back({seq, p.knob->name, p.text});
   out.currentStep = currentStep;
   for (const auto& k : knobs_) {
     core::wire::KnobDescriptor d;
@@ -143,6 +145,10 @@ core::wire::KnobAck KnobRegistry::receive(const core::wire::SetKnob& s, int32_t 
     return ack;  // a duplicate must not count twice
   }
   markReceivedLocked(s.changeSeq);  // refused or not, the sequence moves on
+  if (s.name.empty()) {
+    ack.reason = "gap filled: change sequence " + std::to_string(s.changeSeq) + " changes nothing";
+    return ack;
+  }
   ts_knob* k = findLocked(s.name);
   if (!k) {
     ack.reason = "unknown knob '" + s.name + "'";

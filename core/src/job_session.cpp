@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "trainscope/core/agent_client.h"
@@ -98,12 +99,46 @@ int JobSession::worldSize() const {
   return ranks_.empty() ? 0 : ranks_.front()->job().worldSize;
 }
 
+Status JobSession::fillSequenceGaps(const std::vector<wire::KnobList>& lists, uint64_t maxSeq) {
+  // A client that died between ranks (or lost a connection) leaves some ranks without a change
+  // sequence number the others have. Ranks apply a change only once every rank has every
+  // number up to it, so the gap would hold back every later change. Fill it: a rank that still
+  // holds the change pending tells us its content, and the ranks that lack it get the same
+  // change (whichever copy arrives first, it is the same change); a number no rank holds
+  // pending was refused or never arrived anywhere, and gets an empty change that only marks it
+  // received. Copies to ranks that already have a number are refused as duplicates: harmless.
+  uint64_t minContiguous = maxSeq;
+  std::map<uint64_t, std::pair<std::string, std::string>> pending;
+  for (const auto& l : lists) {
+    minContiguous = std::min(minContiguous, l.contiguousSeq);
+    for (const auto& p : l.pending) pending.emplace(p.changeSeq, std::make_pair(p.name, p.value));
+  }
+  constexpr uint64_t kMaxGap = 4096;
+  if (maxSeq - minContiguous > kMaxGap)
+    return Status(ErrorCode::InvalidArgument, "ranks disagree on " + std::to_string(maxSeq - minContiguous) +
+                                                  " knob changes; is this one job?");
+  for (uint64_t seq = minContiguous + 1; seq <= maxSeq; ++seq) {
+    const auto it = pending.find(seq);
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (lists[r].contiguousSeq >= seq) continue;
+      auto ack = it != pending.end() ? ranks_[r]->setKnob(seq, it->second.first, it->second.second)
+                                     : ranks_[r]->setKnob(seq, "", "");
+      if (!ack)
+        return Status(ack.status().code(), "rank " + std::to_string(ranks_[r]->job().rank) +
+                                               ": filling knob change " + std::to_string(seq) + ": " +
+                                               ack.status().message());
+    }
+  }
+  return Status();
+}
+
 Result<std::vector<JobSession::Applied>> JobSession::setKnobs(
     const std::vector<std::pair<std::string, std::string>>& changes, int applyTimeoutMs) {
   if (ranks_.empty()) return Status(ErrorCode::InvalidArgument, "no ranks connected");
   // 1. What every rank has: descriptors for validation, and the change sequence so far.
   uint64_t maxSeq = 0;
   std::vector<wire::KnobDescriptor> knobs;
+  std::vector<wire::KnobList> lists;
   for (auto& c : ranks_) {
     auto list = c->knobList();
     if (!list)
@@ -111,7 +146,9 @@ Result<std::vector<JobSession::Applied>> JobSession::setKnobs(
                     "rank " + std::to_string(c->job().rank) + ": " + list.status().message());
     maxSeq = std::max(maxSeq, list->lastChangeSeq);
     if (knobs.empty()) knobs = list->knobs;
+    lists.push_back(std::move(list).value());
   }
+  if (Status s = fillSequenceGaps(lists, maxSeq); !s.isOk()) return s;
   for (const auto& change : changes) {
     const std::string& name = change.first;
     const std::string& value = change.second;

@@ -105,6 +105,13 @@ void put(Writer& w, const KnobList& m) {
     w.str(k.description);
     w.boolean(k.changesMath);
   }
+  w.u64(m.contiguousSeq);
+  w.count(m.pending.size());
+  for (const PendingChange& c : m.pending) {
+    w.u64(c.changeSeq);
+    w.str(c.name);
+    w.str(c.value);
+  }
 }
 void put(Writer& w, const SetKnob& m) {
   w.u64(m.changeSeq);
@@ -241,6 +248,16 @@ KnobList getKnobList(Reader& r) {
     k.description = r.str();
     k.changesMath = r.boolean();
     m.knobs.push_back(std::move(k));
+  }
+  m.contiguousSeq = r.u64();
+  const uint32_t np = r.count(8 + 2 * kMinString, "pending changes");
+  m.pending.reserve(np);
+  for (uint32_t i = 0; i < np && r.ok(); ++i) {
+    PendingChange c;
+    c.changeSeq = r.u64();
+    c.name = r.str();
+    c.value = r.str();
+    m.pending.push_back(std::move(c));
   }
   return m;
 }

@@ -154,13 +154,15 @@ class JobSession {
     uint64_t changeSeq = 0;
     std::vector<std::pair<int32_t, int64_t>> stepPerRank;  // (rank, applied step)
   };
-  // knobList on every rank -> validate locally -> changeSeq = max(lastChangeSeq) + 1 (+1 per
-  // further change) -> SetKnob to every rank -> all must accept -> wait until all applied.
+  // knobList on every rank -> fill sequence gaps an earlier client left (see
+  // fillSequenceGaps) -> validate locally -> changeSeq = max(lastChangeSeq) + 1 (+1 per further
+  // change) -> SetKnob to every rank -> all must accept -> wait until all applied.
   // Errors name the rank and the agent's reason.
   Result<std::vector<Applied>> setKnobs(const std::vector<std::pair<std::string, std::string>>& changes,
                                         int applyTimeoutMs);
 
  private:
+  Status fillSequenceGaps(const std::vector<wire::KnobList>& lists, uint64_t maxSeq);
   std::vector<std::unique_ptr<AgentClient>> ranks_;
 };
 

@@ -134,13 +134,24 @@ struct KnobDescriptor {
 };
 
 struct KnobListRequest {};
+// A change a rank accepted and has not applied yet (it waits for every rank to have it).
+struct PendingChange {
+  uint64_t changeSeq = 0;
+  std::string name;
+  std::string value;
+};
+
 struct KnobList {
   uint64_t lastChangeSeq = 0;  // highest change sequence number this rank has received
   int64_t currentStep = -1;
   std::vector<KnobDescriptor> knobs;
+  uint64_t contiguousSeq = 0;  // every sequence number up to this one has been received
+  std::vector<PendingChange> pending;
 };
 
 // A change is sent to every rank with the same changeSeq (= max lastChangeSeq over ranks + 1).
+// An empty name fills a gap: the rank marks changeSeq received without changing anything (sent
+// by a client to ranks that missed a change no rank holds pending, see docs/AGENT.md).
 struct SetKnob {
   uint64_t changeSeq = 0;
   std::string name;
