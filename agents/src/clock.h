@@ -38,8 +38,23 @@ inline int64_t monotonicNs() {
   return static_cast<int64_t>(t.tv_sec) * 1000000000LL + t.tv_nsec;
 }
 
-// The agent clock (monotonic + shift). Used outside the hot path and for monotonic-mode records.
-inline int64_t nowNs() { return monotonicNs() + g_clockShiftNs.load(std::memory_order_relaxed); }
+// Test hook beside the shift: TRAINSCOPE_CLOCK_DRIFT_PPB makes the agent clock run fast (or
+// slow) by that many ns per second from g_clockDriftT0 on, like an undisciplined host clock, so
+// that client-side re-synchronization during long recordings can be tested on one machine.
+inline constinit std::atomic<int64_t> g_clockDriftPpb{0};
+inline constinit std::atomic<int64_t> g_clockDriftT0{0};
+
+// The agent clock for a CLOCK_MONOTONIC reading: monotonic + shift (+ drift, when testing).
+inline int64_t agentClockFromMonotonic(int64_t mono) {
+  int64_t ns = mono + g_clockShiftNs.load(std::memory_order_relaxed);
+  if (const int64_t ppb = g_clockDriftPpb.load(std::memory_order_relaxed); ppb != 0)
+    ns += static_cast<int64_t>(static_cast<Int128>(mono - g_clockDriftT0.load(std::memory_order_relaxed)) * ppb /
+                               1'000'000'000);
+  return ns;
+}
+
+// The agent clock. Used outside the hot path and for monotonic-mode records.
+inline int64_t nowNs() { return agentClockFromMonotonic(monotonicNs()); }
 
 inline uint64_t readTsc() {
 #if TRAINSCOPE_HAVE_TSC

@@ -68,6 +68,7 @@ Config configFromEnv(const ts_init_params* p) {
   const int64_t ringKb = std::clamp<int64_t>(envInt({"TRAINSCOPE_RING_KB"}, 1024), 1, 1 << 20);
   c.ringRecords = static_cast<size_t>(ringKb) * 1024 / 32;
   c.clockShiftNs = envInt({"TRAINSCOPE_CLOCK_SHIFT_NS"}, 0);
+  c.clockDriftPpb = envInt({"TRAINSCOPE_CLOCK_DRIFT_PPB"}, 0);
   if (const char* k = firstEnv({"TRAINSCOPE_CLOCK"})) c.clock = k;
   if (const char* l = firstEnv({"TRAINSCOPE_LISTEN"})) c.listen = l;
   if (const char* s = firstEnv({"TRAINSCOPE_SECRET_FILE"})) c.secretFile = s;

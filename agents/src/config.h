@@ -19,6 +19,7 @@ struct Config {
   int64_t flightNs = 30'000'000'000LL;  // TRAINSCOPE_FLIGHT_SECONDS
   size_t ringRecords = 32768;       // TRAINSCOPE_RING_KB (per thread) / 32 bytes
   int64_t clockShiftNs = 0;         // TRAINSCOPE_CLOCK_SHIFT_NS
+  int64_t clockDriftPpb = 0;        // TRAINSCOPE_CLOCK_DRIFT_PPB (test hook)
   std::string clock;                // TRAINSCOPE_CLOCK: "" / "auto" (TSC when invariant), "monotonic"
   std::string listen;               // TRAINSCOPE_LISTEN: "" / "unix", "tcp", "tcp:ADDR:PORT", "none"
   std::string secretFile;           // TRAINSCOPE_SECRET_FILE

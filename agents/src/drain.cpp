@@ -170,8 +170,7 @@ int64_t Drain::toAgentNs(const Record& r, ThreadState& st) {
       if (cal_.points() == 0) cal_.add(TscCalibration::sample());
       calibrate(monotonicNs(), true);
     }
-    ns = cal_.ready() ? cal_.toNs(static_cast<uint64_t>(r.ts)) + g_clockShiftNs.load(std::memory_order_relaxed)
-                      : nowNs();
+    ns = cal_.ready() ? agentClockFromMonotonic(cal_.toNs(static_cast<uint64_t>(r.ts))) : nowNs();
   }
   // Segment switches and cores whose TSCs differ by a few cycles must not reorder a thread.
   if (ns < st.lastTs) ns = st.lastTs;

@@ -44,6 +44,8 @@ Runtime::~Runtime() { stop(); }
 
 int Runtime::start() {
   g_clockShiftNs.store(cfg_.clockShiftNs);
+  g_clockDriftT0.store(monotonicNs());
+  g_clockDriftPpb.store(cfg_.clockDriftPpb);
   // Chosen once, before the drain calibrates and before capture is on: the hot path's branch on
   // it never changes while records are written.
   g_clockTsc.store(cfg_.clock != "monotonic" && tscIsInvariant(), std::memory_order_relaxed);

@@ -3,14 +3,16 @@
 //
 // Events go to the SessionWriter as they arrive (the TraceStore only keeps strings, tracks and
 // ranks), so memory stays flat however long the recording runs. Each rank's clock offset is
-// measured before subscribing and again at the end; the offset, its error bound and the drift
-// between the two go into the session's metadata. If the job ends while recording, what arrived
+// measured before subscribing, again every --resync-seconds (see resyncClocks), and at the end;
+// the offsets, the first error bound and the drift over the recording go into the metadata. If the job ends while recording, what arrived
 // is saved and the command succeeds.
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "live.h"
@@ -24,6 +26,7 @@ struct RecordOptions {
   double seconds = 0;  // 0: until the job ends or Ctrl-C
   std::string out;
   int pings = 32;
+  double resyncSeconds = 2;  // 0: measure the offsets only at the start (and the drift at the end)
 };
 
 std::atomic<bool> gStop{false};
@@ -33,10 +36,29 @@ void onSignal(int) {
 
 struct RankState {
   core::AgentClient* client = nullptr;
-  core::ClockSync sync;
+  core::ClockSync sync;  // the first, before subscribing
   std::unique_ptr<core::BatchIngestor> ingestor;
   bool open = true;
+  int offsetUpdates = 0;
 };
+
+// Clocks of different hosts drift apart (tens of ppm without good NTP: a millisecond in a minute),
+// so the offsets are measured again every few seconds while recording. A new estimate replaces
+// the offset for later batches only when it is about as tight as the first one (pongs queue
+// behind event batches on a busy connection, which widens the round trip) and differs by more
+// than its error bound; on one host the clocks are the same and nothing changes.
+void resyncClocks(std::vector<RankState>& ranks) {
+  for (auto& r : ranks) {
+    if (!r.open) continue;
+    auto s = r.client->estimateClockOffset(8);
+    if (!s) continue;
+    const int64_t limit = std::max<int64_t>(2 * r.sync.errorBoundNs, 200'000);
+    const int64_t offset = -s->agentMinusClientNs;
+    if (s->errorBoundNs > limit || std::llabs(offset - r.ingestor->rank().clockOffsetNs) <= s->errorBoundNs) continue;
+    r.ingestor->setClockOffset(offset);
+    ++r.offsetUpdates;
+  }
+}
 
 int runRecord(const RecordOptions& o) {
   auto js = connectJob(o.job, false, 5000);
@@ -64,6 +86,11 @@ int runRecord(const RecordOptions& o) {
   (void)w.putMetadata("clock_domain", "monotonic");
   (void)w.putMetadata("clock_alignment",
                       "ping-pong, fastest of N round trips (docs/ARCHITECTURE.md, Protocol)");
+  // Knob values when the recording starts (knob.<name>); later changes are KnobChange events.
+  // Analysis reads the settings in force at each step from the two (docs/TRACE_CONVENTIONS.md).
+  if (!js.value()->ranks().empty())
+    if (auto list = js.value()->ranks().front()->knobList(); list.isOk())
+      for (const auto& k : list->knobs) (void)w.putMetadata("knob." + k.name, k.currentValue);
   std::vector<RankState> ranks;
   for (auto& c : js.value()->ranks()) {
     RankState r;
@@ -90,8 +117,14 @@ int runRecord(const RecordOptions& o) {
   auto oldTerm = std::signal(SIGTERM, onSignal);
   const int64_t t0 = core::monotonicNowNs();
   const int64_t deadline = o.seconds > 0 ? t0 + static_cast<int64_t>(o.seconds * 1e9) : INT64_MAX;
+  const int64_t resyncEvery = o.resyncSeconds > 0 ? static_cast<int64_t>(o.resyncSeconds * 1e9) : INT64_MAX;
+  int64_t nextResync = resyncEvery == INT64_MAX ? INT64_MAX : t0 + resyncEvery;
   bool jobEnded = false;
   while (!gStop && core::monotonicNowNs() < deadline && sinkError.isOk()) {
+    if (core::monotonicNowNs() >= nextResync) {
+      resyncClocks(ranks);
+      nextResync = core::monotonicNowNs() + resyncEvery;
+    }
     std::vector<pollfd> fds;
     for (const auto& r : ranks)
       if (r.open) fds.push_back({r.client->fd(), POLLIN, 0});
@@ -125,6 +158,8 @@ int runRecord(const RecordOptions& o) {
       r.client->close();
     }
     (void)w.putRank(r.ingestor->rank());
+    (void)w.putMetadata("clock_offset_updates." + rk, std::to_string(r.offsetUpdates));
+    (void)w.putMetadata("clock_offset_ns." + rk, std::to_string(r.ingestor->rank().clockOffsetNs));
     (void)w.putMetadata("dropped_events." + rk, std::to_string(r.ingestor->rank().droppedEvents));
     if (r.ingestor->unknownTrackEvents() > 0)
       (void)w.putMetadata("unknown_track_events." + rk, std::to_string(r.ingestor->unknownTrackEvents()));
@@ -157,6 +192,10 @@ void addRecordCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--seconds", opts->seconds, "How long to record (default: until the job ends or Ctrl-C)");
   cmd->add_option("--out", opts->out, "Session file to write (.tsdb)")->required();
   cmd->add_option("--pings", opts->pings, "Clock-sync round trips per rank")->capture_default_str();
+  cmd->add_option("--resync-seconds", opts->resyncSeconds,
+                  "Measure clock offsets again this often while recording (0: only at the start)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([opts, &run] { run = [opts] { return runRecord(*opts); }; });
 }
 

@@ -113,6 +113,11 @@ class BatchIngestor {
   Status ingest(const wire::EventBatch& batch);
 
   const RankInfo& rank() const { return rank_; }
+  // A refreshed clock offset (a re-synchronization during a long session) for later batches.
+  void setClockOffset(int64_t ns) {
+    rank_.clockOffsetNs = ns;
+    store_.setRank(rank_);
+  }
   uint64_t eventsIngested() const { return events_; }
   // Events naming a track the agent never announced (skipped) and unknown string ids (mapped to "").
   uint64_t unknownTrackEvents() const { return unknownTrack_; }

@@ -1,0 +1,111 @@
+// Clock re-synchronization during a recording, with a real 2-rank MPI job whose rank 1 agent
+// clock drifts (TRAINSCOPE_CLOCK_DRIFT_PPB, a test hook: 5 ms per second, far more than a real
+// host clock, so that the effect is large against scheduling noise on a busy CI machine).
+//   - `record --resync-seconds 0.5`: the offset is refreshed as the clocks drift apart, so the
+//     steps (kept in lock step by the job's allreduce) still line up at the end of the recording;
+//   - `record --resync-seconds 0`: only the start offset; by the end rank 1 is ~20 ms off.
+#include <QtTest>
+
+#include <QTemporaryDir>
+
+#include <algorithm>
+#include <vector>
+
+#include "live_test_support.h"
+#include "trainscope/core/session_db.h"
+
+using namespace trainscope::core;
+using namespace live_test;
+
+namespace {
+
+constexpr int64_t kDriftPpb = 5'000'000;  // rank r's clock gains r * 5 ms per second
+
+// Median over the last `last` steps seen on both ranks of |start(rank 1) - start(rank 0)|.
+double medianSpreadMs(TraceStore& s, size_t last) {
+  const auto starts = stepStarts(s);
+  if (starts.size() != 2) return -1;
+  std::vector<int64_t> spreads;
+  for (const auto& [k, t0] : starts.at(0))
+    if (auto it = starts.at(1).find(k); it != starts.at(1).end()) spreads.push_back(std::llabs(it->second - t0));
+  if (spreads.size() < last) return -1;
+  spreads.erase(spreads.begin(), spreads.end() - static_cast<std::ptrdiff_t>(last));
+  std::nth_element(spreads.begin(), spreads.begin() + static_cast<std::ptrdiff_t>(last / 2), spreads.end());
+  return static_cast<double>(spreads[last / 2]) / 1e6;
+}
+
+}  // namespace
+
+class TstClockResync : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QProcess job_;
+  QString jobId_;
+
+  double recordAndMeasure(const QString& resync, const QString& name, int& updates) {
+    const QString out = dir_.filePath(name);
+    const Run r = cli({"record", "--job", jobId_, "--seconds", "4", "--resync-seconds", resync, "--out", out});
+    if (r.code != 0) qWarning("record failed: %s", qPrintable(r.err));
+    auto session = loadSession(out.toStdString());
+    if (!session.isOk()) return -1;
+    updates = -1;
+    const auto& meta = session.value().metadata();
+    if (auto it = meta.find("clock_offset_updates.1"); it != meta.end()) updates = std::stoi(it->second);
+    // The last 150 steps: the second half of the recording, where the drift has accumulated.
+    return medianSpreadMs(session.value(), 150);
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-testjob"))) QSKIP("trainscope-testjob not built (no MPI)");
+    QDir().mkpath(dir_.filePath("run"));
+    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    jobId_ = QString("resync-%1").arg(QCoreApplication::applicationPid());
+    const QString rankCmd = QString("TRAINSCOPE_CLOCK_DRIFT_PPB=$((OMPI_COMM_WORLD_RANK * %1)) exec \"$0\" "
+                                    "--steps 100000 --step-ms 5")
+                                .arg(kDriftPpb);
+    job_.setProcessChannelMode(QProcess::SeparateChannels);
+    job_.start(bin("trainscope-cli"),
+               {"launch", "--ranks", "2", "--job-id", jobId_, "--", "sh", "-c", rankCmd, bin("trainscope-testjob")});
+    QVERIFY(job_.waitForStarted());
+    bool found = false;
+    for (int i = 0; i < 300 && !found; ++i) {
+      const Run r = cli({"jobs", "--json"});
+      for (const auto& j : json(r).object()["jobs"].toArray())
+        found |= j.toObject()["job_id"].toString() == jobId_ && j.toObject()["ranks_found"].toInt() == 2;
+      if (!found) QTest::qWait(100);
+    }
+    QVERIFY2(found, "the job never showed 2 ranks in `jobs`");
+  }
+
+  void resyncKeepsDriftingRanksAligned() {
+    int updates = 0;
+    const double spread = recordAndMeasure("0.5", "resync.tsdb", updates);
+    qInfo("with re-sync every 0.5 s: median step spread %.2f ms, %d offset updates on rank 1", spread, updates);
+    QVERIFY2(spread >= 0, "no steps recorded on both ranks");
+    QVERIFY2(updates >= 3, "rank 1's offset was never refreshed");
+    // Between re-syncs rank 1 gains at most 2.5 ms; the median sits well under 4 ms.
+    QVERIFY2(spread < 4.0, qPrintable(QString("median spread %1 ms").arg(spread)));
+  }
+
+  void withoutResyncTheDriftShows() {
+    int updates = 0;
+    const double spread = recordAndMeasure("0", "noresync.tsdb", updates);
+    qInfo("without re-sync: median step spread %.2f ms, %d offset updates", spread, updates);
+    QCOMPARE(updates, 0);
+    // Second half of 4 s at 5 ms/s: 10-20 ms.
+    QVERIFY2(spread > 6.0, qPrintable(QString("median spread only %1 ms").arg(spread)));
+  }
+
+  void cleanupTestCase() {
+    if (job_.state() != QProcess::NotRunning) {
+      job_.terminate();
+      if (!job_.waitForFinished(10000)) job_.kill();
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TstClockResync)
+#include "tst_clock_resync.moc"
