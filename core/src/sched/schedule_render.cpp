@@ -1,4 +1,5 @@
 // renderTimeline (schedule_sim.h): the simulated step as a text chart.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -22,8 +23,9 @@ std::string renderTimeline(const Schedule& schedule, const ScheduleSimulation& s
       const auto a = static_cast<size_t>(std::llround(t.start / unit)) * width;
       const auto b = std::min(row.size(), static_cast<size_t>(std::llround(t.end / unit)) * width);
       if (b <= a) continue;
-      std::string text = opLabel(ops[i]).substr(0, b - a);
-      text.resize(b - a, '-');
+      std::string text = opLabel(ops[i]).substr(0, std::min(width, b - a));
+      text.resize(std::min(width, b - a), ' ');  // the label fills its first cell,
+      text.resize(b - a, '-');                   // '-' the op's further cells
       row.replace(a, b - a, text);
     }
     std::string name = "stage " + std::to_string(s);

@@ -46,8 +46,8 @@ Result<ScheduleSimulation> simulateSchedule(const Schedule& schedule, const OpDu
                                             const OpDurationFn& duration = {});
 
 // The simulated step as text, one row per stage, `unit` time per cell of `cellWidth` characters:
-// a compute op shows its label (opLabel, truncated to the cell) in its first cell and '-' in
-// the rest, idle time '.'. Times are rounded to whole cells. Example (1f1b, p=2, m=2, F=B=1):
+// a compute op shows its label (opLabel, cut or space-padded to the cell) in its first cell
+// and '-' in the rest, idle time '.'. Times are rounded to whole cells. Example (1f1b, p=2, m=2, F=B=1):
 //   stage 0 |F0F1..B0..B1|
 //   stage 1 |..F0B0F1B1..|
 std::string renderTimeline(const Schedule& schedule, const ScheduleSimulation& simulation, double unit,
