@@ -3,29 +3,15 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QtTest>
+
+#include "cli_test_support.h"
 
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out;
-  QString err;
-};
-
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.start(QString(TRAINSCOPE_BIN_DIR) + "/trainscope-cli", QStringList{"schedule"} + args);
-  Run r;
-  if (!p.waitForFinished(60000)) {
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+using trainscope::test::CliRun;
+CliRun cli(const QStringList& args) {
+  return trainscope::test::runCli(QStringList{"schedule"} + args);
 }
 
 }  // namespace
@@ -37,7 +23,7 @@ class TstCliSchedule : public QObject {
   // 1F1B, p = 2, m = 2, F = B = 1 and no W (tests/tst_schedule.cpp draws it by hand):
   // makespan 6, bubble 1/3 on both stages.
   void textOutput() {
-    const Run r = cli({"--schedule", "1f1b", "--stages", "2", "--microbatches", "2", "--weight", "0"});
+    const CliRun r = cli({"--schedule", "1f1b", "--stages", "2", "--microbatches", "2", "--weight", "0"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("stage 0: F0 F1 B0 B1\n"));
     QVERIFY(r.out.contains("stage 1: F0 B0 F1 B1\n"));
@@ -45,7 +31,7 @@ class TstCliSchedule : public QObject {
     QVERIFY(r.out.contains("stage 1 |..F0B0F1B1..|\n"));
     QVERIFY(r.out.contains("makespan 6\n"));
     QVERIFY(r.out.contains("bubble fraction: simulated 0.3333  theory 0.3333"));
-    const Run comm = cli({"-s", "1f1b", "-p", "2", "-m", "2", "--comm"});
+    const CliRun comm = cli({"-s", "1f1b", "-p", "2", "-m", "2", "--comm"});
     QVERIFY(comm.out.contains("stage 1: recv-act F0 <-0, F0, B0, send-grad B0 ->0,"));
   }
 
@@ -66,7 +52,7 @@ class TstCliSchedule : public QObject {
         {"seq1f1b", {"--segments", "2"}, 32, 3.0 / 19},
     };
     for (const Case& c : cases) {
-      const Run r = cli(QStringList{"-s", c.name, "-p", "4", "-m", "8", "--json"} + c.extra);
+      const CliRun r = cli(QStringList{"-s", c.name, "-p", "4", "-m", "8", "--json"} + c.extra);
       QVERIFY2(r.code == 0, qPrintable(r.err));
       const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
       QCOMPARE(j["schedule"].toString(), QString(c.name));
@@ -79,7 +65,7 @@ class TstCliSchedule : public QObject {
   }
 
   void badParametersRefused() {
-    Run r = cli({"-s", "interleaved-1f1b", "-p", "4", "-m", "6", "-v", "2"});
+    CliRun r = cli({"-s", "interleaved-1f1b", "-p", "4", "-m", "6", "-v", "2"});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("interleaved-1f1b needs micro-batches divisible by stages"), qPrintable(r.err));
     r = cli({"-s", "pipedream"});

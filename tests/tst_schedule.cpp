@@ -88,7 +88,7 @@ class TstSchedule : public QObject {
     row("segments on zb-h1", ScheduleKind::ZbH1, 4, 8, 1, 2,
         "sequence segments apply to seq1f1b only; zb-h1 needs 1");
     row("too many stages", ScheduleKind::GPipe, kMaxStages + 1, 4, 1, 1, "stages must be <= 1024");
-    row("too many units", ScheduleKind::Seq1F1B, 2, 1 << 19, 1, 4, "exceeds 1048576");
+    row("too many units", ScheduleKind::Seq1F1B, 2, 1 << 20, 1, 4, "= 8388608 exceeds 4194304");
   }
   void invalidParamsRefused() {
     QFETCH(int, kind);

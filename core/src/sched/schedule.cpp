@@ -57,9 +57,9 @@ Status validateSchedule(const ScheduleParams& sp) {
   if (sp.segments < 1) return invalid("segments must be >= 1, got " + std::to_string(sp.segments));
   if (sp.stages > kMaxStages)
     return invalid("stages must be <= " + std::to_string(kMaxStages) + ", got " + std::to_string(sp.stages));
-  const int64_t units = int64_t{sp.microBatches} * sp.virtualStages * sp.segments;
+  const int64_t units = int64_t{sp.stages} * sp.microBatches * sp.virtualStages * sp.segments;
   if (units > kMaxScheduleUnits)
-    return invalid("micro-batches x virtual stages x segments = " + std::to_string(units) + " exceeds " +
+    return invalid("stages x micro-batches x virtual stages x segments = " + std::to_string(units) + " exceeds " +
                    std::to_string(kMaxScheduleUnits));
   if (sp.kind == ScheduleKind::Interleaved1F1B) {
     if (sp.virtualStages < 2)

@@ -38,9 +38,10 @@ struct ScheduleParams {
   int segments = 1;       // k: sequence segments per micro-batch; > 1 only for seq1f1b
 };
 
-// Limits that keep a schedule's op lists small enough to build and print.
+// Limits that keep a schedule's op lists (16 bytes per op, about 3 ops per unit) small enough
+// to build, simulate and print: p * m * v * k units in all.
 inline constexpr int kMaxStages = 1024;
-inline constexpr int kMaxScheduleUnits = 1 << 20;  // m * v * k per stage
+inline constexpr int64_t kMaxScheduleUnits = int64_t{1} << 22;
 
 // Rules (each refusal says which one):
 //  - p, m, v, k >= 1; p * m * v * k within the limits above.
