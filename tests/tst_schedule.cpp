@@ -105,6 +105,28 @@ class TstSchedule : public QObject {
     QVERIFY(!theoreticalBubbleFraction(sp));
   }
 
+  void layerSplit() {
+    QVERIFY(validateLayerSplit({ScheduleKind::OneFOneB, 4, 8}, 6));
+    QVERIFY(validateLayerSplit({ScheduleKind::Interleaved1F1B, 2, 4, 2}, 8));
+    Status s = validateLayerSplit({ScheduleKind::Interleaved1F1B, 2, 4, 2}, 6);
+    QCOMPARE(s.message(),
+             std::string("interleaved-1f1b with p=2 v=2 needs the layers divisible by p*v = 4 (equal "
+                         "chunks, Megatron-LM's rule), the model has 6"));
+    s = validateLayerSplit({ScheduleKind::GPipe, 4, 8}, 3);
+    QCOMPARE(s.message(),
+             std::string("gpipe with p=4 needs at least 4 layers (one per stage), the model has 3"));
+    QVERIFY(!validateLayerSplit({ScheduleKind::GPipe, 4, 0}, 8));  // the schedule's own rules first
+  }
+
+  void theoryByName() {
+    QCOMPARE(theoreticalBubbleFraction("1f1b", 4, 8).value(), 3.0 / 11);
+    QCOMPARE(theoreticalBubbleFraction("interleaved-1f1b", 4, 8, 2).value(), 3.0 / 19);
+    QCOMPARE(theoreticalBubbleFraction("seq1f1b", 4, 8, 1, 4).value(), 3.0 / 35);
+    QCOMPARE(theoreticalBubbleFraction("zb-h1", 4, 8, 1, 1, {1, 1, 1}).value(), 3.0 / 27);
+    QVERIFY(!theoreticalBubbleFraction("pipedream", 4, 8));
+    QVERIFY(!theoreticalBubbleFraction("interleaved-1f1b", 4, 6, 2));
+  }
+
   // p = 2, m = 2, F = B = 1 (B includes W). By hand:
   //  GPipe: both stages F0 F1 then B1 B0 (last micro-batch first, as in the paper's figure).
   //   t:      0  1  2  3  4  5  6

@@ -59,8 +59,8 @@ Status validateSchedule(const ScheduleParams& sp) {
     return invalid("stages must be <= " + std::to_string(kMaxStages) + ", got " + std::to_string(sp.stages));
   const int64_t units = int64_t{sp.stages} * sp.microBatches * sp.virtualStages * sp.segments;
   if (units > kMaxScheduleUnits)
-    return invalid("stages x micro-batches x virtual stages x segments = " + std::to_string(units) + " exceeds " +
-                   std::to_string(kMaxScheduleUnits));
+    return invalid("stages x micro-batches x virtual stages x segments = " + std::to_string(units) +
+                   " exceeds " + std::to_string(kMaxScheduleUnits));
   if (sp.kind == ScheduleKind::Interleaved1F1B) {
     if (sp.virtualStages < 2)
       return invalid("interleaved-1f1b needs virtual stages >= 2 (with 1 it is 1f1b), got " +
@@ -76,6 +76,21 @@ Status validateSchedule(const ScheduleParams& sp) {
   if (sp.kind != ScheduleKind::Seq1F1B && sp.segments != 1)
     return invalid("sequence segments apply to seq1f1b only; " + name + " needs 1, got " +
                    std::to_string(sp.segments));
+  return Status::ok();
+}
+
+Status validateLayerSplit(const ScheduleParams& sp, int layers) {
+  if (Status s = validateSchedule(sp); !s) return s;
+  const int64_t chunks = int64_t{sp.stages} * sp.virtualStages;
+  const std::string shape = std::string(scheduleName(sp.kind)) + " with p=" + std::to_string(sp.stages) +
+                            (sp.virtualStages > 1 ? " v=" + std::to_string(sp.virtualStages) : "");
+  if (layers < chunks)
+    return invalid(shape + " needs at least " + std::to_string(chunks) + " layers (one per " +
+                   (sp.virtualStages > 1 ? "virtual stage" : "stage") + "), the model has " +
+                   std::to_string(layers));
+  if (sp.kind == ScheduleKind::Interleaved1F1B && layers % chunks != 0)
+    return invalid(shape + " needs the layers divisible by p*v = " + std::to_string(chunks) +
+                   " (equal chunks, Megatron-LM's rule), the model has " + std::to_string(layers));
   return Status::ok();
 }
 
@@ -137,6 +152,14 @@ Result<double> theoreticalBubbleFraction(const ScheduleParams& sp, const OpDurat
     }
   }
   return invalid("unknown schedule");
+}
+
+Result<double> theoreticalBubbleFraction(std::string_view schedule, int stages, int microBatches,
+                                         int virtualStages, int segments, const OpDurations& durations) {
+  auto kind = parseSchedule(schedule);
+  if (!kind) return kind.status();
+  return theoreticalBubbleFraction(
+      ScheduleParams{kind.value(), stages, microBatches, virtualStages, segments}, durations);
 }
 
 }  // namespace trainscope::core

@@ -50,6 +50,11 @@ inline constexpr int64_t kMaxScheduleUnits = int64_t{1} << 22;
 //  - k > 1 only with seq1f1b (k = 1 makes seq1f1b identical to 1f1b).
 Status validateSchedule(const ScheduleParams& params);
 
+// Whether a model of `layers` layers can be cut for the schedule: at least one layer per
+// virtual stage (p * v), and for interleaved-1f1b equal chunks, layers % (p * v) == 0
+// (Megatron-LM's rule). The trainer checks this before switching `pp.*` knobs.
+Status validateLayerSplit(const ScheduleParams& params, int layers);
+
 enum class OpKind : uint8_t { Forward, Backward, Weight, Send, Recv };
 enum class Payload : uint8_t { None, Activation, Gradient };
 
@@ -130,5 +135,9 @@ struct OpDurations {
 // gpipe and 1f1b count B and W together (the papers' "backward"): the formula holds for any
 // forward/backward ratio. An invalid ScheduleParams gives its validation error.
 Result<double> theoreticalBubbleFraction(const ScheduleParams& params, const OpDurations& durations = {});
+// The same by schedule name (a `pp.schedule` value), for analysis code reading knob values.
+Result<double> theoreticalBubbleFraction(std::string_view schedule, int stages, int microBatches,
+                                         int virtualStages = 1, int segments = 1,
+                                         const OpDurations& durations = {});
 
 }  // namespace trainscope::core
