@@ -203,6 +203,14 @@ class TstPipelineExecutor : public QObject {
     QVERIFY(*sendTags.rbegin() < 2 * 8 * 4 * 2);
   }
 
+  void traceKinds() {
+    QCOMPARE(traceEventKind(OpKind::Forward), EventKind::MicroBatchF);
+    QCOMPARE(traceEventKind(OpKind::Backward), EventKind::MicroBatchB);
+    QCOMPARE(traceEventKind(OpKind::Weight), EventKind::MicroBatchW);
+    QCOMPARE(traceEventKind(OpKind::Send), EventKind::P2PSend);
+    QCOMPARE(traceEventKind(OpKind::Recv), EventKind::P2PRecv);
+  }
+
   void runnerErrorNamesTheOp() {
     struct Failing : StageRunner {
       Status forward(const PipeOp& op) override {

@@ -27,6 +27,22 @@ int64_t messageTag(const ScheduleParams& sp, int stage, const PipeOp& op) {
          op.segment;
 }
 
+EventKind traceEventKind(OpKind kind) {
+  switch (kind) {
+    case OpKind::Forward:
+      return EventKind::MicroBatchF;
+    case OpKind::Backward:
+      return EventKind::MicroBatchB;
+    case OpKind::Weight:
+      return EventKind::MicroBatchW;
+    case OpKind::Send:
+      return EventKind::P2PSend;
+    case OpKind::Recv:
+      return EventKind::P2PRecv;
+  }
+  return EventKind::Marker;
+}
+
 Status runStage(const Schedule& schedule, int stage, StageRunner& runner, const ExecutorOptions& options) {
   if (stage < 0 || stage >= static_cast<int>(schedule.stages.size()))
     return {ErrorCode::InvalidArgument, "stage " + std::to_string(stage) + " is not in the schedule"};

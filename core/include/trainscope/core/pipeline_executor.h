@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "trainscope/core/model.h"
 #include "trainscope/core/schedule.h"
 
 namespace trainscope::core {
@@ -44,5 +45,9 @@ Status runStage(const Schedule& schedule, int stage, StageRunner& runner,
 // segment. Below 2 * m * p * v * k; MPI guarantees tags up to 32767 (MPI_TAG_UB, usually far
 // more): check against the communicator's MPI_TAG_UB.
 int64_t messageTag(const ScheduleParams& params, int stage, const PipeOp& op);
+
+// The event kind an op is traced as (docs/TRACE_CONVENTIONS.md): F, B, W -> MicroBatchF/B/W,
+// Send -> P2PSend, Recv -> P2PRecv; attributes MicroBatch, Stage, Chunk (and Peer, Bytes).
+EventKind traceEventKind(OpKind kind);
 
 }  // namespace trainscope::core
