@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "cli_test_support.h"
 #include "trainscope/core/trace_store.h"
 
 namespace live_test {
@@ -18,26 +19,8 @@ using namespace trainscope::core;
 
 inline QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
-
-inline Run cli(const QStringList& args, int timeoutMs = 60000) {
-  QProcess p;
-  p.start(bin("trainscope-cli"), args);
-  Run r;
-  if (!p.waitForFinished(timeoutMs)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out: trainscope-cli " + args.join(' ');
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+using Run = trainscope::test::CliRun;
+inline Run cli(const QStringList& args, int timeoutMs = 60000) { return trainscope::test::runCli(args, timeoutMs); }
 
 inline QJsonDocument json(const Run& r) { return QJsonDocument::fromJson(r.out.toUtf8()); }
 

@@ -22,6 +22,8 @@ void addExportCommand(CLI::App& app, Runner& run);
 void addImportCommand(CLI::App& app, Runner& run);
 void addSynthCommand(CLI::App& app, Runner& run);
 void addEnvCommand(CLI::App& app, Runner& run);
+// Pipeline schedule preview (docs/SCHEDULES.md).
+void addScheduleCommand(CLI::App& app, Runner& run);
 // Live jobs (docs/ARCHITECTURE.md, "Protocol").
 void addJobsCommand(CLI::App& app, Runner& run);
 void addRecordCommand(CLI::App& app, Runner& run);
