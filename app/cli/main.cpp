@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   addSynthCommand(app, run);
   addEnvCommand(app, run);
   addLaunchCommand(app, run);
+  addDemoCommand(app, run);
   addJobsCommand(app, run);
   addRecordCommand(app, run);
   addKnobsCommand(app, run);
