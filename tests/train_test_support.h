@@ -47,6 +47,24 @@ inline Run mpirunTrainer(int ranks, const QStringList& args, int timeoutMs = 120
   return r;
 }
 
+// trainscope-train without mpirun (for what it refuses before starting MPI).
+inline Run runTrainer(const QStringList& args) {
+  QProcess p;
+  p.setProcessEnvironment(mpiEnv());
+  p.start(trainer(), args);
+  Run r;
+  if (!p.waitForFinished(30000)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
 inline std::vector<float> readFloats(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return {};

@@ -1,7 +1,8 @@
-// The trainer's gradient codecs against hand-computed answers: payload sizes (the wire-byte
-// factors the benchmarks measure), fp16/onebit/topk values, int8's stochastic rounding being
-// unbiased, and error feedback's invariant: what was sent plus the residual equals what was
-// meant to be sent, summed over steps (nothing is lost, only delayed).
+// The trainer's numerics without MPI: the gradient codecs against hand-computed answers
+// (payload sizes -- the wire-byte factors the benchmarks measure --, fp16/onebit/topk values,
+// int8's stochastic rounding being unbiased, error feedback's invariant: what was sent plus the
+// residual equals what was meant to be sent, summed over steps), the bucket plan, and the
+// hand-written backward (B then W) of both models against finite differences.
 #include <QtTest>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 #include "compress.h"
 #include "grad_sync.h"
 #include "linear.h"
+#include "models.h"
+#include "task.h"
 #include "tensor.h"
 
 using namespace trainscope::train;
@@ -128,6 +131,97 @@ class TstTrainCompress : public QObject {
     QCOMPARE(b[1].count, size_t{110});
     QCOMPARE(int(planBuckets(m, 1).size()), 3);
     QCOMPARE(int(planBuckets(m, 1 << 30).size()), 1);
+  }
+
+  // d loss / d theta from F, B, W against central differences of the loss, in double-checked
+  // float: a few parameters of every layer.
+  void backwardMatchesFiniteDifferences_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("layers");
+    QTest::addColumn<int>("heads");
+    QTest::newRow("mlp") << "mlp" << 2 << 1;
+    QTest::newRow("transformer") << "transformer" << 2 << 2;
+    QTest::newRow("transformer 1 block, 1 head") << "transformer" << 1 << 1;
+    QTest::newRow("transformer 2 blocks, 1 head") << "transformer" << 2 << 1;
+    QTest::newRow("transformer 1 block, 2 heads") << "transformer" << 1 << 2;
+  }
+  void backwardMatchesFiniteDifferences() {
+    QFETCH(QString, model);
+    QFETCH(int, layers);
+    QFETCH(int, heads);
+    auto compute = makeCpuCompute();
+    Options o;
+    o.model = model.toStdString();
+    o.layers = layers;
+    o.width = 8;
+    o.heads = heads;
+    o.seqLen = 5;
+    o.vocab = 6;
+    o.inputDim = 6;
+    o.classes = 4;
+    auto m = model == "mlp" ? makeMlp(*compute, o) : makeTransformer(*compute, o);
+    auto task = model == "mlp" ? makeTeacherTask(3, o.inputDim, o.classes) : makeSequenceTask(3, o.seqLen, o.vocab);
+    const Batch b = task->train(0, 4);
+    const int L = m->layerCount();
+    // Loss of the layers from..L-1 applied to x (slot 1: leaves slot 0's saved state alone).
+    auto lossFrom = [&](int from, const Mat& x) {
+      Mat a = x, y;
+      for (int k = from; k < L; ++k) {
+        m->layer(k).forward(1, a, y);
+        std::swap(a, y);
+      }
+      return softmaxCrossEntropy(a, b.labels, nullptr, nullptr);
+    };
+    int checked = 0, skipped = 0;
+    QStringList wrong;
+    // d loss / d v at one scalar v against central differences. A ReLU kink within eps makes the
+    // one-sided slopes disagree (the analytic value is one of them): such points are skipped.
+    auto check = [&](float& v, double analytic, auto&& f, const QString& what) {
+      const float keep = v, eps = 1e-3f;
+      const double mid = f();
+      v = keep + eps;
+      const double up = f();
+      v = keep - eps;
+      const double down = f();
+      v = keep;
+      const double fwd = (up - mid) / double(eps), bwd = (mid - down) / double(eps), fd = (fwd + bwd) / 2;
+      if (std::fabs(fwd - bwd) > 2e-3 + 0.05 * std::fabs(fd)) {
+        ++skipped;
+        return;
+      }
+      ++checked;
+      if (std::fabs(fd - analytic) > 2e-3 + 0.03 * std::fabs(fd))
+        wrong << QString("%1: backward %2, finite differences %3").arg(what).arg(analytic).arg(fd);
+    };
+
+    std::vector<Mat> act(size_t(L) + 1), grad(size_t(L) + 1);
+    act[0] = b.x;
+    for (int l = 0; l < L; ++l) m->layer(l).forward(0, act[size_t(l)], act[size_t(l) + 1]);
+    softmaxCrossEntropy(act[size_t(L)], b.labels, &grad[size_t(L)], nullptr);
+    m->zeroGrads();
+    for (int l = L - 1; l >= 0; --l) {
+      if (l > 0) m->layer(l).backwardInput(0, grad[size_t(l) + 1], grad[size_t(l)]);  // B
+      m->layer(l).backwardWeight(0, grad[size_t(l) + 1]);                             // W
+    }
+    const std::vector<float> g(m->grads().begin(), m->grads().end());
+    auto p = m->params();
+    for (int l = 0; l < L; ++l) {
+      const QString kind = QString::fromStdString(m->layer(l).kind());
+      if (l > 0) {  // B: the input gradient
+        Mat x = act[size_t(l)];
+        for (size_t k = 0; k < std::min<size_t>(x.size(), 40); ++k) {
+          const size_t i = (k * 7919) % x.size();
+          check(x.v[i], grad[size_t(l)].v[i], [&] { return lossFrom(l, x); }, QString("dx %1 (%2)[%3]").arg(l).arg(kind).arg(i));
+        }
+      }
+      const size_t off = m->offsetOf(l), n = m->countOf(l);  // W: the parameter gradient
+      for (size_t k = 0; k < std::min<size_t>(n, 40); ++k) {
+        const size_t i = off + (k * 7919) % n;
+        check(p[i], g[i], [&] { return lossFrom(0, b.x); }, QString("dW %1 (%2)[%3]").arg(l).arg(kind).arg(i));
+      }
+    }
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join("\n")));
+    QVERIFY2(checked > 100 && skipped * 10 < checked, qPrintable(QString("%1 checked, %2 skipped").arg(checked).arg(skipped)));
   }
 };
 

@@ -55,6 +55,9 @@ struct Backend {
 // "cpu" (OpenBLAS single-threaded + MPI) or "cuda" (not built yet: returns null and sets why).
 std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why);
 
+// OpenBLAS on one thread (no MPI needed): the CPU backend's compute, also for unit tests.
+std::unique_ptr<Compute> makeCpuCompute();
+
 // Blocking helper.
 void waitFor(Request& r);
 

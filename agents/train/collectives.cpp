@@ -170,29 +170,45 @@ std::unique_ptr<BucketOp> hierarchical(CommSet& cs, const OpParams& p) {
   return std::make_unique<BucketOp>(std::move(steps), wire);
 }
 
-// Average with the ring neighbours (rank-1, rank+1): Bagua's decentralized primitive, full or
-// low precision (payload = encode(v + err), error feedback kept on the sender).
+// CHOCO's consensus step: 1 (plain averaging) unless the compressor is so lossy that the copies
+// lag far behind the models -- top-k keeps only a fraction of the difference each step, and a
+// full step then overshoots and diverges (measured: ratio 0.1 with step 1 blows up).
+float consensusStep(const Codec& c) {
+  return c.kind == Compression::TopkEf ? static_cast<float>(std::min(1.0, 2.0 * c.topkRatio)) : 1.0f;
+}
+
+// Decentralized (D-PSGD): average the bucket's parameters with the ring neighbours, weights
+// 1/3 each (1/2 with two ranks). Low precision: exchange encode(x - self) and keep copies of the
+// neighbours' models, x += sum_j w (copy_j - self).
 std::unique_ptr<BucketOp> decentralized(Communicator& c, const OpParams& p) {
   const int P = c.size(), r = c.rank();
   std::vector<int> peers;
-  if (P > 1) peers.push_back((r + 1) % P);
-  if (P > 2) peers.push_back((r - 1 + P) % P);
+  if (P > 1) peers.push_back((r - 1 + P) % P);
+  if (P > 2) peers.push_back((r + 1) % P);
   const size_t pay = p.codec.payloadBytes(p.n);
   auto out = std::make_shared<std::vector<uint8_t>>(pay);
   auto in = std::make_shared<std::vector<uint8_t>>(pay * peers.size());
+  ErrorFeedback* st = p.ef;
   std::vector<Step> steps;
   steps.push_back({false,
                    [=, &c](std::vector<RequestPtr>& q) {
-                     std::vector<float> v(p.data, p.data + p.n);
-                     p.codec.encodeWithFeedback(v.data(), p.ef->worker.data(), p.n, p.seed, out->data());
+                     std::vector<float> diff(p.n);
+                     for (size_t i = 0; i < p.n; ++i) diff[i] = p.params[i] - st->self[i];
+                     p.codec.encode(diff.data(), p.n, p.seed, out->data());
+                     p.codec.decodeAdd(out->data(), p.n, st->self.data());
                      for (size_t k = 0; k < peers.size(); ++k) {
                        q.push_back(c.isend(out->data(), pay, peers[k], tagOf(p.bucket, 0)));
                        q.push_back(c.irecv(in->data() + k * pay, pay, peers[k], tagOf(p.bucket, 0)));
                      }
                    },
                    [=] {
-                     for (size_t k = 0; k < peers.size(); ++k) p.codec.decodeAdd(in->data() + k * pay, p.n, p.data);
-                     scale(p.data, p.n, 1.0f / static_cast<float>(peers.size() + 1));
+                     std::vector<float>* copies[2] = {&st->left, &st->right};
+                     const float w = consensusStep(p.codec) / static_cast<float>(peers.size() + 1);
+                     for (size_t k = 0; k < peers.size(); ++k) {
+                       std::vector<float>& cp = *copies[k];
+                       p.codec.decodeAdd(in->data() + k * pay, p.n, cp.data());
+                       for (size_t i = 0; i < p.n; ++i) p.params[i] += w * (cp[i] - st->self[i]);
+                     }
                    }});
   return std::make_unique<BucketOp>(std::move(steps), pay * peers.size());
 }

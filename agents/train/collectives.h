@@ -2,8 +2,9 @@
 // is a list of steps; each step posts non-blocking sends/receives/collectives and, once they are
 // all complete, finishes (a local reduction). progress() never blocks, so the trainer calls it
 // between layer computations and the reduction really overlaps the backward pass.
-// When an op is done, data holds the average of the ranks' buckets (for `decentralized`, the
-// average with the ring neighbours).
+// When an op is done, data holds the average of the ranks' gradient buckets -- except for
+// `decentralized` (D-PSGD, as Bagua does it): there the gradients stay local and the op
+// averages the bucket's *parameters* with the ring neighbours (rank-1, rank+1) instead.
 #pragma once
 
 #include <climits>
@@ -37,10 +38,15 @@ struct CommSet {
   static CommSet make(Communicator& world, int ranksPerNode);
 };
 
-// Error-feedback memory of one bucket, kept across steps (Bagua: worker- and server-side).
+// Compression state of one bucket, kept across steps and reset when buckets, codec or
+// algorithm change (every rank does that at the same step, so the copies stay consistent).
 struct ErrorFeedback {
-  std::vector<float> worker;  // the whole bucket
-  std::vector<float> server;  // this rank's merged chunk
+  std::vector<float> worker;  // error feedback over the whole bucket (Bagua's worker side)
+  std::vector<float> server;  // error feedback over this rank's merged chunk (server side)
+  // decentralized: the models as the neighbours know them (CHOCO-SGD style): each rank sends
+  // encode(x - self), everybody adds the decoded difference to its copy; without compression
+  // the copies are exact and the step is plain neighbour averaging.
+  std::vector<float> self, left, right;
 };
 
 class BucketOp {
@@ -71,7 +77,8 @@ class BucketOp {
 struct OpParams {
   Algorithm algorithm = Algorithm::Allreduce;
   Codec codec;
-  float* data = nullptr;
+  float* data = nullptr;    // the bucket's gradients
+  float* params = nullptr;  // the bucket's parameters (decentralized)
   size_t n = 0;
   int bucket = 0;
   uint64_t seed = 0;              // stochastic rounding (differs per rank, step, bucket)

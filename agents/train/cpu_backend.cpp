@@ -113,6 +113,8 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
+std::unique_ptr<Compute> makeCpuCompute() { return std::make_unique<CpuCompute>(); }
+
 void waitFor(Request& r) {
   while (!r.test()) {
   }
@@ -128,7 +130,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why) 
     return nullptr;
   }
   auto b = std::make_unique<Backend>();
-  b->compute = std::make_unique<CpuCompute>();
+  b->compute = makeCpuCompute();
   MPI_Comm c = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &c);
   b->world = std::make_unique<MpiCommunicator>(c);

@@ -44,6 +44,8 @@ bool GradSync::configure(const Model& m, const DpConfig& c) {
     for (size_t b = 0; b < buckets_.size(); ++b) {
       ef_[b].worker.assign(buckets_[b].count, 0.0f);
       ef_[b].server.assign(serverChunkSize(buckets_[b].count, r, P), 0.0f);
+      if (c.algorithm == Algorithm::Decentralized)  // copies start at zero on every rank alike
+        for (auto* v : {&ef_[b].self, &ef_[b].left, &ef_[b].right}) v->assign(buckets_[b].count, 0.0f);
     }
   }
   algoName_ = ts_name(opName(c.algorithm, c.codec.kind).c_str());
@@ -52,6 +54,7 @@ bool GradSync::configure(const Model& m, const DpConfig& c) {
 
 void GradSync::beginStep(Model& m, int64_t step) {
   grads_ = m.grads().data();
+  params_ = m.params().data();
   step_ = step;
   ops_.clear();
   ops_.resize(buckets_.size());
@@ -68,6 +71,7 @@ void GradSync::start(size_t b) {
   p.algorithm = cfg_.algorithm;
   p.codec = cfg_.codec;
   p.data = grads_ + s.offset;
+  p.params = params_ + s.offset;
   p.n = s.count;
   p.bucket = bucket;
   p.seed = hashOf(seed_, static_cast<uint64_t>(step_), b, static_cast<uint64_t>(comms_.world->rank()));

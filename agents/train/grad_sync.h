@@ -66,6 +66,7 @@ class GradSync {
   std::vector<bool> ended_;
   size_t nextBucket_ = 0;
   float* grads_ = nullptr;
+  float* params_ = nullptr;
   int64_t step_ = 0;
   uint64_t wireBytes_ = 0;
   uint32_t algoName_ = 0;

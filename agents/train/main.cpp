@@ -62,6 +62,17 @@ int main(int argc, char** argv) {
   Options o;
   int code = 0;
   if (!parseOptions(argc, argv, o, &code)) return code;  // before MPI: --help needs no mpirun
+  // Everything that does not depend on the world size is refused before MPI starts.
+  if (const std::string err = validate(o, 1); !err.empty()) {
+    std::fprintf(stderr, "trainscope-train: %s\n", err.c_str());
+    return 2;
+  }
+  if (o.backend != "cpu") {
+    std::string why;
+    makeBackend(o.backend, &why);
+    std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
