@@ -14,7 +14,8 @@ the session), then `bench_train_trace` computes per rank, inside step windows, f
   overhead     rank 0's step times (--steps-file) with TRAINSCOPE_DISABLE=1 vs the agent with
                `record` attached, alternated round by round
 
-  bench/bench_train.py [--build build] [--np 4] [--steps 300] [--rounds 3] [what ...]
+  bench/bench_train.py [--build build] [--np 4] [--steps 300] [--rounds 3] [--buckets 65536,...]
+                       [--algorithm allreduce] [what ...]
 """
 import argparse
 import json
@@ -93,11 +94,12 @@ def traced_run(a, rt, tag, extra, steps_file=None, disable=False):
 
 
 def overlap(a, rt):
-    print(f"\n### overlap ({a.np} ranks, {a.steps} steps, from step {a.warmup})\n")
+    print(f"\n### overlap ({a.np} ranks, {a.steps} steps, from step {a.warmup}, {a.algorithm})\n")
     print("| buckets | overlap ratio (mean over ranks) | per rank | exposed comm ms/step | step ms |")
     print("|---|---:|---|---:|---:|")
-    for name, bb in (("64 KiB buckets", 65536), ("one bucket", 1 << 30)):
-        m, _ = traced_run(a, rt, f"ov{bb}", ["--bucket-bytes", str(bb)])
+    for bb in [int(x) for x in a.buckets.split(",")] + [1 << 30]:
+        name = "one bucket" if bb == 1 << 30 else f"{bb // 1024} KiB buckets"
+        m, _ = traced_run(a, rt, f"ov{bb}", ["--bucket-bytes", str(bb), "--algorithm", a.algorithm])
         per = ", ".join(f"{r['overlap_ratio']:.2f}" for r in m["per_rank"])
         print(f"| {name} | {m['overlap_ratio']:.3f} | {per} | {m['exposed_comm_ms']:.3f} | {m['step_time_ms']:.2f} |",
               flush=True)
@@ -143,6 +145,8 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--buckets", default="65536", help="bucket sizes to compare with one bucket (comma list)")
+    ap.add_argument("--algorithm", default="allreduce")
     ap.add_argument("what", nargs="*", default=["overlap", "compression", "overhead"])
     a = ap.parse_args()
     rt = tempfile.mkdtemp(prefix="ts-bench-train-")

@@ -81,9 +81,9 @@ double Trainer::step(int64_t s) {
       KernelScope k(nameW_[i], l);
       layer.backwardWeight(0, grad_[i + 1]);
     }
-    sync_.layerReady(l);
+    if (l == 0) ts_phase_end(TS_PHASE_BACKWARD);  // the compute is over: starting the last
+    sync_.layerReady(l);                          // buckets is communication, not backward
   }
-  ts_phase_end(TS_PHASE_BACKWARD);
   {
     TS_RANGE("wait gradients");  // outside the backward phase: waiting is not compute
     sync_.finish();
