@@ -131,15 +131,17 @@ int main(int argc, char** argv) {
     std::snprintf(buf, sizeof buf,
                   "%s{\"rank\": %d, \"steps\": %zu, \"overlap_ratio\": %.4f, \"exposed_comm_ms\": %.4f, "
                   "\"wire_bytes_per_step\": %.1f, \"step_time_ms\": %.4f}",
-                  per.empty() ? "" : ", ", static_cast<int>(id), r.steps.size(), overlap, exposedMs, bytes, stepMs);
+                  per.empty() ? "" : ", ", static_cast<int>(id), r.steps.size(), overlap, exposedMs, bytes,
+                  stepMs);
     per += buf;
   }
   if (n == 0) {
     std::fprintf(stderr, "bench_train_trace: no step windows in %s\n", argv[1]);
     return 1;
   }
-  std::printf("{\"overlap_ratio\": %.4f, \"exposed_comm_ms\": %.4f, \"wire_bytes_per_step\": %.1f, "
-              "\"step_time_ms\": %.4f, \"per_rank\": [%s]}\n",
-              sumOverlap / n, sumExposed / n, sumBytes / n, sumStep / n, per.c_str());
+  std::printf(
+      "{\"overlap_ratio\": %.4f, \"exposed_comm_ms\": %.4f, \"wire_bytes_per_step\": %.1f, "
+      "\"step_time_ms\": %.4f, \"per_rank\": [%s]}\n",
+      sumOverlap / n, sumExposed / n, sumBytes / n, sumStep / n, per.c_str());
   return 0;
 }

@@ -1,11 +1,9 @@
 // Running trainscope-train under a real mpirun from the trainer's test suites.
 #pragma once
 
-#include <QtTest>
-
 #include <QProcess>
 #include <QStandardPaths>
-
+#include <QtTest>
 #include <vector>
 
 namespace train_test {
@@ -15,7 +13,9 @@ struct Run {
   QString out, err;
 };
 
-inline QString trainer() { return QStringLiteral(TRAINSCOPE_BIN_DIR "/trainscope-train"); }
+inline QString trainer() {
+  return QStringLiteral(TRAINSCOPE_BIN_DIR "/trainscope-train");
+}
 
 inline QProcessEnvironment mpiEnv() {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();

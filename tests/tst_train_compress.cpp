@@ -4,7 +4,6 @@
 // residual equals what was meant to be sent, summed over steps), the bucket plan, and the
 // hand-written backward (B then W) of both models against finite differences.
 #include <QtTest>
-
 #include <cmath>
 #include <numeric>
 
@@ -112,7 +111,8 @@ class TstTrainCompress : public QObject {
 
   void bucketsFollowReverseLayerOrder() {
     struct NoCompute final : Compute {
-      void gemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) override {}
+      void gemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*,
+                int) override {}
     } nc;
     std::vector<std::unique_ptr<Layer>> layers;
     layers.push_back(std::make_unique<Linear>(nc, 10, 10, true));  // 110 params
@@ -160,7 +160,8 @@ class TstTrainCompress : public QObject {
     o.inputDim = 6;
     o.classes = 4;
     auto m = model == "mlp" ? makeMlp(*compute, o) : makeTransformer(*compute, o);
-    auto task = model == "mlp" ? makeTeacherTask(3, o.inputDim, o.classes) : makeSequenceTask(3, o.seqLen, o.vocab);
+    auto task =
+        model == "mlp" ? makeTeacherTask(3, o.inputDim, o.classes) : makeSequenceTask(3, o.seqLen, o.vocab);
     const Batch b = task->train(0, 4);
     const int L = m->layerCount();
     // Loss of the layers from..L-1 applied to x (slot 1: leaves slot 0's saved state alone).
@@ -211,17 +212,21 @@ class TstTrainCompress : public QObject {
         Mat x = act[size_t(l)];
         for (size_t k = 0; k < std::min<size_t>(x.size(), 40); ++k) {
           const size_t i = (k * 7919) % x.size();
-          check(x.v[i], grad[size_t(l)].v[i], [&] { return lossFrom(l, x); }, QString("dx %1 (%2)[%3]").arg(l).arg(kind).arg(i));
+          check(
+              x.v[i], grad[size_t(l)].v[i], [&] { return lossFrom(l, x); },
+              QString("dx %1 (%2)[%3]").arg(l).arg(kind).arg(i));
         }
       }
       const size_t off = m->offsetOf(l), n = m->countOf(l);  // W: the parameter gradient
       for (size_t k = 0; k < std::min<size_t>(n, 40); ++k) {
         const size_t i = off + (k * 7919) % n;
-        check(p[i], g[i], [&] { return lossFrom(0, b.x); }, QString("dW %1 (%2)[%3]").arg(l).arg(kind).arg(i));
+        check(
+            p[i], g[i], [&] { return lossFrom(0, b.x); }, QString("dW %1 (%2)[%3]").arg(l).arg(kind).arg(i));
       }
     }
     QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join("\n")));
-    QVERIFY2(checked > 100 && skipped * 10 < checked, qPrintable(QString("%1 checked, %2 skipped").arg(checked).arg(skipped)));
+    QVERIFY2(checked > 100 && skipped * 10 < checked,
+             qPrintable(QString("%1 checked, %2 skipped").arg(checked).arg(skipped)));
   }
 };
 

@@ -8,21 +8,22 @@
 // - compressed modes still bring the loss down, and every rank ends with the same parameters
 //   (the allgathered merged chunks are decoded identically everywhere);
 // - invalid configurations are refused with a clear message and exit code 2.
-#include <QtTest>
-
 #include <QRegularExpression>
 #include <QTemporaryDir>
+#include <QtTest>
 
 #include "train_test_support.h"
 
 using namespace train_test;
 
 namespace {
-const QStringList kSmallMlp = {"--steps", "4", "--batch", "24", "--layers", "3", "--width", "48", "--bucket-bytes",
-                               "4000", "--eval-every", "0", "--log-every", "0", "--lr", "0.1"};
-const QStringList kSmallTransformer = {"--model", "transformer", "--steps", "3", "--batch", "12", "--layers", "1",
-                                       "--width", "16", "--heads", "2", "--seq-len", "8", "--vocab", "8",
-                                       "--bucket-bytes", "3000", "--eval-every", "0", "--log-every", "0"};
+const QStringList kSmallMlp = {"--steps",     "4",  "--batch",        "24",   "--layers",     "3",
+                               "--width",     "48", "--bucket-bytes", "4000", "--eval-every", "0",
+                               "--log-every", "0",  "--lr",           "0.1"};
+const QStringList kSmallTransformer = {
+    "--model",        "transformer", "--steps",      "3", "--batch",     "12", "--layers", "1",
+    "--width",        "16",          "--heads",      "2", "--seq-len",   "8",  "--vocab",  "8",
+    "--bucket-bytes", "3000",        "--eval-every", "0", "--log-every", "0"};
 
 // Losses rank 0 printed ("step N loss X ...").
 std::vector<double> losses(const QString& out) {
@@ -73,8 +74,8 @@ class TstTrainDp : public QObject {
     const auto ref = readFloats(reference(transformer ? "ref-tf.bin" : "ref-mlp.bin", model));
     QVERIFY2(!ref.empty(), "the one-process reference run failed");
     const QString out = dir_.filePath(QString("%1-%2-%3.bin").arg(algorithm).arg(ranks).arg(transformer));
-    const Run r = mpirunTrainer(ranks, model + QStringList{"--algorithm", algorithm, "--ranks-per-node", "2",
-                                                           "--dump-params", out});
+    const Run r = mpirunTrainer(
+        ranks, model + QStringList{"--algorithm", algorithm, "--ranks-per-node", "2", "--dump-params", out});
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
     const auto got = readFloats(out);
     QCOMPARE(got.size(), ref.size());
@@ -111,16 +112,20 @@ class TstTrainDp : public QObject {
     QTest::addColumn<QString>("compression");
     QTest::addColumn<QString>("algorithm");
     for (const char* c : {"fp16", "int8", "onebit-ef", "topk-ef"}) QTest::newRow(c) << c << "ring";
-    QTest::newRow("none decentralized") << "none" << "decentralized";
-    QTest::newRow("int8 decentralized") << "int8" << "decentralized";
+    QTest::newRow("none decentralized") << "none"
+                                        << "decentralized";
+    QTest::newRow("int8 decentralized") << "int8"
+                                        << "decentralized";
   }
   void compressedModesLearn() {
     QFETCH(QString, compression);
     QFETCH(QString, algorithm);
     const QString out = dir_.filePath("c-" + compression + "-" + algorithm + "-{rank}.bin");
-    const Run r = mpirunTrainer(4, {"--steps", "50", "--batch", "64", "--layers", "2", "--width", "64", "--compression",
-                                    compression, "--algorithm", algorithm, "--topk-ratio", "0.1", "--log-every", "1",
-                                    "--eval-every", "0", "--bucket-bytes", "8000", "--dump-params", out});
+    const Run r =
+        mpirunTrainer(4, {"--steps",        "50",   "--batch",       "64",        "--layers",     "2",
+                          "--width",        "64",   "--compression", compression, "--algorithm",  algorithm,
+                          "--topk-ratio",   "0.1",  "--log-every",   "1",         "--eval-every", "0",
+                          "--bucket-bytes", "8000", "--dump-params", out});
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
     const auto l = losses(r.out);
     QCOMPARE(int(l.size()), 50);
@@ -130,7 +135,8 @@ class TstTrainDp : public QObject {
     if (algorithm == "decentralized") return;  // replicas differ by design
     const auto p0 = readFloats(dir_.filePath("c-" + compression + "-" + algorithm + "-0.bin"));
     for (int rank = 1; rank < 4; ++rank) {
-      const auto pr = readFloats(dir_.filePath(QString("c-%1-%2-%3.bin").arg(compression, algorithm).arg(rank)));
+      const auto pr =
+          readFloats(dir_.filePath(QString("c-%1-%2-%3.bin").arg(compression, algorithm).arg(rank)));
       QCOMPARE(maxAbsDiff(p0, pr), 0.0);
     }
   }
@@ -143,7 +149,8 @@ class TstTrainDp : public QObject {
     QTest::newRow("compression") << QStringList{"--compression", "zip"} << "--compression must be one of";
     QTest::newRow("topk") << QStringList{"--topk-ratio", "0"} << "--topk-ratio must be in (0, 1]";
     QTest::newRow("batch split") << QStringList{"--batch", "10"} << "does not split evenly over 3 ranks";
-    QTest::newRow("heads") << QStringList{"--model", "transformer", "--width", "10", "--heads", "3"} << "multiple of --heads";
+    QTest::newRow("heads") << QStringList{"--model", "transformer", "--width", "10", "--heads", "3"}
+                           << "multiple of --heads";
     QTest::newRow("backend") << QStringList{"--backend", "cuda"} << "cuda backend is not built";
     QTest::newRow("no config") << QStringList{"--config", "/nonexistent.json"} << "cannot read config file";
     QTest::newRow("unknown option") << QStringList{"--learning-rate", "1"} << "learning-rate";
@@ -152,7 +159,8 @@ class TstTrainDp : public QObject {
     QFETCH(QStringList, args);
     QFETCH(QString, message);
     // Only the batch split needs the world size (and so mpirun); the rest is refused before MPI.
-    const Run r = args.contains("10") ? mpirunTrainer(3, args + QStringList{"--steps", "1"}) : runTrainer(args);
+    const Run r =
+        args.contains("10") ? mpirunTrainer(3, args + QStringList{"--steps", "1"}) : runTrainer(args);
     QVERIFY2(r.code == 2 || (args.contains("10") && r.code != 0), qPrintable(r.out));
     QVERIFY2(r.err.contains(message), qPrintable(r.err));
   }
@@ -175,7 +183,9 @@ class TstTrainDp : public QObject {
     // A good file, with the command line overriding one of its values.
     QFile good(dir_.filePath("good.json"));
     QVERIFY(good.open(QIODevice::WriteOnly));
-    good.write("{\"steps\": 2, \"model\": \"mlp\", \"bucket_bytes\": 1000, \"compression\": \"fp16\", \"log_every\": 1}");
+    good.write(
+        "{\"steps\": 2, \"model\": \"mlp\", \"bucket_bytes\": 1000, \"compression\": \"fp16\", "
+        "\"log_every\": 1}");
     good.close();
     r = mpirunTrainer(2, {"--config", good.fileName(), "--steps", "3"});
     QVERIFY2(r.code == 0, qPrintable(r.err));

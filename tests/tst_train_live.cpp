@@ -4,14 +4,12 @@
 // acknowledged step on all 4 ranks and visibly changes the bucket collectives from that step on:
 // int8 cuts the bytes on the wire ~4x, one big bucket replaces several, the Algorithm attribute
 // switches. A bad value is refused. The job is stopped with the pid `demo` printed.
-#include <QtTest>
-
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
-
+#include <QtTest>
 #include <csignal>
 #include <map>
 
@@ -22,7 +20,9 @@ using namespace trainscope::core;
 namespace {
 
 constexpr int kRanks = 4;
-QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
+QString bin(const QString& name) {
+  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
+}
 
 struct Run {
   int code = -1;
@@ -69,7 +69,8 @@ std::map<RankId, RankView> view(TraceStore& s) {
         const Attr* k = ev.findAttr(i, AttrKey::Knob);
         const Attr* val = ev.findAttr(i, AttrKey::KnobValue);
         const Attr* st = ev.findAttr(i, AttrKey::Step);
-        if (k && val && st) v.knobs[std::string(s.str(k->asString()))] = {std::string(s.str(val->asString())), st->asInt()};
+        if (k && val && st)
+          v.knobs[std::string(s.str(k->asString()))] = {std::string(s.str(val->asString())), st->asInt()};
       } else if (ev.kind(i) == EventKind::Collective && ev.findAttr(i, AttrKey::Bucket)) {
         BucketComm c;
         c.step = ev.start(i);  // resolved to a step number below
@@ -100,7 +101,8 @@ class TstTrainLive : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(dir_.isValid());
-    if (!QFileInfo::exists(bin("trainscope-train"))) QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    if (!QFileInfo::exists(bin("trainscope-train")))
+      QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
     QDir().mkpath(dir_.filePath("run"));
     QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
     qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
@@ -113,7 +115,8 @@ class TstTrainLive : public QObject {
   }
 
   void demoStartsAJob() {
-    const Run r = cli({"demo", "--ranks", QString::number(kRanks), "--steps", "100000", "--", "--step-delay-ms", "2"});
+    const Run r =
+        cli({"demo", "--ranks", QString::number(kRanks), "--steps", "100000", "--", "--step-delay-ms", "2"});
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
     const auto job = QRegularExpression("job (\\S+)").match(r.out);
     QVERIFY2(job.hasMatch(), qPrintable(r.out));
@@ -164,7 +167,8 @@ class TstTrainLive : public QObject {
     QVERIFY2(session.isOk(), session.status().message().c_str());
     const auto ranks = view(session.value());
     QCOMPARE(int(ranks.size()), kRanks);
-    const int64_t kInt8 = stepOf["dp.compression"], kBig = stepOf["dp.bucket_bytes"], kDec = stepOf["dp.algorithm"];
+    const int64_t kInt8 = stepOf["dp.compression"], kBig = stepOf["dp.bucket_bytes"],
+                  kDec = stepOf["dp.algorithm"];
     QVERIFY(kInt8 < kBig && kBig < kDec);
     for (const auto& [rank, v] : ranks) {
       QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("int8"), kInt8));
@@ -182,7 +186,8 @@ class TstTrainLive : public QObject {
       QVERIFY2(bytes.count(kInt8 - 1) && bytes.count(kInt8) && bytes.count(kBig) && bytes.count(kDec),
                qPrintable(QString("rank %1 misses steps around the changes").arg(rank)));
       const double ratio = double(bytes[kInt8 - 1]) / double(bytes[kInt8]);
-      QVERIFY2(ratio > 3.5 && ratio < 4.1, qPrintable(QString("rank %1: int8 cut the bytes %2x").arg(rank).arg(ratio)));
+      QVERIFY2(ratio > 3.5 && ratio < 4.1,
+               qPrintable(QString("rank %1: int8 cut the bytes %2x").arg(rank).arg(ratio)));
       QCOMPARE(algo[kInt8 - 1], std::string("allreduce"));
       QCOMPARE(algo[kInt8], std::string("scatter-reduce+int8"));
       QVERIFY(buckets[kBig - 1] > 1);

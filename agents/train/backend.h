@@ -34,8 +34,8 @@ class Communicator {
   virtual int size() const = 0;
   virtual RequestPtr isend(const void* data, size_t bytes, int peer, int tag) = 0;
   virtual RequestPtr irecv(void* data, size_t bytes, int peer, int tag) = 0;
-  virtual RequestPtr iallreduceSum(float* data, size_t n) = 0;             // in place
-  virtual RequestPtr ireduceSum(float* data, size_t n, int root) = 0;      // in place at root
+  virtual RequestPtr iallreduceSum(float* data, size_t n) = 0;         // in place
+  virtual RequestPtr ireduceSum(float* data, size_t n, int root) = 0;  // in place at root
   virtual RequestPtr ibcast(void* data, size_t bytes, int root) = 0;
   // Every rank sends bytesPerRank bytes to every rank (send/recv hold size() blocks).
   virtual RequestPtr ialltoall(const void* send, void* recv, size_t bytesPerRank) = 0;

@@ -58,13 +58,17 @@ namespace {
 
 using Step = BucketOp::Step;
 
-size_t chunkBegin(size_t n, int j, int p) { return n * static_cast<size_t>(j) / static_cast<size_t>(p); }
+size_t chunkBegin(size_t n, int j, int p) {
+  return n * static_cast<size_t>(j) / static_cast<size_t>(p);
+}
 
 void scale(float* d, size_t n, float f) {
   for (size_t i = 0; i < n; ++i) d[i] *= f;
 }
 
-int tagOf(int bucket, int step) { return (bucket % 2048) * 1024 + step % 1024; }
+int tagOf(int bucket, int step) {
+  return (bucket % 2048) * 1024 + step % 1024;
+}
 
 // Reduce-scatter then allgather around the ring, each a sequence of p-1 neighbour exchanges.
 std::unique_ptr<BucketOp> ring(Communicator& c, const OpParams& p) {
@@ -100,7 +104,8 @@ std::unique_ptr<BucketOp> ring(Communicator& c, const OpParams& p) {
                      },
                      nullptr});
   }
-  steps.push_back({false, [](std::vector<RequestPtr>&) {}, [=] { scale(p.data, p.n, 1.0f / static_cast<float>(P)); }});
+  steps.push_back(
+      {false, [](std::vector<RequestPtr>&) {}, [=] { scale(p.data, p.n, 1.0f / static_cast<float>(P)); }});
   return std::make_unique<BucketOp>(std::move(steps), wire);
 }
 
@@ -122,11 +127,23 @@ std::unique_ptr<BucketOp> recursiveDoubling(Communicator& c, const OpParams& p) 
   if (r < 2 * rem) {
     if (r % 2 == 0) {
       wire += bytes;
-      steps.push_back({false, [=, &c](std::vector<RequestPtr>& q) { q.push_back(c.isend(p.data, bytes, r + 1, tagOf(p.bucket, 0))); }, nullptr});
-      steps.push_back({false, [=, &c](std::vector<RequestPtr>& q) { q.push_back(c.irecv(p.data, bytes, r + 1, tagOf(p.bucket, 999))); }, nullptr});
+      steps.push_back({false,
+                       [=, &c](std::vector<RequestPtr>& q) {
+                         q.push_back(c.isend(p.data, bytes, r + 1, tagOf(p.bucket, 0)));
+                       },
+                       nullptr});
+      steps.push_back({false,
+                       [=, &c](std::vector<RequestPtr>& q) {
+                         q.push_back(c.irecv(p.data, bytes, r + 1, tagOf(p.bucket, 999)));
+                       },
+                       nullptr});
       vrank = -1;
     } else {
-      steps.push_back({false, [=, &c](std::vector<RequestPtr>& q) { q.push_back(c.irecv(tmp->data(), bytes, r - 1, tagOf(p.bucket, 0))); }, add});
+      steps.push_back({false,
+                       [=, &c](std::vector<RequestPtr>& q) {
+                         q.push_back(c.irecv(tmp->data(), bytes, r - 1, tagOf(p.bucket, 0)));
+                       },
+                       add});
       vrank = r / 2;
     }
   }
@@ -144,10 +161,15 @@ std::unique_ptr<BucketOp> recursiveDoubling(Communicator& c, const OpParams& p) 
     }
     if (r < 2 * rem) {
       wire += bytes;
-      steps.push_back({false, [=, &c](std::vector<RequestPtr>& q) { q.push_back(c.isend(p.data, bytes, r - 1, tagOf(p.bucket, 999))); }, nullptr});
+      steps.push_back({false,
+                       [=, &c](std::vector<RequestPtr>& q) {
+                         q.push_back(c.isend(p.data, bytes, r - 1, tagOf(p.bucket, 999)));
+                       },
+                       nullptr});
     }
   }
-  steps.push_back({false, [](std::vector<RequestPtr>&) {}, [=] { scale(p.data, p.n, 1.0f / static_cast<float>(P)); }});
+  steps.push_back(
+      {false, [](std::vector<RequestPtr>&) {}, [=] { scale(p.data, p.n, 1.0f / static_cast<float>(P)); }});
   return std::make_unique<BucketOp>(std::move(steps), wire);
 }
 
@@ -163,9 +185,16 @@ std::unique_ptr<BucketOp> hierarchical(CommSet& cs, const OpParams& p) {
     wire += 2 * bytes * static_cast<uint64_t>(leaders->size() - 1) / static_cast<uint64_t>(leaders->size());
   if (node.rank() == 0) wire += bytes * static_cast<uint64_t>(node.size() - 1);
   std::vector<Step> steps;
-  steps.push_back({true, [=, &node](std::vector<RequestPtr>& q) { q.push_back(node.ireduceSum(p.data, p.n, 0)); }, nullptr});
-  steps.push_back({true, [=](std::vector<RequestPtr>& q) { if (leaders) q.push_back(leaders->iallreduceSum(p.data, p.n)); }, nullptr});
-  steps.push_back({true, [=, &bcast](std::vector<RequestPtr>& q) { q.push_back(bcast.ibcast(p.data, bytes, 0)); },
+  steps.push_back({true,
+                   [=, &node](std::vector<RequestPtr>& q) { q.push_back(node.ireduceSum(p.data, p.n, 0)); },
+                   nullptr});
+  steps.push_back({true,
+                   [=](std::vector<RequestPtr>& q) {
+                     if (leaders) q.push_back(leaders->iallreduceSum(p.data, p.n));
+                   },
+                   nullptr});
+  steps.push_back({true,
+                   [=, &bcast](std::vector<RequestPtr>& q) { q.push_back(bcast.ibcast(p.data, bytes, 0)); },
                    [=] { scale(p.data, p.n, inv); }});
   return std::make_unique<BucketOp>(std::move(steps), wire);
 }
@@ -230,30 +259,31 @@ std::unique_ptr<BucketOp> scatterReduceCompressed(CommSet& cs, const OpParams& p
   auto st = std::make_shared<State>();
   const size_t myBegin = chunkBegin(p.n, r, P), myLen = chunkBegin(p.n, r + 1, P) - myBegin;
   std::vector<Step> steps;
-  steps.push_back({true,
-                   [=, &a2a](std::vector<RequestPtr>& q) {
-                     st->send.assign(pay * static_cast<size_t>(P), 0);
-                     st->recv.assign(pay * static_cast<size_t>(P), 0);
-                     std::vector<float> v(p.data, p.data + p.n);
-                     for (int j = 0; j < P; ++j) {
-                       const size_t b = chunkBegin(p.n, j, P), e = chunkBegin(p.n, j + 1, P);
-                       p.codec.encodeWithFeedback(v.data() + b, p.ef->worker.data() + b, e - b, hashOf(p.seed, j),
-                                                  st->send.data() + pay * static_cast<size_t>(j));
-                     }
-                     q.push_back(a2a.ialltoall(st->send.data(), st->recv.data(), pay));
-                   },
-                   [=] {
-                     st->merged.assign(myLen, 0.0f);
-                     for (int j = 0; j < P; ++j)
-                       p.codec.decodeAdd(st->recv.data() + pay * static_cast<size_t>(j), myLen, st->merged.data());
-                     scale(st->merged.data(), myLen, 1.0f / static_cast<float>(P));
-                   }});
+  steps.push_back(
+      {true,
+       [=, &a2a](std::vector<RequestPtr>& q) {
+         st->send.assign(pay * static_cast<size_t>(P), 0);
+         st->recv.assign(pay * static_cast<size_t>(P), 0);
+         std::vector<float> v(p.data, p.data + p.n);
+         for (int j = 0; j < P; ++j) {
+           const size_t b = chunkBegin(p.n, j, P), e = chunkBegin(p.n, j + 1, P);
+           p.codec.encodeWithFeedback(v.data() + b, p.ef->worker.data() + b, e - b, hashOf(p.seed, j),
+                                      st->send.data() + pay * static_cast<size_t>(j));
+         }
+         q.push_back(a2a.ialltoall(st->send.data(), st->recv.data(), pay));
+       },
+       [=] {
+         st->merged.assign(myLen, 0.0f);
+         for (int j = 0; j < P; ++j)
+           p.codec.decodeAdd(st->recv.data() + pay * static_cast<size_t>(j), myLen, st->merged.data());
+         scale(st->merged.data(), myLen, 1.0f / static_cast<float>(P));
+       }});
   steps.push_back({true,
                    [=, &ag](std::vector<RequestPtr>& q) {
                      st->mine.assign(pay, 0);
                      st->all.assign(pay * static_cast<size_t>(P), 0);
-                     p.codec.encodeWithFeedback(st->merged.data(), p.ef->server.data(), myLen, hashOf(p.seed, 0x5e),
-                                                st->mine.data());
+                     p.codec.encodeWithFeedback(st->merged.data(), p.ef->server.data(), myLen,
+                                                hashOf(p.seed, 0x5e), st->mine.data());
                      q.push_back(ag.iallgather(st->mine.data(), st->all.data(), pay));
                    },
                    [=] {

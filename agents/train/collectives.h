@@ -30,8 +30,8 @@ std::optional<Algorithm> parseAlgorithm(const std::string& s);
 // So every collective stage index gets its own communicator, and op k+1 never starts stage s
 // before op k has (GradSync enforces this with collectiveLimit).
 struct CommSet {
-  Communicator* world = nullptr;                 // point-to-point (tags keep buckets apart)
-  std::vector<std::unique_ptr<Communicator>> stage;  // stage[s]: collective stage s
+  Communicator* world = nullptr;                                 // point-to-point (tags keep buckets apart)
+  std::vector<std::unique_ptr<Communicator>> stage;              // stage[s]: collective stage s
   std::unique_ptr<Communicator> nodeReduce, nodeBcast, leaders;  // hierarchical (leaders: null
                                                                  // on non-leaders)
   int ranksPerNode = 1;
@@ -56,7 +56,8 @@ class BucketOp {
     std::function<void(std::vector<RequestPtr>&)> post;
     std::function<void()> finish;
   };
-  explicit BucketOp(std::vector<Step> steps, uint64_t wireBytes) : steps_(std::move(steps)), wire_(wireBytes) {}
+  explicit BucketOp(std::vector<Step> steps, uint64_t wireBytes)
+      : steps_(std::move(steps)), wire_(wireBytes) {}
   // Advances as far as it can without waiting. A collective stage with index >= limit is not
   // started yet (the previous bucket has not started it). Returns true when done.
   bool progress(int limit);
@@ -68,7 +69,7 @@ class BucketOp {
  private:
   std::vector<Step> steps_;
   std::vector<RequestPtr> pending_;
-  size_t next_ = 0;   // next step to post
+  size_t next_ = 0;  // next step to post
   bool posted_ = false;
   int collStarted_ = 0;
   uint64_t wire_;
@@ -81,8 +82,8 @@ struct OpParams {
   float* params = nullptr;  // the bucket's parameters (decentralized)
   size_t n = 0;
   int bucket = 0;
-  uint64_t seed = 0;              // stochastic rounding (differs per rank, step, bucket)
-  ErrorFeedback* ef = nullptr;    // sized by GradSync for the codec
+  uint64_t seed = 0;            // stochastic rounding (differs per rank, step, bucket)
+  ErrorFeedback* ef = nullptr;  // sized by GradSync for the codec
 };
 
 std::unique_ptr<BucketOp> makeBucketOp(CommSet& comms, const OpParams& p);

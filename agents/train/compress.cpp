@@ -25,11 +25,16 @@ size_t topkCount(size_t n, double ratio) {
 
 size_t Codec::payloadBytes(size_t n) const {
   switch (kind) {
-    case Compression::None: return 4 * n;
-    case Compression::Fp16: return 2 * n;
-    case Compression::Int8: return 4 + n;
-    case Compression::OneBitEf: return 4 + (n + 7) / 8;
-    case Compression::TopkEf: return 8 * topkCount(n, topkRatio);
+    case Compression::None:
+      return 4 * n;
+    case Compression::Fp16:
+      return 2 * n;
+    case Compression::Int8:
+      return 4 + n;
+    case Compression::OneBitEf:
+      return 4 + (n + 7) / 8;
+    case Compression::TopkEf:
+      return 8 * topkCount(n, topkRatio);
   }
   return 4 * n;
 }
@@ -72,10 +77,11 @@ void Codec::encode(const float* v, size_t n, uint64_t seed, uint8_t* out) const 
       std::vector<uint32_t> idx(n);
       std::iota(idx.begin(), idx.end(), 0u);
       // Largest magnitude first, ties by index: the same choice on every rank and run.
-      std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(k), idx.end(), [v](uint32_t a, uint32_t b) {
-        const float fa = std::fabs(v[a]), fb = std::fabs(v[b]);
-        return fa > fb || (fa == fb && a < b);
-      });
+      std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(k), idx.end(),
+                        [v](uint32_t a, uint32_t b) {
+                          const float fa = std::fabs(v[a]), fb = std::fabs(v[b]);
+                          return fa > fb || (fa == fb && a < b);
+                        });
       for (size_t j = 0; j < k; ++j) {
         std::memcpy(out + 8 * j, &idx[j], 4);
         std::memcpy(out + 8 * j + 4, &v[idx[j]], 4);

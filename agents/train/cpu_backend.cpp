@@ -32,10 +32,10 @@ class MpiRequest final : public Request {
 class CpuCompute final : public Compute {
  public:
   CpuCompute() { openblas_set_num_threads(1); }
-  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
-            float beta, float* c, int ldc) override {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-                lda, b, ldb, beta, c, ldc);
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+            int ldb, float beta, float* c, int ldc) override {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                a, lda, b, ldb, beta, c, ldc);
   }
 };
 
@@ -79,14 +79,14 @@ class MpiCommunicator final : public Communicator {
   }
   RequestPtr ialltoall(const void* send, void* recv, size_t bytesPerRank) override {
     auto r = std::make_unique<MpiRequest>();
-    MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank), MPI_BYTE,
-                  comm_, r->handle());
+    MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
+                  MPI_BYTE, comm_, r->handle());
     return r;
   }
   RequestPtr iallgather(const void* send, void* recv, size_t bytesPerRank) override {
     auto r = std::make_unique<MpiRequest>();
-    MPI_Iallgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank), MPI_BYTE,
-                   comm_, r->handle());
+    MPI_Iallgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
+                   MPI_BYTE, comm_, r->handle());
     return r;
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -113,7 +113,9 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Compute> makeCpuCompute() { return std::make_unique<CpuCompute>(); }
+std::unique_ptr<Compute> makeCpuCompute() {
+  return std::make_unique<CpuCompute>();
+}
 
 void waitFor(Request& r) {
   while (!r.test()) {

@@ -33,8 +33,8 @@ GradSync::GradSync(Communicator& world, int ranksPerNode, uint64_t seed)
 bool GradSync::configure(const Model& m, const DpConfig& c) {
   if (configured_ && c == cfg_) return false;
   const bool rebucket = !configured_ || c.bucketBytes != cfg_.bucketBytes;
-  const bool newCodec = !configured_ || c.codec.kind != cfg_.codec.kind || c.codec.topkRatio != cfg_.codec.topkRatio ||
-                        c.algorithm != cfg_.algorithm;
+  const bool newCodec = !configured_ || c.codec.kind != cfg_.codec.kind ||
+                        c.codec.topkRatio != cfg_.codec.topkRatio || c.algorithm != cfg_.algorithm;
   cfg_ = c;
   configured_ = true;
   if (rebucket) buckets_ = planBuckets(m, c.bucketBytes);

@@ -13,7 +13,8 @@ void Linear::bind(float* p, float* g) {
 
 void Linear::init(Rng& rng) {
   const float scale = std::sqrt((relu_ ? 2.0f : 1.0f) / static_cast<float>(in_));
-  for (size_t i = 0; i < static_cast<size_t>(out_) * static_cast<size_t>(in_); ++i) w_[i] = scale * rng.normal();
+  for (size_t i = 0; i < static_cast<size_t>(out_) * static_cast<size_t>(in_); ++i)
+    w_[i] = scale * rng.normal();
   for (int i = 0; i < out_; ++i) b_[i] = 0.0f;
 }
 

@@ -39,20 +39,22 @@ int run(const Options& o, int rank, int world) {
     params.rank = rank;
     params.world_size = world;
     const int rc = ts_init(&params);
-    if (rc < 0 && rank == 0) std::fprintf(stderr, "trainscope-train: agent start returned %d (training goes on)\n", rc);
+    if (rc < 0 && rank == 0)
+      std::fprintf(stderr, "trainscope-train: agent start returned %d (training goes on)\n", rc);
   }
   Trainer t(*backend, o);
   if (rank == 0)
-    std::printf("trainscope-train: %d rank(s), model %s, %zu parameters, backend %s\n", world, o.model.c_str(),
-                t.model().params().size(), backend->name.c_str());
+    std::printf("trainscope-train: %d rank(s), model %s, %zu parameters, backend %s\n", world,
+                o.model.c_str(), t.model().params().size(), backend->name.c_str());
   MPI_Barrier(MPI_COMM_WORLD);
   t.run(&knobs);
   if (!o.dumpParams.empty() && !t.writeParams(o.dumpParams)) {
     std::fprintf(stderr, "trainscope-train: cannot write %s\n", o.dumpParams.c_str());
     return 1;
   }
-  std::printf("rank %d done steps=%lld loss=%.5f accuracy=%.4f dropped=%llu\n", rank, static_cast<long long>(o.steps),
-              t.lastLoss(), t.lastAccuracy(), static_cast<unsigned long long>(ts_dropped_events()));
+  std::printf("rank %d done steps=%lld loss=%.5f accuracy=%.4f dropped=%llu\n", rank,
+              static_cast<long long>(o.steps), t.lastLoss(), t.lastAccuracy(),
+              static_cast<unsigned long long>(ts_dropped_events()));
   return 0;
 }
 

@@ -21,7 +21,9 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed) : layers
   }
 }
 
-void Model::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void Model::zeroGrads() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+}
 
 double softmaxCrossEntropy(const Mat& logits, const std::vector<int>& labels, Mat* dlogits, int* correct) {
   if (dlogits) dlogits->resize(logits.rows, logits.cols);

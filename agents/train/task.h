@@ -13,7 +13,7 @@
 namespace trainscope::train {
 
 struct Batch {
-  Mat x;                   // features (classification) or token ids as floats (sequences)
+  Mat x;                    // features (classification) or token ids as floats (sequences)
   std::vector<int> labels;  // one per output row of the model
 };
 

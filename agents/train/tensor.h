@@ -34,7 +34,9 @@ inline uint64_t hashOf(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) {
   return mix64(mix64(mix64(mix64(a) ^ b) ^ c) ^ d);
 }
 // Uniform in [0, 1).
-inline double uniformOf(uint64_t h) { return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0); }
+inline double uniformOf(uint64_t h) {
+  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+}
 
 // A small sequential generator (xorshift64*) seeded from a hash.
 class Rng {

@@ -23,7 +23,11 @@ struct KernelScope {
 }  // namespace
 
 Trainer::Trainer(Backend& be, const Options& o)
-    : be_(be), o_(o), rank_(be.world->rank()), world_(be.world->size()), sync_(*be.world, o.ranksPerNode, o.seed) {
+    : be_(be),
+      o_(o),
+      rank_(be.world->rank()),
+      world_(be.world->size()),
+      sync_(*be.world, o.ranksPerNode, o.seed) {
   if (o.model == "transformer") {
     task_ = makeSequenceTask(o.seed, o.seqLen, o.vocab);
     model_ = makeTransformer(*be.compute, o);
@@ -63,7 +67,8 @@ double Trainer::step(int64_t s) {
     KernelScope k(nameF_[static_cast<size_t>(l)], l);
     model_->layer(l).forward(0, act_[static_cast<size_t>(l)], act_[static_cast<size_t>(l) + 1]);
   }
-  const double loss = softmaxCrossEntropy(act_[static_cast<size_t>(L)], b.labels, &grad_[static_cast<size_t>(L)], nullptr);
+  const double loss =
+      softmaxCrossEntropy(act_[static_cast<size_t>(L)], b.labels, &grad_[static_cast<size_t>(L)], nullptr);
   ts_phase_end(TS_PHASE_FORWARD);
 
   model_->zeroGrads();
@@ -136,12 +141,13 @@ void Trainer::run(const DpKnobs* knobs) {
       ts_counter(nAcc, lastAcc_);
     }
     if (rank_ == 0 && o_.logEvery > 0 && ((s + 1) % o_.logEvery == 0 || s + 1 == o_.steps)) {
-      std::printf("step %lld loss %.5f accuracy %.4f wire_bytes %llu\n", static_cast<long long>(s), lastLoss_, lastAcc_,
-                  static_cast<unsigned long long>(sync_.wireBytesThisStep()));
+      std::printf("step %lld loss %.5f accuracy %.4f wire_bytes %llu\n", static_cast<long long>(s), lastLoss_,
+                  lastAcc_, static_cast<unsigned long long>(sync_.wireBytesThisStep()));
       std::fflush(stdout);
     }
     if (o_.stepDelayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.stepDelayMs));
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     ts_counter(nStepMs, static_cast<double>(us) / 1000.0);
     ts_step_end(s);  // every rank takes part in the knob agreement here
     if (!o_.stepsFile.empty()) times.emplace_back(s, us);
@@ -154,8 +160,10 @@ void Trainer::run(const DpKnobs* knobs) {
 
 bool Trainer::writeParams(const std::string& pattern) const {
   std::string path = pattern;
-  if (auto at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(rank_));
-  else if (rank_ != 0) return true;  // one file: rank 0 writes it
+  if (auto at = path.find("{rank}"); at != std::string::npos)
+    path.replace(at, 6, std::to_string(rank_));
+  else if (rank_ != 0)
+    return true;  // one file: rank 0 writes it
   std::ofstream f(path, std::ios::binary);
   const std::span<const float> p = std::as_const(*model_).params();
   f.write(reinterpret_cast<const char*>(p.data()), static_cast<std::streamsize>(p.size() * sizeof(float)));

@@ -133,7 +133,9 @@ class LayerNorm final : public Layer {
     for (int j = 0; j < d_; ++j) p_[j] = 1.0f, p_[d_ + j] = 0.0f;
   }
   void forward(int slot, const Mat& x, Mat& y) override { lnForward(x, p_, p_ + d_, c_.at(slot), y); }
-  void backwardInput(int slot, const Mat& dy, Mat& dx) override { lnBackwardInput(dy, p_, c_.at(slot), dx, false); }
+  void backwardInput(int slot, const Mat& dy, Mat& dx) override {
+    lnBackwardInput(dy, p_, c_.at(slot), dx, false);
+  }
   void backwardWeight(int slot, const Mat& dy) override { lnBackwardWeight(dy, c_.at(slot), g_, g_ + d_); }
   void release(int slot) override { c_.release(slot); }
 
@@ -146,9 +148,12 @@ class LayerNorm final : public Layer {
 // ---- x + attention(LN(x)), causal, multi-head ----------------------------------------------
 class AttentionBlock final : public Layer {
  public:
-  AttentionBlock(Compute& c, int len, int d, int heads) : c_(c), len_(len), d_(d), heads_(heads), dh_(d / heads) {}
+  AttentionBlock(Compute& c, int len, int d, int heads)
+      : c_(c), len_(len), d_(d), heads_(heads), dh_(d / heads) {}
   std::string kind() const override { return "attention"; }
-  size_t paramCount() const override { return 2 * sz(d_) + 3 * sz(d_) * sz(d_) + 3 * sz(d_) + sz(d_) * sz(d_) + sz(d_); }
+  size_t paramCount() const override {
+    return 2 * sz(d_) + 3 * sz(d_) * sz(d_) + 3 * sz(d_) + sz(d_) * sz(d_) + sz(d_);
+  }
   void bind(float* p, float* g) override {
     float* q[] = {p, g};
     for (int i = 0; i < 2; ++i) {
@@ -182,7 +187,8 @@ class AttentionBlock final : public Layer {
     for (int b = 0; b < seqs; ++b)
       for (int hd = 0; hd < heads_; ++hd) {
         float* pr = s.probs.row((b * heads_ + hd) * len_);
-        c_.gemm(false, true, len_, len_, dh_, sc, q(s, b, hd, 0), 3 * d_, q(s, b, hd, 1), 3 * d_, 0.0f, pr, len_);
+        c_.gemm(false, true, len_, len_, dh_, sc, q(s, b, hd, 0), 3 * d_, q(s, b, hd, 1), 3 * d_, 0.0f, pr,
+                len_);
         for (int t = 0; t < len_; ++t) {  // causal softmax
           float* row = pr + t * len_;
           float mx = -1e30f;
@@ -223,8 +229,10 @@ class AttentionBlock final : public Layer {
           for (int u = 0; u <= t; ++u) dot += row[u] * prow[u];
           for (int u = 0; u < len_; ++u) row[u] = u <= t ? prow[u] * (row[u] - dot) : 0.0f;
         }
-        c_.gemm(false, false, len_, dh_, len_, sc, dp.data(), len_, q(s, b, hd, 1), 3 * d_, 0.0f, dq(s, b, hd, 0), 3 * d_);
-        c_.gemm(true, false, len_, dh_, len_, sc, dp.data(), len_, q(s, b, hd, 0), 3 * d_, 0.0f, dq(s, b, hd, 1), 3 * d_);
+        c_.gemm(false, false, len_, dh_, len_, sc, dp.data(), len_, q(s, b, hd, 1), 3 * d_, 0.0f,
+                dq(s, b, hd, 0), 3 * d_);
+        c_.gemm(true, false, len_, dh_, len_, sc, dp.data(), len_, q(s, b, hd, 0), 3 * d_, 0.0f,
+                dq(s, b, hd, 1), 3 * d_);
       }
     s.dh.resize(n, d_);
     c_.gemm(false, false, n, d_, 3 * d_, 1.0f, s.dqkv.data(), 3 * d_, p_.wqkv, d_, 0.0f, s.dh.data(), d_);
@@ -265,7 +273,9 @@ class MlpBlock final : public Layer {
  public:
   MlpBlock(Compute& c, int d) : d_(d), up_(c, d, 4 * d, true), down_(c, 4 * d, d, false) {}
   std::string kind() const override { return "mlp"; }
-  size_t paramCount() const override { return 2 * static_cast<size_t>(d_) + up_.paramCount() + down_.paramCount(); }
+  size_t paramCount() const override {
+    return 2 * static_cast<size_t>(d_) + up_.paramCount() + down_.paramCount();
+  }
   void bind(float* p, float* g) override {
     gamma_ = p, beta_ = p + d_, dgamma_ = g, dbeta_ = g + d_;
     up_.bind(p + 2 * d_, g + 2 * d_);

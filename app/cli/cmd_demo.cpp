@@ -40,12 +40,15 @@ int ranksFound(const std::string& jobId) {
 
 int runDemo(const DemoOptions& o) {
   if (o.mode == "pp" || o.mode == "hybrid" || o.mode == "disco") {
-    std::fprintf(stderr, "trainscope-cli: demo --mode %s is not yet available (pipeline/DISCO modes: issue 5); use --mode dp\n",
+    std::fprintf(stderr,
+                 "trainscope-cli: demo --mode %s is not yet available (pipeline/DISCO modes: issue 5); use "
+                 "--mode dp\n",
                  o.mode.c_str());
     return kExitUsage;
   }
   if (o.mode != "dp") {
-    std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid or disco, not '%s'\n", o.mode.c_str());
+    std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid or disco, not '%s'\n",
+                 o.mode.c_str());
     return kExitUsage;
   }
   if (o.ranks < 1) {
@@ -55,8 +58,9 @@ int runDemo(const DemoOptions& o) {
   std::error_code ec;
   const fs::path trainer = fs::read_symlink("/proc/self/exe", ec).parent_path() / "trainscope-train";
   if (ec || !fs::exists(trainer))
-    return fail(core::Status(core::ErrorCode::NotFound, "trainscope-train not found next to trainscope-cli (" +
-                                                            trainer.string() + "); build it with MPI and OpenBLAS"));
+    return fail(
+        core::Status(core::ErrorCode::NotFound, "trainscope-train not found next to trainscope-cli (" +
+                                                    trainer.string() + "); build it with MPI and OpenBLAS"));
   auto id = newJobId();
   if (!id) return fail(id.status());
   auto dir = core::discovery::runtimeDir();
@@ -94,7 +98,8 @@ int runDemo(const DemoOptions& o) {
                "  stop it with: kill %d\n",
                id.value().c_str(), found, o.ranks, static_cast<int>(pid), log.c_str(), static_cast<int>(pid));
   if (found < o.ranks) {
-    std::fprintf(stderr, "trainscope-cli: not every rank came up within %.0f s; see the log\n", o.waitSeconds);
+    std::fprintf(stderr, "trainscope-cli: not every rank came up within %.0f s; see the log\n",
+                 o.waitSeconds);
     return kExitFailed;
   }
   return kExitOk;
@@ -105,11 +110,14 @@ int runDemo(const DemoOptions& o) {
 void addDemoCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "demo", "Start the reference training job (CPU, MPI) with the agent in the background; prints its job id");
+      "demo",
+      "Start the reference training job (CPU, MPI) with the agent in the background; prints its job id");
   cmd->add_option("--ranks", opts->ranks, "Number of ranks")->capture_default_str();
   cmd->add_option("--mode", opts->mode, "dp (pp, hybrid, disco: not yet)")->capture_default_str();
-  cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")->capture_default_str();
-  cmd->add_option("--wait", opts->waitSeconds, "Seconds to wait for every rank to come up")->capture_default_str();
+  cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")
+      ->capture_default_str();
+  cmd->add_option("--wait", opts->waitSeconds, "Seconds to wait for every rank to come up")
+      ->capture_default_str();
   cmd->add_option("TRAINER_ARGS", opts->trainerArgs, "More trainscope-train options (after --)");
   cmd->callback([opts, &run] { run = [opts] { return runDemo(*opts); }; });
 }
