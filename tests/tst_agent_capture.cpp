@@ -24,6 +24,7 @@
 using namespace agent_test;
 using trainscope::core::AttrKey;
 using trainscope::core::EventKind;
+using trainscope::core::TrackKind;
 
 namespace {
 const std::vector<std::pair<std::string, std::string>> kNoServer = {{"TRAINSCOPE_LISTEN", "none"}};
@@ -257,6 +258,36 @@ class TstAgentCapture : public QObject {
     QCOMPARE(rec.named("backward").size(), size_t{1});
     QCOMPARE(rec.named("backward")[0].kind, EventKind::Phase);
     for (const auto& e : rec.events) QVERIFY(rec.tracks.count(e.track));  // every id resolves
+  }
+
+  void kernelsAndBucketAlgorithm() {
+    ScopedAgent agent(kNoServer);
+    const uint32_t gemm = ts_name("fwd gemm"), ring = ts_name("ring");
+    ts_kernel_begin(gemm, 3);
+    ts_kernel_begin(gemm, -1);  // nested, no layer
+    ts_kernel_end();
+    ts_kernel_end();
+    ts_kernel_end();  // unbalanced: ignored
+    ts_bucket_ready(5, 4096);
+    ts_bucket_comm_begin2(5, 1024, ring);
+    ts_bucket_comm_end(5);
+    const Recorded rec = recorded();
+    const auto k = rec.named("fwd gemm");
+    QCOMPARE(k.size(), size_t{2});
+    QCOMPARE(k[0].kind, EventKind::Kernel);
+    QCOMPARE(k[1].kind, EventKind::Kernel);
+    // The inner kernel ends first, so it is emitted first; it has no Layer attribute.
+    QVERIFY(k[0].startNs >= k[1].startNs && k[0].endNs <= k[1].endNs);
+    QCOMPARE(attrInt(k[1], AttrKey::Layer), int64_t{3});
+    for (const auto& a : k[0].attrs) QVERIFY(a.key != static_cast<uint32_t>(AttrKey::Layer));
+    QCOMPARE(rec.tracks.at(k[0].track).kind, TrackKind::CpuThread);
+    const auto c = rec.named("bucket allreduce");
+    QCOMPARE(c.size(), size_t{1});
+    QCOMPARE(attrInt(c[0], AttrKey::Bytes), int64_t{1024});
+    bool algo = false;
+    for (const auto& a : c[0].attrs)
+      if (a.key == static_cast<uint32_t>(AttrKey::Algorithm)) algo = rec.name(static_cast<uint32_t>(a.bits)) == "ring";
+    QVERIFY(algo);
   }
 
   void knobChangesAreValidated() {

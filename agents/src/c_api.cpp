@@ -128,6 +128,13 @@ TS_AGENT_API void ts_bucket_ready(int32_t bucket, uint64_t bytes) {
 TS_AGENT_API void ts_bucket_comm_begin(int32_t bucket, uint64_t bytes) {
   pushRecord(RecordType::BucketCommBegin, 0, 0, bytes, static_cast<uint32_t>(bucket));
 }
+TS_AGENT_API void ts_bucket_comm_begin2(int32_t bucket, uint64_t bytes, uint32_t algorithm) {
+  pushRecord(RecordType::BucketCommBegin, 0, algorithm, bytes, static_cast<uint32_t>(bucket));
+}
+TS_AGENT_API void ts_kernel_begin(uint32_t name, int32_t layer) {
+  pushRecord(RecordType::KernelBegin, 0, name, static_cast<uint64_t>(static_cast<int64_t>(layer)), 0);
+}
+TS_AGENT_API void ts_kernel_end(void) { pushRecord(RecordType::KernelEnd, 0, 0, 0, 0); }
 TS_AGENT_API void ts_bucket_comm_end(int32_t bucket) {
   pushRecord(RecordType::BucketCommEnd, 0, 0, 0, static_cast<uint32_t>(bucket));
 }

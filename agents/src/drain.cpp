@@ -322,6 +322,7 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       auto& b = buckets_[static_cast<int32_t>(r.b)];
       b.commNs = r.ts;
       if (r.a) b.bytes = r.a;
+      b.algorithm = r.name;
       b.track = commTrack(ring, st);
       break;
     }
@@ -334,6 +335,7 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       auto& c = add(b.track, EventKind::Collective, b.commNs, r.ts, sBucketComm_);
       c.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
       c.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
+      if (b.algorithm != 0) c.attrs.push_back(Attr::ofString(AttrKey::Algorithm, b.algorithm));
       // The bucket's life (ready -> reduced) on its own track: it is not communication time.
       if (bucketTrack_ == UINT32_MAX) bucketTrack_ = newTrack(TrackKind::Communicator, -1, "buckets");
       auto& k = add(bucketTrack_, EventKind::Bucket, b.readyNs >= 0 ? b.readyNs : b.commNs, r.ts, sBucket_);
@@ -353,6 +355,18 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       e.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(o.a)));
       if (pairHi(o.b) >= 0) e.attrs.push_back(Attr::ofInt(AttrKey::Peer, pairHi(o.b)));
       if (pairLo(o.b) != 0) e.attrs.push_back(Attr::ofString(AttrKey::Algorithm, pairLo(o.b)));
+      break;
+    }
+    case RecordType::KernelBegin:
+      pushBounded(st.kernels, Open{r.ts, r.name, 0, r.a, 0, 0});
+      break;
+    case RecordType::KernelEnd: {
+      if (st.kernels.empty()) break;
+      const Open o = st.kernels.back();
+      st.kernels.pop_back();
+      const auto layer = static_cast<int64_t>(o.a);
+      auto& e = add(cpuTrack(ring, st), EventKind::Kernel, o.ts, r.ts, o.name);
+      if (layer >= 0) e.attrs.push_back(Attr::ofInt(AttrKey::Layer, layer));
       break;
     }
     case RecordType::KnobChange: {

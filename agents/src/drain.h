@@ -49,12 +49,13 @@ class Drain {
     uint32_t cpuTrack = UINT32_MAX;
     uint32_t commTrack = UINT32_MAX;
     int64_t lastTs = INT64_MIN;  // converted timestamps never go back within a thread
-    std::vector<Open> ranges, phases, mbs, comms, steps;
+    std::vector<Open> ranges, phases, mbs, comms, steps, kernels;
   };
   struct BucketState {
     int64_t readyNs = -1, commNs = -1;
     uint64_t bytes = 0;
     uint32_t track = 0;
+    uint32_t algorithm = 0;  // string id, 0: none
   };
 
   void run();

@@ -21,11 +21,13 @@ enum class RecordType : uint8_t {
   MbBegin,           // sub = op, a = micro-batch, b = stage << 32 | chunk
   MbEnd,             //
   BucketReady,       // a = bytes, b = bucket
-  BucketCommBegin,   // a = bytes, b = bucket
+  BucketCommBegin,   // a = bytes, b = bucket, name = algorithm (0: none)
   BucketCommEnd,     // b = bucket
   CommBegin,         // sub = kind, name, a = bytes, b = peer << 32 | algorithm name
   CommEnd,           //
   KnobChange,        // name = knob name, a = value string id, b = step
+  KernelBegin,       // name, a = layer (int32, < 0: none)
+  KernelEnd,         //
 };
 
 struct Record {

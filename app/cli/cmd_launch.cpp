@@ -19,6 +19,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "launch.h"
 #include "trainscope/core/discovery.h"
 #include "trainscope/core/wire.h"
 
@@ -27,19 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct LaunchOptions {
-  int ranks = 1;
-  bool tcp = false;
-  bool gpu = false;
-  std::string jobId;
-  std::vector<std::string> command;
-};
-
 pid_t gChild = -1;
 void forwardSignal(int sig) {
   if (gChild > 0) ::kill(gChild, sig);
 }
 
+}  // namespace
 
 core::Result<std::string> newJobId() {
   uint8_t r[3];
@@ -51,6 +45,8 @@ core::Result<std::string> newJobId() {
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   return std::string("job-") + stamp + "-" + core::wire::toHex(r);
 }
+
+namespace {
 
 core::Result<fs::path> agentLibrary() {
   if (const char* e = std::getenv("TRAINSCOPE_AGENT_LIB"); e && *e) return fs::path(e);
@@ -90,6 +86,8 @@ core::Result<fs::path> writeSecret(const std::string& jobId) {
 void setDefault(const char* name, const std::string& value) {
   ::setenv(name, value.c_str(), 0);
 }
+
+}  // namespace
 
 int runLaunch(const LaunchOptions& o) {
   if (o.command.empty()) {
@@ -181,8 +179,6 @@ int runLaunch(const LaunchOptions& o) {
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kExitFailed;
 }
-
-}  // namespace
 
 void addLaunchCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<LaunchOptions>();

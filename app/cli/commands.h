@@ -30,6 +30,7 @@ void addRecordCommand(CLI::App& app, Runner& run);
 void addKnobsCommand(CLI::App& app, Runner& run);
 void addSetCommand(CLI::App& app, Runner& run);
 void addLaunchCommand(CLI::App& app, Runner& run);
+void addDemoCommand(CLI::App& app, Runner& run);
 
 // Prints "trainscope-cli: <code>: <message>" to stderr and returns kExitFailed.
 int fail(const core::Status& status);

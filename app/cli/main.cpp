@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   addEnvCommand(app, run);
   addScheduleCommand(app, run);
   addLaunchCommand(app, run);
+  addDemoCommand(app, run);
   addJobsCommand(app, run);
   addRecordCommand(app, run);
   addKnobsCommand(app, run);

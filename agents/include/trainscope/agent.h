@@ -106,6 +106,14 @@ TS_AGENT_API void ts_mb_end(void);
 TS_AGENT_API void ts_bucket_ready(int32_t bucket, uint64_t bytes);
 TS_AGENT_API void ts_bucket_comm_begin(int32_t bucket, uint64_t bytes);
 TS_AGENT_API void ts_bucket_comm_end(int32_t bucket);
+/* As ts_bucket_comm_begin, and names the algorithm (a ts_name id, 0: none) that reduces the
+ * bucket: the Collective event carries it as its Algorithm attribute. */
+TS_AGENT_API void ts_bucket_comm_begin2(int32_t bucket, uint64_t bytes, uint32_t algorithm);
+
+/* A compute kernel run on the calling thread's CPU (a GEMM, a layer's forward or backward):
+ * Kernel event on the thread's track with attribute Layer (layer < 0: none). Pairs by nesting. */
+TS_AGENT_API void ts_kernel_begin(uint32_t name, int32_t layer);
+TS_AGENT_API void ts_kernel_end(void);
 
 /* Communication on the calling thread; pairs by nesting. peer < 0: none; algorithm: a ts_name
  * id or 0. */

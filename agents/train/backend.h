@@ -1,0 +1,64 @@
+// The trainer's backend: compute (GEMMs) and communication (point-to-point and the few
+// non-blocking collectives the data-parallel algorithms are built from). The CPU backend is
+// OpenBLAS + MPI; a CUDA/NCCL backend implements the same two interfaces (a later issue).
+// Model code only sees Compute; gradient synchronisation only sees Communicator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trainscope::train {
+
+class Compute {
+ public:
+  virtual ~Compute() = default;
+  // Row-major C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T; op(A) is m x k, op(B) k x n.
+  virtual void gemm(bool transA, bool transB, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc) = 0;
+};
+
+// A pending non-blocking operation. test() drives progress (MPI progresses inside its calls).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual bool test() = 0;  // true once complete (and from then on)
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual RequestPtr isend(const void* data, size_t bytes, int peer, int tag) = 0;
+  virtual RequestPtr irecv(void* data, size_t bytes, int peer, int tag) = 0;
+  virtual RequestPtr iallreduceSum(float* data, size_t n) = 0;         // in place
+  virtual RequestPtr ireduceSum(float* data, size_t n, int root) = 0;  // in place at root
+  virtual RequestPtr ibcast(void* data, size_t bytes, int root) = 0;
+  // Every rank sends bytesPerRank bytes to every rank (send/recv hold size() blocks).
+  virtual RequestPtr ialltoall(const void* send, void* recv, size_t bytesPerRank) = 0;
+  virtual RequestPtr iallgather(const void* send, void* recv, size_t bytesPerRank) = 0;
+  // A new communicator over the ranks with the same color (color < 0: none, returns null).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  virtual std::unique_ptr<Communicator> dup() = 0;
+  virtual double allreduceMaxDouble(double v) = 0;  // blocking; setup and checks only
+};
+
+struct Backend {
+  std::unique_ptr<Compute> compute;
+  std::unique_ptr<Communicator> world;  // the training's own communicator (not MPI_COMM_WORLD)
+  std::string name;
+};
+
+// "cpu" (OpenBLAS single-threaded + MPI) or "cuda" (not built yet: returns null and sets why).
+std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why);
+
+// OpenBLAS on one thread (no MPI needed): the CPU backend's compute, also for unit tests.
+std::unique_ptr<Compute> makeCpuCompute();
+
+// Blocking helper.
+void waitFor(Request& r);
+
+}  // namespace trainscope::train

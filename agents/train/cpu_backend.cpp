@@ -1,0 +1,143 @@
+// CPU backend: OpenBLAS GEMMs on one thread (ranks share the cores; BLAS threads would fight
+// them) and MPI non-blocking calls on a duplicate of MPI_COMM_WORLD (the agent's knob agreement
+// uses MPI_COMM_WORLD; a separate communicator keeps the two from ever matching each other).
+#include <cblas.h>
+#include <mpi.h>
+
+#include "backend.h"
+
+namespace trainscope::train {
+namespace {
+
+class MpiRequest final : public Request {
+ public:
+  MpiRequest() = default;
+  MPI_Request* handle() { return &req_; }
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_Test(&req_, &flag, MPI_STATUS_IGNORE);
+    done_ = flag != 0;
+    return done_;
+  }
+  ~MpiRequest() override {
+    if (!done_) MPI_Wait(&req_, MPI_STATUS_IGNORE);  // never leave a request dangling
+  }
+
+ private:
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+class CpuCompute final : public Compute {
+ public:
+  CpuCompute() { openblas_set_num_threads(1); }
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+            int ldb, float beta, float* c, int ldc) override {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                a, lda, b, ldb, beta, c, ldc);
+  }
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm c) : comm_(c) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  RequestPtr isend(const void* data, size_t bytes, int peer, int tag) override {
+    auto r = std::make_unique<MpiRequest>();
+    MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, r->handle());
+    return r;
+  }
+  RequestPtr irecv(void* data, size_t bytes, int peer, int tag) override {
+    auto r = std::make_unique<MpiRequest>();
+    MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, r->handle());
+    return r;
+  }
+  RequestPtr iallreduceSum(float* data, size_t n) override {
+    auto r = std::make_unique<MpiRequest>();
+    MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, r->handle());
+    return r;
+  }
+  RequestPtr ireduceSum(float* data, size_t n, int root) override {
+    auto r = std::make_unique<MpiRequest>();
+    if (rank_ == root)
+      MPI_Ireduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, root, comm_, r->handle());
+    else
+      MPI_Ireduce(data, nullptr, static_cast<int>(n), MPI_FLOAT, MPI_SUM, root, comm_, r->handle());
+    return r;
+  }
+  RequestPtr ibcast(void* data, size_t bytes, int root) override {
+    auto r = std::make_unique<MpiRequest>();
+    MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, r->handle());
+    return r;
+  }
+  RequestPtr ialltoall(const void* send, void* recv, size_t bytesPerRank) override {
+    auto r = std::make_unique<MpiRequest>();
+    MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
+                  MPI_BYTE, comm_, r->handle());
+    return r;
+  }
+  RequestPtr iallgather(const void* send, void* recv, size_t bytesPerRank) override {
+    auto r = std::make_unique<MpiRequest>();
+    MPI_Iallgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
+                   MPI_BYTE, comm_, r->handle());
+    return r;
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &c);
+    if (c == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiCommunicator>(c);
+  }
+  std::unique_ptr<Communicator> dup() override {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_dup(comm_, &c);
+    return std::make_unique<MpiCommunicator>(c);
+  }
+  double allreduceMaxDouble(double v) override {
+    double out = v;
+    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
+    return out;
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Compute> makeCpuCompute() {
+  return std::make_unique<CpuCompute>();
+}
+
+void waitFor(Request& r) {
+  while (!r.test()) {
+  }
+}
+
+std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why) {
+  if (kind == "cuda") {
+    if (why) *why = "the cuda backend is not built yet (CUDA/NCCL backend: a later issue); use --backend cpu";
+    return nullptr;
+  }
+  if (kind != "cpu") {
+    if (why) *why = "unknown backend '" + kind + "' (cpu|cuda)";
+    return nullptr;
+  }
+  auto b = std::make_unique<Backend>();
+  b->compute = makeCpuCompute();
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  b->world = std::make_unique<MpiCommunicator>(c);
+  b->name = "cpu";
+  return b;
+}
+
+}  // namespace trainscope::train

@@ -1,0 +1,111 @@
+#include "grad_sync.h"
+
+#include <thread>
+
+#include "tensor.h"
+#include "trainscope/agent.h"
+
+namespace trainscope::train {
+
+std::vector<BucketSpan> planBuckets(const Model& m, int64_t bucketBytes) {
+  std::vector<BucketSpan> out;
+  BucketSpan cur;
+  bool open = false;
+  for (int l = m.layerCount() - 1; l >= 0; --l) {
+    if (!open) {
+      cur = BucketSpan{m.offsetOf(l), 0, l};
+      open = true;
+    }
+    cur.count += m.countOf(l);
+    cur.lowestLayer = l;
+    if (static_cast<int64_t>(4 * cur.count) >= bucketBytes) {
+      out.push_back(cur);
+      open = false;
+    }
+  }
+  if (open) out.push_back(cur);
+  return out;
+}
+
+GradSync::GradSync(Communicator& world, int ranksPerNode, uint64_t seed)
+    : comms_(CommSet::make(world, ranksPerNode)), seed_(seed) {}
+
+bool GradSync::configure(const Model& m, const DpConfig& c) {
+  if (configured_ && c == cfg_) return false;
+  const bool rebucket = !configured_ || c.bucketBytes != cfg_.bucketBytes;
+  const bool newCodec = !configured_ || c.codec.kind != cfg_.codec.kind ||
+                        c.codec.topkRatio != cfg_.codec.topkRatio || c.algorithm != cfg_.algorithm;
+  cfg_ = c;
+  configured_ = true;
+  if (rebucket) buckets_ = planBuckets(m, c.bucketBytes);
+  if (rebucket || newCodec) {  // old residuals belong to other buckets or another codec
+    ef_.assign(buckets_.size(), {});
+    const int P = comms_.world->size(), r = comms_.world->rank();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      ef_[b].worker.assign(buckets_[b].count, 0.0f);
+      ef_[b].server.assign(serverChunkSize(buckets_[b].count, r, P), 0.0f);
+      if (c.algorithm == Algorithm::Decentralized)  // copies start at zero on every rank alike
+        for (auto* v : {&ef_[b].self, &ef_[b].left, &ef_[b].right}) v->assign(buckets_[b].count, 0.0f);
+    }
+  }
+  algoName_ = ts_name(opName(c.algorithm, c.codec.kind).c_str());
+  return true;
+}
+
+void GradSync::beginStep(Model& m, int64_t step) {
+  grads_ = m.grads().data();
+  params_ = m.params().data();
+  step_ = step;
+  ops_.clear();
+  ops_.resize(buckets_.size());
+  ended_.assign(buckets_.size(), false);
+  nextBucket_ = 0;
+  wireBytes_ = 0;
+}
+
+void GradSync::start(size_t b) {
+  const BucketSpan& s = buckets_[b];
+  const auto bucket = static_cast<int32_t>(b);
+  ts_bucket_ready(bucket, 4 * s.count);
+  OpParams p;
+  p.algorithm = cfg_.algorithm;
+  p.codec = cfg_.codec;
+  p.data = grads_ + s.offset;
+  p.params = params_ + s.offset;
+  p.n = s.count;
+  p.bucket = bucket;
+  p.seed = hashOf(seed_, static_cast<uint64_t>(step_), b, static_cast<uint64_t>(comms_.world->rank()));
+  p.ef = &ef_[b];
+  ops_[b] = makeBucketOp(comms_, p);
+  wireBytes_ += ops_[b]->wireBytes();
+  ts_bucket_comm_begin2(bucket, ops_[b]->wireBytes(), algoName_);
+}
+
+void GradSync::layerReady(int layer) {
+  while (nextBucket_ < buckets_.size() && buckets_[nextBucket_].lowestLayer >= layer) start(nextBucket_++);
+  progress();
+}
+
+void GradSync::progress() {
+  int limit = INT_MAX;
+  for (size_t b = 0; b < nextBucket_; ++b) {
+    if (!ended_[b] && ops_[b]->progress(limit)) {
+      ended_[b] = true;
+      ts_bucket_comm_end(static_cast<int32_t>(b));
+    }
+    limit = ops_[b]->collectiveStarted();
+  }
+}
+
+void GradSync::finish() {
+  while (nextBucket_ < buckets_.size()) start(nextBucket_++);  // layers never reported: start anyway
+  for (;;) {
+    progress();
+    bool all = true;
+    for (size_t b = 0; b < buckets_.size() && all; ++b) all = ended_[b];
+    if (all) return;
+    std::this_thread::yield();  // ranks may share cores: let a computing one run
+  }
+}
+
+}  // namespace trainscope::train

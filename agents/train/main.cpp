@@ -1,0 +1,91 @@
+// trainscope-train: the reference training job. One process per rank:
+//
+//   mpirun -np 4 --oversubscribe build/bin/trainscope-train --steps 200 --model mlp
+//
+// Starts the agent itself (ts_init; a no-op when LD_PRELOAD already started it), registers the
+// dp.* knobs and the MPI agreement function, trains, optionally dumps the parameters.
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "dp_knobs.h"
+#include "options.h"
+#include "trainer.h"
+#include "trainscope/agent.h"
+
+using namespace trainscope::train;
+
+namespace {
+
+int64_t agreeMin(int64_t local, void* /*ctx*/) {
+  int64_t global = local;
+  MPI_Allreduce(&local, &global, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  return global;
+}
+
+int64_t g_step = -1;
+
+int run(const Options& o, int rank, int world) {
+  std::string why;
+  auto backend = makeBackend(o.backend, &why);
+  if (!backend) {
+    if (rank == 0) std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
+    return 2;
+  }
+  DpKnobs knobs = registerDpKnobs(o, rank, &g_step);
+  if (!o.noAgent) {
+    ts_set_agree_fn(agreeMin, nullptr);
+    ts_init_params params = TS_INIT_PARAMS_DEFAULT;
+    params.rank = rank;
+    params.world_size = world;
+    const int rc = ts_init(&params);
+    if (rc < 0 && rank == 0)
+      std::fprintf(stderr, "trainscope-train: agent start returned %d (training goes on)\n", rc);
+  }
+  Trainer t(*backend, o);
+  if (rank == 0)
+    std::printf("trainscope-train: %d rank(s), model %s, %zu parameters, backend %s\n", world,
+                o.model.c_str(), t.model().params().size(), backend->name.c_str());
+  MPI_Barrier(MPI_COMM_WORLD);
+  t.run(&knobs);
+  if (!o.dumpParams.empty() && !t.writeParams(o.dumpParams)) {
+    std::fprintf(stderr, "trainscope-train: cannot write %s\n", o.dumpParams.c_str());
+    return 1;
+  }
+  std::printf("rank %d done steps=%lld loss=%.5f accuracy=%.4f dropped=%llu\n", rank,
+              static_cast<long long>(o.steps), t.lastLoss(), t.lastAccuracy(),
+              static_cast<unsigned long long>(ts_dropped_events()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  int code = 0;
+  if (!parseOptions(argc, argv, o, &code)) return code;  // before MPI: --help needs no mpirun
+  // Everything that does not depend on the world size is refused before MPI starts.
+  if (const std::string err = validate(o, 1); !err.empty()) {
+    std::fprintf(stderr, "trainscope-train: %s\n", err.c_str());
+    return 2;
+  }
+  if (o.backend != "cpu") {
+    std::string why;
+    makeBackend(o.backend, &why);
+    std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
+    return 2;
+  }
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (const std::string err = validate(o, world); !err.empty()) {
+    if (rank == 0) std::fprintf(stderr, "trainscope-train: %s\n", err.c_str());
+    MPI_Finalize();
+    return 2;
+  }
+  code = run(o, rank, world);
+  ts_shutdown();
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,153 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "collectives.h"
+#include "compress.h"
+
+namespace trainscope::train {
+namespace {
+
+// The config file as arguments placed before the command line's (so those win).
+bool configArgs(const std::string& path, std::vector<std::string>& out, const CLI::App& app,
+                std::string& err) {
+  std::ifstream in(path);
+  if (!in) {
+    err = "cannot read config file " + path;
+    return false;
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    err = "config file " + path + " is not valid JSON: " + e.what();
+    return false;
+  }
+  if (!j.is_object()) {
+    err = "config file " + path + ": expected a JSON object of option names to values";
+    return false;
+  }
+  for (const auto& [key, value] : j.items()) {
+    std::string name = key;
+    for (char& c : name)
+      if (c == '_') c = '-';
+    if (name == "config" || !app.get_option_no_throw("--" + name)) {
+      err = "config file " + path + ": unknown option '" + key + "'";
+      return false;
+    }
+    if (value.is_boolean()) {
+      if (value.get<bool>()) out.push_back("--" + name);
+    } else if (value.is_string()) {
+      out.insert(out.end(), {"--" + name, value.get<std::string>()});
+    } else if (value.is_number()) {
+      out.insert(out.end(), {"--" + name, value.dump()});
+    } else {
+      err = "config file " + path + ": option '" + key + "' must be a number, string or boolean";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
+  CLI::App app{
+      "trainscope-train: the reference data-parallel training job (one process per rank, under mpirun).\n"
+      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio (see docs/TRAINER.md).",
+      "trainscope-train"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::string config;
+  app.add_option("--config", config, "JSON file of options (keys = long option names)");
+  app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "Seed of data, initialisation and stochastic rounding")
+      ->capture_default_str();
+  app.add_option("--model", o.model, "mlp | transformer")->capture_default_str();
+  app.add_option("--layers", o.layers, "Hidden layers (mlp) or blocks (transformer)")->capture_default_str();
+  app.add_option("--width", o.width, "Hidden width (mlp) or model dimension (transformer)")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "Global batch size, split evenly over the ranks")->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD learning rate")->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--input-dim", o.inputDim, "mlp: input features")->capture_default_str();
+  app.add_option("--classes", o.classes, "mlp: classes of the teacher task")->capture_default_str();
+  app.add_option("--seq-len", o.seqLen, "transformer: sequence length")->capture_default_str();
+  app.add_option("--vocab", o.vocab, "transformer: vocabulary size")->capture_default_str();
+  app.add_option("--heads", o.heads, "transformer: attention heads")->capture_default_str();
+  app.add_option("--bucket-bytes", o.bucketBytes, "Initial dp.bucket_bytes")->capture_default_str();
+  app.add_option("--algorithm", o.algorithm, "Initial dp.algorithm")->capture_default_str();
+  app.add_option("--compression", o.compression, "Initial dp.compression")->capture_default_str();
+  app.add_option("--topk-ratio", o.topkRatio, "Initial dp.topk_ratio")->capture_default_str();
+  app.add_option("--ranks-per-node", o.ranksPerNode, "hierarchical: ranks per simulated node")
+      ->capture_default_str();
+  app.add_option("--backend", o.backend, "cpu | cuda")->capture_default_str();
+  app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
+      ->capture_default_str();
+  app.add_option("--held-out", o.heldOut, "Held-out samples")->capture_default_str();
+  app.add_option("--log-every", o.logEvery, "Rank 0 prints the loss every N steps (0: never)")
+      ->capture_default_str();
+  app.add_option("--dump-params", o.dumpParams,
+                 "Write the final parameters (raw float32) to FILE; {rank} is replaced");
+  app.add_flag("--no-agent", o.noAgent, "Do not start the agent (knobs keep their initial values)");
+  app.add_option("--step-delay-ms", o.stepDelayMs, "Sleep this long at the end of every step")
+      ->capture_default_str();
+  app.add_option("--steps-file", o.stepsFile, "Rank 0 writes 'steptime <step> <us>' lines to FILE");
+
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--config") config = argv[i + 1];
+    if (std::string(argv[i]).rfind("--config=", 0) == 0) config = std::string(argv[i]).substr(9);
+  }
+  if (!config.empty()) {
+    std::vector<std::string> extra;
+    std::string err;
+    if (!configArgs(config, extra, app, err)) {
+      std::fprintf(stderr, "trainscope-train: %s\n", err.c_str());
+      *exitCode = 2;
+      return false;
+    }
+    args.insert(args.end(), extra.rbegin(), extra.rend());
+  }
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    *exitCode = app.exit(e);
+    if (*exitCode != 0) *exitCode = 2;
+    return false;
+  }
+  return true;
+}
+
+std::string validate(const Options& o, int world) {
+  if (o.model != "mlp" && o.model != "transformer")
+    return "--model must be mlp or transformer, not '" + o.model + "'";
+  if (o.layers < 1 || o.layers > 64) return "--layers must be in 1..64";
+  if (o.width < 1 || o.width > 8192) return "--width must be in 1..8192";
+  if (o.batch < 1) return "--batch must be >= 1";
+  if (o.batch % world != 0)
+    return "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(world) +
+           " ranks";
+  if (!(o.lr > 0) || o.momentum < 0 || o.momentum >= 1) return "--lr must be > 0 and --momentum in [0, 1)";
+  if (o.inputDim < 1 || o.classes < 2) return "--input-dim must be >= 1 and --classes >= 2";
+  if (o.model == "transformer") {
+    if (o.seqLen < 2 || o.vocab < 2) return "--seq-len and --vocab must be >= 2";
+    if (o.heads < 1 || o.width % o.heads != 0) return "--width must be a multiple of --heads";
+  }
+  if (o.bucketBytes < 1) return "--bucket-bytes must be > 0";
+  if (!parseAlgorithm(o.algorithm))
+    return "--algorithm must be one of allreduce, ring, recursive-doubling, hierarchical, decentralized, not "
+           "'" +
+           o.algorithm + "'";
+  if (!parseCompression(o.compression))
+    return "--compression must be one of none, fp16, int8, onebit-ef, topk-ef, not '" + o.compression + "'";
+  if (!(o.topkRatio > 0) || o.topkRatio > 1) return "--topk-ratio must be in (0, 1]";
+  if (o.ranksPerNode < 1) return "--ranks-per-node must be >= 1";
+  if (o.evalEvery < 0 || o.heldOut < 1 || o.logEvery < 0 || o.stepDelayMs < 0)
+    return "negative interval or delay";
+  return {};
+}
+
+}  // namespace trainscope::train

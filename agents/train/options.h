@@ -1,0 +1,49 @@
+// trainscope-train's options: command line (CLI11) and a JSON config file whose keys are the
+// long option names without dashes (`bucket_bytes` or `bucket-bytes`); the command line wins.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trainscope::train {
+
+struct Options {
+  int64_t steps = 200;
+  uint64_t seed = 1;
+  std::string model = "mlp";  // mlp | transformer
+  int layers = 4;
+  int width = 128;
+  int batch = 64;  // global batch (samples); split evenly over the ranks
+  double lr = 0.05;
+  double momentum = 0.9;
+  // mlp / teacher task
+  int inputDim = 32;
+  int classes = 8;
+  // transformer / sequence task
+  int seqLen = 16;
+  int vocab = 16;
+  int heads = 2;
+  // data parallel (initial values of the dp.* knobs)
+  int64_t bucketBytes = 64 * 1024;
+  std::string algorithm = "allreduce";
+  std::string compression = "none";
+  double topkRatio = 0.01;
+  int ranksPerNode = 2;  // hierarchical: node groups simulated on one machine
+  std::string backend = "cpu";
+  // running
+  int evalEvery = 10;
+  int heldOut = 256;
+  int logEvery = 10;
+  std::string dumpParams;  // after the last step; "{rank}" is replaced by the rank
+  bool noAgent = false;
+  int stepDelayMs = 0;
+  std::string stepsFile;  // rank 0 writes "steptime <step> <us>" per step
+};
+
+// Parses argv (and --config FILE). Returns false when the program should stop, with *exitCode
+// set: 0 after --help, 2 after a usage error (already reported on stderr).
+bool parseOptions(int argc, char** argv, Options& o, int* exitCode);
+// Checks values that depend on each other and on the world size; empty when fine.
+std::string validate(const Options& o, int worldSize);
+
+}  // namespace trainscope::train

@@ -1,0 +1,173 @@
+#include "trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <utility>
+
+#include "dp_knobs.h"
+#include "models.h"
+#include "trainscope/agent.h"
+
+namespace trainscope::train {
+
+namespace {
+// A layer's compute as a Kernel event (attribute Layer) on this thread's CPU track.
+struct KernelScope {
+  KernelScope(uint32_t name, int layer) { ts_kernel_begin(name, layer); }
+  ~KernelScope() { ts_kernel_end(); }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+};
+}  // namespace
+
+Trainer::Trainer(Backend& be, const Options& o)
+    : be_(be),
+      o_(o),
+      rank_(be.world->rank()),
+      world_(be.world->size()),
+      sync_(*be.world, o.ranksPerNode, o.seed) {
+  if (o.model == "transformer") {
+    task_ = makeSequenceTask(o.seed, o.seqLen, o.vocab);
+    model_ = makeTransformer(*be.compute, o);
+  } else {
+    task_ = makeTeacherTask(o.seed, o.inputDim, o.classes);
+    model_ = makeMlp(*be.compute, o);
+  }
+  velocity_.assign(model_->params().size(), 0.0f);
+  act_.resize(static_cast<size_t>(model_->layerCount()) + 1);
+  grad_.resize(static_cast<size_t>(model_->layerCount()) + 1);
+  heldOut_ = task_->heldOut(o.heldOut);
+  for (int l = 0; l < model_->layerCount(); ++l) {
+    const std::string k = model_->layer(l).kind();
+    nameF_.push_back(ts_name(("F " + k).c_str()));
+    nameB_.push_back(ts_name(("B " + k).c_str()));
+    nameW_.push_back(ts_name(("W " + k).c_str()));
+  }
+}
+
+DpConfig Trainer::currentConfig(const DpKnobs* knobs) const {
+  if (knobs) return knobs->read();
+  DpConfig c;
+  c.bucketBytes = o_.bucketBytes;
+  c.algorithm = *parseAlgorithm(o_.algorithm);
+  c.codec.kind = *parseCompression(o_.compression);
+  c.codec.topkRatio = o_.topkRatio;
+  return c;
+}
+
+double Trainer::step(int64_t s) {
+  const int local = o_.batch / world_;
+  Batch b = task_->train(s * o_.batch + static_cast<int64_t>(rank_) * local, local);
+  const int L = model_->layerCount();
+  ts_phase_begin(TS_PHASE_FORWARD);
+  act_[0] = std::move(b.x);
+  for (int l = 0; l < L; ++l) {
+    KernelScope k(nameF_[static_cast<size_t>(l)], l);
+    model_->layer(l).forward(0, act_[static_cast<size_t>(l)], act_[static_cast<size_t>(l) + 1]);
+  }
+  const double loss =
+      softmaxCrossEntropy(act_[static_cast<size_t>(L)], b.labels, &grad_[static_cast<size_t>(L)], nullptr);
+  ts_phase_end(TS_PHASE_FORWARD);
+
+  model_->zeroGrads();
+  sync_.beginStep(*model_, s);
+  ts_phase_begin(TS_PHASE_BACKWARD);
+  for (int l = L - 1; l >= 0; --l) {
+    Layer& layer = model_->layer(l);
+    const auto i = static_cast<size_t>(l);
+    if (l > 0) {
+      KernelScope k(nameB_[i], l);
+      layer.backwardInput(0, grad_[i + 1], grad_[i]);
+    }
+    sync_.progress();
+    {
+      KernelScope k(nameW_[i], l);
+      layer.backwardWeight(0, grad_[i + 1]);
+    }
+    if (l == 0) ts_phase_end(TS_PHASE_BACKWARD);  // the compute is over: starting the last
+    sync_.layerReady(l);                          // buckets is communication, not backward
+  }
+  {
+    TS_RANGE("wait gradients");  // outside the backward phase: waiting is not compute
+    sync_.finish();
+  }
+  ts_phase_begin(TS_PHASE_OPTIMIZER);
+  optimizer();
+  ts_phase_end(TS_PHASE_OPTIMIZER);
+  return loss;
+}
+
+void Trainer::optimizer() {
+  auto p = model_->params();
+  auto g = model_->grads();
+  const auto lr = static_cast<float>(o_.lr), mu = static_cast<float>(o_.momentum);
+  for (size_t i = 0; i < p.size(); ++i) {
+    velocity_[i] = mu * velocity_[i] + g[i];
+    p[i] -= lr * velocity_[i];
+  }
+}
+
+double Trainer::evaluate() {
+  TS_RANGE("evaluate");
+  Mat a = heldOut_.x, y;
+  for (int l = 0; l < model_->layerCount(); ++l) {
+    model_->layer(l).forward(1, a, y);
+    std::swap(a, y);
+  }
+  int correct = 0;
+  softmaxCrossEntropy(a, heldOut_.labels, nullptr, &correct);
+  for (int l = 0; l < model_->layerCount(); ++l) model_->layer(l).release(1);
+  return static_cast<double>(correct) / static_cast<double>(heldOut_.labels.size());
+}
+
+void Trainer::run(const DpKnobs* knobs) {
+  const uint32_t nLoss = ts_name("loss"), nAcc = ts_name("accuracy"), nStepMs = ts_name("step_time_ms"),
+                 nWire = ts_name("dp_wire_bytes");
+  std::vector<std::pair<int64_t, int64_t>> times;
+  for (int64_t s = 0; s < o_.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ts_step_begin(s);  // applies knob changes agreed at the previous step's end
+    if (sync_.configure(*model_, currentConfig(knobs)) && rank_ == 0 && s > 0)
+      std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
+                  opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
+    lastLoss_ = step(s);
+    ts_counter(nLoss, lastLoss_);
+    ts_counter(nWire, static_cast<double>(sync_.wireBytesThisStep()));
+    const bool eval = o_.evalEvery > 0 && ((s + 1) % o_.evalEvery == 0 || s + 1 == o_.steps);
+    if (eval) {
+      lastAcc_ = evaluate();
+      ts_counter(nAcc, lastAcc_);
+    }
+    if (rank_ == 0 && o_.logEvery > 0 && ((s + 1) % o_.logEvery == 0 || s + 1 == o_.steps)) {
+      std::printf("step %lld loss %.5f accuracy %.4f wire_bytes %llu\n", static_cast<long long>(s), lastLoss_,
+                  lastAcc_, static_cast<unsigned long long>(sync_.wireBytesThisStep()));
+      std::fflush(stdout);
+    }
+    if (o_.stepDelayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.stepDelayMs));
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    ts_counter(nStepMs, static_cast<double>(us) / 1000.0);
+    ts_step_end(s);  // every rank takes part in the knob agreement here
+    if (!o_.stepsFile.empty()) times.emplace_back(s, us);
+  }
+  if (rank_ == 0 && !o_.stepsFile.empty()) {
+    std::ofstream f(o_.stepsFile);
+    for (const auto& [s, us] : times) f << "steptime " << s << ' ' << us << '\n';
+  }
+}
+
+bool Trainer::writeParams(const std::string& pattern) const {
+  std::string path = pattern;
+  if (auto at = path.find("{rank}"); at != std::string::npos)
+    path.replace(at, 6, std::to_string(rank_));
+  else if (rank_ != 0)
+    return true;  // one file: rank 0 writes it
+  std::ofstream f(path, std::ios::binary);
+  const std::span<const float> p = std::as_const(*model_).params();
+  f.write(reinterpret_cast<const char*>(p.data()), static_cast<std::streamsize>(p.size() * sizeof(float)));
+  return static_cast<bool>(f);
+}
+
+}  // namespace trainscope::train

@@ -1,0 +1,49 @@
+// The training loop of one rank: forward, backward (B and W per layer, reverse order, gradient
+// buckets reduced while the backward goes on), optimizer, counters. Reads the dp.* knobs at
+// every step boundary (the agent applies agreed changes inside ts_step_begin).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "grad_sync.h"
+#include "model.h"
+#include "options.h"
+#include "task.h"
+
+namespace trainscope::train {
+
+struct DpKnobs;  // main.cpp's registered knobs
+
+class Trainer {
+ public:
+  Trainer(Backend& backend, const Options& o);
+  // Runs o.steps steps; knobs (may be null) are read at each step boundary.
+  void run(const DpKnobs* knobs);
+  Model& model() { return *model_; }
+  double lastLoss() const { return lastLoss_; }
+  double lastAccuracy() const { return lastAcc_; }
+  bool writeParams(const std::string& path) const;
+
+ private:
+  DpConfig currentConfig(const DpKnobs* knobs) const;
+  double step(int64_t s);
+  double evaluate();
+  void optimizer();
+
+  Backend& be_;
+  Options o_;
+  int rank_ = 0, world_ = 1;
+  std::unique_ptr<Task> task_;
+  std::unique_ptr<Model> model_;
+  GradSync sync_;
+  std::vector<float> velocity_;
+  std::vector<Mat> act_, grad_;
+  Batch heldOut_;
+  std::vector<uint32_t> nameF_, nameB_, nameW_;
+  double lastLoss_ = 0, lastAcc_ = 0;
+};
+
+}  // namespace trainscope::train

@@ -1,0 +1,125 @@
+// `trainscope-cli demo [--ranks N] [--mode dp|pp|hybrid|disco] [--steps S] [-- TRAINER ARGS]`:
+// starts the reference job (trainscope-train, CPU backend) with the agent under mpirun, in the
+// background, prints its job id and returns once every rank is discoverable.
+//
+// The launcher (the same code as `launch`) runs in a detached child -- its own session, output
+// to <runtime dir>/<job>.log -- that waits for mpirun and cleans up after it. Stop the job with
+// `kill <pid>` (the printed launcher pid; SIGTERM is forwarded to mpirun, which stops the ranks),
+// or let it finish its --steps.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "commands.h"
+#include "launch.h"
+#include "trainscope/core/discovery.h"
+
+namespace trainscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DemoOptions {
+  int ranks = 4;
+  std::string mode = "dp";
+  long long steps = 1000000;
+  double waitSeconds = 30;
+  std::vector<std::string> trainerArgs;
+};
+
+int ranksFound(const std::string& jobId) {
+  int n = 0;
+  for (const auto& e : core::discovery::listEntries()) n += e.jobId == jobId;
+  return n;
+}
+
+int runDemo(const DemoOptions& o) {
+  if (o.mode == "pp" || o.mode == "hybrid" || o.mode == "disco") {
+    std::fprintf(stderr,
+                 "trainscope-cli: demo --mode %s is not yet available (pipeline/DISCO modes: issue 5); use "
+                 "--mode dp\n",
+                 o.mode.c_str());
+    return kExitUsage;
+  }
+  if (o.mode != "dp") {
+    std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid or disco, not '%s'\n",
+                 o.mode.c_str());
+    return kExitUsage;
+  }
+  if (o.ranks < 1) {
+    std::fprintf(stderr, "trainscope-cli: --ranks must be >= 1\n");
+    return kExitUsage;
+  }
+  std::error_code ec;
+  const fs::path trainer = fs::read_symlink("/proc/self/exe", ec).parent_path() / "trainscope-train";
+  if (ec || !fs::exists(trainer))
+    return fail(
+        core::Status(core::ErrorCode::NotFound, "trainscope-train not found next to trainscope-cli (" +
+                                                    trainer.string() + "); build it with MPI and OpenBLAS"));
+  auto id = newJobId();
+  if (!id) return fail(id.status());
+  auto dir = core::discovery::runtimeDir();
+  if (!dir) return fail(dir.status());
+  const fs::path log = dir.value() / (id.value() + ".log");
+
+  LaunchOptions lo;
+  lo.ranks = o.ranks;
+  lo.jobId = id.value();
+  lo.command = {trainer.string(), "--steps", std::to_string(o.steps), "--log-every", "100"};
+  lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
+
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid < 0) return fail(core::Status(core::ErrorCode::Io, "fork failed"));
+  if (pid == 0) {  // the detached launcher
+    ::setsid();
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::_exit(runLaunch(lo));
+  }
+  std::printf("job %s\n", id.value().c_str());
+  std::fflush(stdout);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.waitSeconds);
+  while (ranksFound(id.value()) < o.ranks && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int found = ranksFound(id.value());
+  std::fprintf(stderr,
+               "trainscope-cli: demo job %s: %d of %d rank(s) up, launcher pid %d, log %s\n"
+               "  stop it with: kill %d\n",
+               id.value().c_str(), found, o.ranks, static_cast<int>(pid), log.c_str(), static_cast<int>(pid));
+  if (found < o.ranks) {
+    std::fprintf(stderr, "trainscope-cli: not every rank came up within %.0f s; see the log\n",
+                 o.waitSeconds);
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void addDemoCommand(CLI::App& app, Runner& run) {
+  auto opts = std::make_shared<DemoOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "demo",
+      "Start the reference training job (CPU, MPI) with the agent in the background; prints its job id");
+  cmd->add_option("--ranks", opts->ranks, "Number of ranks")->capture_default_str();
+  cmd->add_option("--mode", opts->mode, "dp (pp, hybrid, disco: not yet)")->capture_default_str();
+  cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")
+      ->capture_default_str();
+  cmd->add_option("--wait", opts->waitSeconds, "Seconds to wait for every rank to come up")
+      ->capture_default_str();
+  cmd->add_option("TRAINER_ARGS", opts->trainerArgs, "More trainscope-train options (after --)");
+  cmd->callback([opts, &run] { run = [opts] { return runDemo(*opts); }; });
+}
+
+}  // namespace trainscope::cli

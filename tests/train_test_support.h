@@ -1,0 +1,84 @@
+// Running trainscope-train under a real mpirun from the trainer's test suites.
+#pragma once
+
+#include <QProcess>
+#include <QStandardPaths>
+#include <QtTest>
+#include <vector>
+
+namespace train_test {
+
+struct Run {
+  int code = -1;
+  QString out, err;
+};
+
+inline QString trainer() {
+  return QStringLiteral(TRAINSCOPE_BIN_DIR "/trainscope-train");
+}
+
+inline QProcessEnvironment mpiEnv() {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
+  env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  env.insert("OMPI_MCA_btl", "self,vader");
+  env.insert("OMPI_MCA_oob_tcp_if_include", "lo");
+  env.insert("OMPI_MCA_rmaps_base_oversubscribe", "1");
+  env.insert("TRAINSCOPE_DISABLE", "1");  // these runs test the maths, not the agent
+  return env;
+}
+
+// mpirun -np ranks trainscope-train args...
+inline Run mpirunTrainer(int ranks, const QStringList& args, int timeoutMs = 120000) {
+  QProcess p;
+  p.setProcessEnvironment(mpiEnv());
+  p.start(QStandardPaths::findExecutable("mpirun"),
+          QStringList{"-np", QString::number(ranks), "--oversubscribe", trainer()} + args);
+  Run r;
+  if (!p.waitForFinished(timeoutMs)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+// trainscope-train without mpirun (for what it refuses before starting MPI).
+inline Run runTrainer(const QStringList& args) {
+  QProcess p;
+  p.setProcessEnvironment(mpiEnv());
+  p.start(trainer(), args);
+  Run r;
+  if (!p.waitForFinished(30000)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+inline std::vector<float> readFloats(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  const QByteArray b = f.readAll();
+  std::vector<float> v(static_cast<size_t>(b.size()) / sizeof(float));
+  std::memcpy(v.data(), b.constData(), v.size() * sizeof(float));
+  return v;
+}
+
+inline double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return 1e30;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+}  // namespace train_test

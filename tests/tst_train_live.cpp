@@ -1,0 +1,214 @@
+// Issue #4's "done when" through the real CLI: `trainscope-cli demo --ranks 4` starts the
+// reference job in the background; `record` captures it while `set` changes dp.compression,
+// dp.bucket_bytes and dp.algorithm; in the recorded .tsdb every change is applied at the
+// acknowledged step on all 4 ranks and visibly changes the bucket collectives from that step on:
+// int8 cuts the bytes on the wire ~4x, one big bucket replaces several, the Algorithm attribute
+// switches. A bad value is refused. The job is stopped with the pid `demo` printed.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QtTest>
+#include <csignal>
+#include <map>
+
+#include "trainscope/core/session_db.h"
+
+using namespace trainscope::core;
+
+namespace {
+
+constexpr int kRanks = 4;
+QString bin(const QString& name) {
+  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
+}
+
+struct Run {
+  int code = -1;
+  QString out, err;
+};
+
+Run cli(const QStringList& args, int timeoutMs = 60000) {
+  QProcess p;
+  p.start(bin("trainscope-cli"), args);
+  Run r;
+  if (!p.waitForFinished(timeoutMs)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out: trainscope-cli " + args.join(' ');
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+// One bucket collective as seen in the session.
+struct BucketComm {
+  int64_t step = -1, bytes = 0;
+  std::string algorithm;
+};
+
+struct RankView {
+  std::map<int64_t, std::pair<int64_t, int64_t>> steps;  // step -> window
+  std::vector<BucketComm> comms;
+  std::map<std::string, std::pair<std::string, int64_t>> knobs;  // knob -> (value, step)
+};
+
+std::map<RankId, RankView> view(TraceStore& s) {
+  std::map<RankId, RankView> out;
+  for (TrackId t = 0; t < s.trackCount(); ++t) {
+    const TrackEvents& ev = s.events(t);
+    RankView& v = out[s.track(t).rank];
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (ev.kind(i) == EventKind::Step) {
+        if (const Attr* a = ev.findAttr(i, AttrKey::Step)) v.steps[a->asInt()] = {ev.start(i), ev.end(i)};
+      } else if (ev.kind(i) == EventKind::KnobChange) {
+        const Attr* k = ev.findAttr(i, AttrKey::Knob);
+        const Attr* val = ev.findAttr(i, AttrKey::KnobValue);
+        const Attr* st = ev.findAttr(i, AttrKey::Step);
+        if (k && val && st)
+          v.knobs[std::string(s.str(k->asString()))] = {std::string(s.str(val->asString())), st->asInt()};
+      } else if (ev.kind(i) == EventKind::Collective && ev.findAttr(i, AttrKey::Bucket)) {
+        BucketComm c;
+        c.step = ev.start(i);  // resolved to a step number below
+        c.bytes = ev.findAttr(i, AttrKey::Bytes)->asInt();
+        if (const Attr* a = ev.findAttr(i, AttrKey::Algorithm)) c.algorithm = s.str(a->asString());
+        v.comms.push_back(c);
+      }
+    }
+  }
+  for (auto& [r, v] : out)
+    for (auto& c : v.comms) {
+      const int64_t t = c.step;
+      c.step = -1;
+      for (const auto& [k, w] : v.steps)
+        if (t >= w.first && t <= w.second) c.step = k;
+    }
+  return out;
+}
+
+}  // namespace
+
+class TstTrainLive : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString jobId_;
+  qint64 launcher_ = -1;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-train")))
+      QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    QDir().mkpath(dir_.filePath("run"));
+    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+  }
+
+  void demoRefusesOtherModes() {
+    const Run r = cli({"demo", "--mode", "pp"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("not yet"), qPrintable(r.err));
+  }
+
+  void demoStartsAJob() {
+    const Run r =
+        cli({"demo", "--ranks", QString::number(kRanks), "--steps", "100000", "--", "--step-delay-ms", "2"});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    const auto job = QRegularExpression("job (\\S+)").match(r.out);
+    QVERIFY2(job.hasMatch(), qPrintable(r.out));
+    jobId_ = job.captured(1);
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
+    QVERIFY2(pid.hasMatch(), qPrintable(r.err));
+    launcher_ = pid.captured(1).toLongLong();
+    const Run jobs = cli({"jobs", "--json"});
+    bool listed = false;
+    for (const auto& j : QJsonDocument::fromJson(jobs.out.toUtf8()).object()["jobs"].toArray())
+      listed |= j.toObject()["job_id"].toString() == jobId_ && j.toObject()["ranks_found"].toInt() == kRanks;
+    QVERIFY2(listed, qPrintable(jobs.out));
+  }
+
+  void knobsChangeTheTrace() {
+    QVERIFY(!jobId_.isEmpty());
+    // The knobs are registered right after MPI_Init; wait until they are listed.
+    bool listed = false;
+    for (int i = 0; i < 200 && !listed; ++i) {
+      const Run k = cli({"knobs", "--job", jobId_, "--json"});
+      listed = k.code == 0 && k.out.contains("dp.compression");
+      if (!listed) QTest::qWait(100);
+    }
+    QVERIFY(listed);
+    const Run bad = cli({"set", "--job", jobId_, "dp.compression=zip"});
+    QCOMPARE(bad.code, 1);
+    QVERIFY(!bad.err.trimmed().isEmpty());
+
+    const QString file = dir_.filePath("live.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "5", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QTest::qWait(1000);
+    std::map<QString, int64_t> stepOf;
+    for (const QString& kv : {QString("dp.compression=int8"), QString("dp.bucket_bytes=100000000"),
+                              QString("dp.algorithm=decentralized")}) {
+      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+      const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
+      QVERIFY(a["same_step"].toBool());
+      stepOf[kv.section('=', 0, 0)] = a["step"].toInteger();
+      QTest::qWait(700);
+    }
+    QVERIFY(rec.waitForFinished(60000));
+    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    const auto ranks = view(session.value());
+    QCOMPARE(int(ranks.size()), kRanks);
+    const int64_t kInt8 = stepOf["dp.compression"], kBig = stepOf["dp.bucket_bytes"],
+                  kDec = stepOf["dp.algorithm"];
+    QVERIFY(kInt8 < kBig && kBig < kDec);
+    for (const auto& [rank, v] : ranks) {
+      QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("int8"), kInt8));
+      QCOMPARE(v.knobs.at("dp.bucket_bytes"), std::make_pair(std::string("100000000"), kBig));
+      QCOMPARE(v.knobs.at("dp.algorithm"), std::make_pair(std::string("decentralized"), kDec));
+      // Per step: bytes on the wire, buckets, algorithm.
+      std::map<int64_t, int64_t> bytes, buckets;
+      std::map<int64_t, std::string> algo;
+      for (const auto& c : v.comms) {
+        if (c.step < 0) continue;
+        bytes[c.step] += c.bytes;
+        ++buckets[c.step];
+        algo[c.step] = c.algorithm;
+      }
+      QVERIFY2(bytes.count(kInt8 - 1) && bytes.count(kInt8) && bytes.count(kBig) && bytes.count(kDec),
+               qPrintable(QString("rank %1 misses steps around the changes").arg(rank)));
+      const double ratio = double(bytes[kInt8 - 1]) / double(bytes[kInt8]);
+      QVERIFY2(ratio > 3.5 && ratio < 4.1,
+               qPrintable(QString("rank %1: int8 cut the bytes %2x").arg(rank).arg(ratio)));
+      QCOMPARE(algo[kInt8 - 1], std::string("allreduce"));
+      QCOMPARE(algo[kInt8], std::string("scatter-reduce+int8"));
+      QVERIFY(buckets[kBig - 1] > 1);
+      QCOMPARE(buckets[kBig], int64_t{1});
+      QCOMPARE(algo[kDec - 1], std::string("scatter-reduce+int8"));
+      QCOMPARE(algo[kDec], std::string("decentralized+int8"));
+    }
+  }
+
+  void cleanupTestCase() {
+    if (launcher_ <= 0) return;
+    ::kill(static_cast<pid_t>(launcher_), SIGTERM);  // the documented way to stop a demo job
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      const Run r = cli({"jobs", "--json"});
+      gone = !r.out.contains(jobId_);
+      if (!gone) QTest::qWait(100);
+    }
+    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
+  }
+};
+
+QTEST_GUILESS_MAIN(TstTrainLive)
+#include "tst_train_live.moc"
