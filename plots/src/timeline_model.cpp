@@ -31,6 +31,29 @@ size_t gallop(size_t lo, size_t hi, Pred pred) {
   return a;
 }
 
+// First position k in [from, last) of row with start >= limit (starts are non-decreasing).
+// Walks the coarse index when the answer lies beyond from's block, then searches one block.
+size_t firstStartAtLeast(const TimelineRow& row, const TrackEvents& ev, size_t from, size_t last, int64_t limit) {
+  constexpr size_t B = TimelineRow::kCoarseStride;
+  const uint32_t* idx = row.events.data();
+  auto before = [&](size_t j) { return ev.start(idx[j]) < limit; };
+  size_t lo = from, hi = last;
+  const size_t nextBlock = from / B + 1;
+  const size_t blocks = row.coarse.size();
+  if (nextBlock < blocks && nextBlock * B < last) {
+    if (row.coarse[nextBlock] >= limit) {
+      hi = std::min(last, nextBlock * B);
+    } else {
+      const int64_t* c = row.coarse.data();
+      const size_t j = gallop(nextBlock, blocks, [&](size_t b) { return c[b] < limit; });  // first block at/after limit
+      lo = std::max(from, (j - 1) * B);
+      hi = std::min(last, j * B);
+    }
+  }
+  if (lo >= hi) return hi;
+  return gallop(lo, hi, before);
+}
+
 int trackKindOrder(core::TrackKind k) {
   switch (k) {
     case core::TrackKind::CpuThread: return 0;
@@ -130,6 +153,7 @@ void TimelineModel::levelTrack(core::TrackId t, size_t from) {
     size_t n = row.events.size();
     while (n > 0 && row.events[n - 1] >= from) --n;
     row.events.truncate(n);
+    row.coarse.truncate((n + TimelineRow::kCoarseStride - 1) / TimelineRow::kCoarseStride);
     row.lastEnd = n ? ev.end(row.events[n - 1]) : std::numeric_limits<int64_t>::min();
   }
   const core::TrackInfo& info = store_.track(t);
@@ -150,6 +174,7 @@ void TimelineModel::levelTrack(core::TrackId t, size_t from) {
       auto [it, fresh] = ts.counterRows.try_emplace(ev.name(i), 0);
       if (fresh) it->second = newRow(static_cast<uint32_t>(ts.counterRows.size() - 1), ev.name(i));
       TimelineRow& row = rows_[it->second];
+      if (row.events.size() % TimelineRow::kCoarseStride == 0) row.coarse.push_back(ev.start(i));
       row.events.push_back(static_cast<uint32_t>(i));
       row.lastEnd = ev.end(i);
     }
@@ -166,6 +191,7 @@ void TimelineModel::levelTrack(core::TrackId t, size_t from) {
     }
     if (target == UINT32_MAX) target = newRow(static_cast<uint32_t>(ts.rows.size()), core::kEmptyString);
     TimelineRow& row = rows_[target];
+    if (row.events.size() % TimelineRow::kCoarseStride == 0) row.coarse.push_back(ev.start(i));
     row.events.push_back(static_cast<uint32_t>(i));
     row.lastEnd = ev.end(i);
   }
@@ -185,7 +211,7 @@ void TimelineModel::rebuildOrder() {
 
 size_t TimelineModel::memoryBytes() const {
   size_t b = rows_.capacity() * sizeof(TimelineRow) + order_.capacity() * 8;
-  for (const auto& r : rows_) b += r.events.capacity() * sizeof(uint32_t);
+  for (const auto& r : rows_) b += r.events.capacity() * sizeof(uint32_t) + r.coarse.capacity() * sizeof(int64_t);
   b += (steps_.capacity() + knobs_.capacity()) * sizeof(TimelineMark);
   for (const auto& [rank, v] : phases_) b += v.capacity() * sizeof(TimelineMark);
   return b;
@@ -236,7 +262,7 @@ void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs, s
     int64_t runEnd = e;
     while (q < last) {
       const int64_t limit = runEnd + minNs;
-      const size_t k = gallop(q, last, [&](size_t j) { return S(j) < limit; });
+      const size_t k = firstStartAtLeast(row, ev, q, last, limit);
       if (k == q) break;
       if (E(k - 1) - S(k - 1) >= minNs) {
         if (k - 1 > q) runEnd = std::max(runEnd, E(k - 2));

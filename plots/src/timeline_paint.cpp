@@ -103,7 +103,6 @@ QColor TimelineWidget::itemColor(const TimelineRow& row, uint32_t i) const {
   const core::EventKind k = ev.kind(i);
   switch (mode_) {
     case ColorMode::Kind:
-      if (k == core::EventKind::Phase) return phaseColor(data_->store.str(ev.name(i))).lighter(115);
       return kindColor(k);
     case ColorMode::MicroBatch: {
       const core::Attr* a = ev.findAttr(i, core::AttrKey::MicroBatch);
@@ -143,6 +142,7 @@ void TimelineWidget::paintRowItems(QPainter& p, const Lane& lane, int y) {
     QColor c = itemColor(row, idx);
     if (it.count == 1) {
       p.fillRect(r, c);
+      if (r.width() >= 5) p.fillRect(QRectF(r.right() - 1, r.top(), 1, r.height()), c.darker(125));  // edge between neighbours
       if (r.width() > 28) {
         p.setPen(textOn(c));
         const QString name = q(data_->store.str(ev.name(idx)));
@@ -403,8 +403,11 @@ void TimelineWidget::paintArrows(QPainter& p) {
   for (const auto& l : links_) {
     const auto& sev = data_->store.rawEvents(selected_.track);
     const auto& lev = data_->store.rawEvents(l.ref.track);
+    // Flows run from the end of the earlier event to the start of the later one; the ranks of
+    // one collective are joined start to start.
+    const bool collective = std::string_view(l.why) == "collective";
     const bool forward = lev.start(l.ref.index) >= sev.start(selected_.index);
-    const auto a = forward ? anchor(selected_, true) : anchor(l.ref, true);
+    const auto a = forward ? anchor(selected_, !collective) : anchor(l.ref, !collective);
     const auto b = forward ? anchor(l.ref, false) : anchor(selected_, false);
     if (!a || !b) continue;
     const QColor c = std::string_view(l.why) == "collective" ? QColor(0x8a, 0x3f, 0xb0) : QColor(0x20, 0x20, 0x20);

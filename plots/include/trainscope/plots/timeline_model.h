@@ -51,6 +51,10 @@ struct TimelineRow {
   uint32_t level = 0;                        // depth in the track (0 = outermost)
   core::StringId counter = core::kEmptyString;  // counter rows: the counter's name
   core::PodColumn<uint32_t> events;          // indices into the track, in start order
+  // Start of every kCoarseStride-th event (position k * stride): a small contiguous index that
+  // the level-of-detail searches walk first, so long jumps touch few cold cache lines.
+  core::PodColumn<int64_t> coarse;
+  static constexpr size_t kCoarseStride = 32;
   int64_t lastEnd = INT64_MIN;               // end of the last event (for levelling)
 };
 
