@@ -290,6 +290,7 @@ SessionView* MainWindow::addView(const QString& title) {
     addRecent(path);
     refreshTree();
     updateStatus();
+    showEventDetails({});
     emit loaded(path);
   });
   connect(v, &SessionView::saved, this, [this](const QString& path) {
@@ -396,8 +397,34 @@ void MainWindow::refreshTree() {
 void MainWindow::showEventDetails(const plots::EventRef& ev) {
   SessionView* v = currentView();
   if (!v || !v->data()) return;
+  if (!ev.valid()) {
+    details_->setHtml(overviewHtml(v->quickSummary()));
+    return;
+  }
   std::shared_lock lock(v->data()->mutex);
   details_->setHtml(plots::eventDetailsHtml(*v->data(), ev));
+}
+
+QString MainWindow::overviewHtml(const core::SessionSummary& s) {
+  const QLocale loc;
+  QString html = tr("<h3>Session</h3><p style='color:#555'>Click an event for its attributes and links; drag "
+                    "to measure a range.</p><table cellspacing=3>");
+  auto row = [&](const QString& k, const QString& val) {
+    html += QStringLiteral("<tr><td style='color:#555'>%1</td><td>%2</td></tr>").arg(k, val);
+  };
+  row(tr("events"), loc.toString(static_cast<qulonglong>(s.eventCount)));
+  row(tr("span"), tr("%1 ms").arg(loc.toString(static_cast<double>(s.endNs - s.startNs) / 1e6, 'f', 3)));
+  row(tr("ranks"), QString::number(s.ranks.size()));
+  row(tr("tracks"), QString::number(s.tracks.size()));
+  row(tr("dropped"), loc.toString(static_cast<qulonglong>(s.droppedEvents)));
+  html += QStringLiteral("</table>");
+  if (!s.metadata.empty()) {
+    html += tr("<h4>Metadata</h4><table cellspacing=3>");
+    for (const auto& [k, val] : s.metadata)
+      row(QString::fromStdString(k).toHtmlEscaped(), QString::fromStdString(val).toHtmlEscaped());
+    html += QStringLiteral("</table>");
+  }
+  return html;
 }
 
 void MainWindow::showSelection() {
@@ -424,7 +451,9 @@ void MainWindow::updateStatus() {
     return;
   }
   plots::TimelineWidget* t = v->timeline();
-  statusFrame_->setText(tr("frame %1 ms · %2 items").arg(t->lastFramePrepMs(), 0, 'f', 1).arg(t->lastFrameItems()));
+  statusFrame_->setText(tr("frame %1 items · %2 µs").arg(t->lastFrameItems()).arg(t->lastFramePrepMs() * 1e3, 0, 'f', 0));
+  statusFrame_->setMinimumWidth(statusFrame_->fontMetrics().horizontalAdvance(statusFrame_->text()) + 16);
+  statusFrame_->setToolTip(tr("Level-of-detail items drawn in the last frame and the time the model took to prepare them"));
   if (v->canReattach()) {
     const auto st = v->liveStats();
     statusSource_->setText(tr("%1: %2 · %3/%4 ranks connected%5")
@@ -437,7 +466,10 @@ void MainWindow::updateStatus() {
     statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(st.dropped))));
     statusDrops_->setStyleSheet(st.dropped ? "color: #b00000;" : "");
     statusClock_->setText(tr("clock ±%1 µs").arg(static_cast<double>(st.clockErrorNs) / 1e3, 0, 'f', 1));
-    if (++treeTicks_ % 4 == 0) refreshTree();
+    if (++treeTicks_ % 4 == 0) {
+      refreshTree();
+      if (!t->selectedEvent().valid() && !t->boxStats()) showEventDetails({});
+    }
     if (!liveReadySent_ && st.ranksTotal > 0 && st.ranksSeen >= st.ranksTotal && st.events > 0) {
       liveReadySent_ = true;
       emit liveReady(st.ranksSeen, st.events);

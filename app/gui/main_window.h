@@ -7,6 +7,7 @@
 #include <QMainWindow>
 
 #include "trainscope/core/discovery.h"
+#include "trainscope/core/session_db.h"
 
 class QActionGroup;
 class QLabel;
@@ -62,6 +63,7 @@ class MainWindow : public QMainWindow {
   void refreshTree();
   void showEventDetails(const plots::EventRef& ev);
   void showSelection();
+  static QString overviewHtml(const core::SessionSummary& s);
   void onTabChanged();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
