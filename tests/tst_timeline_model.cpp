@@ -192,6 +192,18 @@ class TstTimelineModel : public QObject {
     ref.rebuild();
     QCOMPARE(m.eventCount(), uint64_t(src.eventCount()));
     QCOMPARE(dump(m), dump(ref));
+    // The coarse index of every row matches its events after all the re-levelling.
+    for (size_t r = 0; r < m.rowCount(); ++r) {
+      const auto& row = m.row(r);
+      const auto& ev = live.rawEvents(row.track);
+      const size_t B = plots::TimelineRow::kCoarseStride;
+      QCOMPARE(row.coarse.size(), (row.events.size() + B - 1) / B);
+      QCOMPARE(row.coarseEnd.size(), row.coarse.size());
+      for (size_t j = 0; j < row.coarse.size(); ++j) {
+        QCOMPARE(row.coarse[j], ev.start(row.events[j * B]));
+        QCOMPARE(row.coarseEnd[j], ev.end(row.events[std::min(row.events.size(), (j + 1) * B) - 1]));
+      }
+    }
     QCOMPARE(m.steps().size(), ref.steps().size());
     QCOMPARE(m.knobChanges().size(), size_t(2));
   }

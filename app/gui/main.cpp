@@ -19,8 +19,8 @@ void applyView(trainscope::app::MainWindow& w, const QCommandLineParser& p) {
   if (!v) return;
   auto* t = v->timeline();
   const QString mode = p.value("color-by");
-  if (mode == "micro-batch") t->setColorMode(trainscope::plots::ColorMode::MicroBatch);
-  if (mode == "phase") t->setColorMode(trainscope::plots::ColorMode::Phase);
+  if (mode == "micro-batch") w.setColorMode(static_cast<int>(trainscope::plots::ColorMode::MicroBatch));
+  if (mode == "phase") w.setColorMode(static_cast<int>(trainscope::plots::ColorMode::Phase));
   const QStringList win = p.value("window-ms").split(':');
   if (win.size() == 2) {
     const int64_t origin = t->zoom().traceStart();

@@ -106,7 +106,7 @@ void MainWindow::buildDocks() {
     return d;
   };
   QDockWidget* treeDock = dock(tr("Ranks & tracks"), "treeDock", tree_, Qt::LeftDockWidgetArea);
-  dock(tr("Details"), "detailsDock", details_, Qt::RightDockWidgetArea);
+  QDockWidget* detailsDock = dock(tr("Details"), "detailsDock", details_, Qt::RightDockWidgetArea);
   auto placeholder = [](const QString& text) {
     auto* l = new QLabel(text);
     l->setAlignment(Qt::AlignCenter);
@@ -123,7 +123,7 @@ void MainWindow::buildDocks() {
   analysis->raise();
   analysis->hide();
   knobs->hide();
-  resizeDocks({treeDock}, {340}, Qt::Horizontal);
+  resizeDocks({treeDock, detailsDock}, {300, 300}, Qt::Horizontal);
 }
 
 void MainWindow::buildMenus() {
@@ -441,6 +441,11 @@ void MainWindow::search(bool forward) {
 }
 
 void MainWindow::refreshStatus() { updateStatus(); }
+
+void MainWindow::setColorMode(int mode) {
+  for (QAction* a : colorGroup_->actions())
+    if (a->data().toInt() == mode) a->trigger();
+}
 
 void MainWindow::updateStatus() {
   SessionView* v = currentView();

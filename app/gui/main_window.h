@@ -44,6 +44,8 @@ class MainWindow : public QMainWindow {
   SessionView* currentView() const;
   // Re-reads the status bar figures now (they refresh twice a second anyway).
   void refreshStatus();
+  // Colours the current tab's timeline by mode (as the toolbar does).
+  void setColorMode(int mode);
 
  signals:
   void loaded(const QString& path);

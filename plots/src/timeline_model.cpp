@@ -54,6 +54,16 @@ size_t firstStartAtLeast(const TimelineRow& row, const TrackEvents& ev, size_t f
   return gallop(lo, hi, before);
 }
 
+void pushEvent(TimelineRow& row, const TrackEvents& ev, size_t i) {
+  if (row.events.size() % TimelineRow::kCoarseStride == 0) {
+    row.coarse.push_back(ev.start(i));
+    row.coarseEnd.push_back(ev.end(i));
+  } else {
+    row.coarseEnd.back() = ev.end(i);
+  }
+  row.events.push_back(static_cast<uint32_t>(i));
+}
+
 int trackKindOrder(core::TrackKind k) {
   switch (k) {
     case core::TrackKind::CpuThread: return 0;
@@ -154,6 +164,8 @@ void TimelineModel::levelTrack(core::TrackId t, size_t from) {
     while (n > 0 && row.events[n - 1] >= from) --n;
     row.events.truncate(n);
     row.coarse.truncate((n + TimelineRow::kCoarseStride - 1) / TimelineRow::kCoarseStride);
+    row.coarseEnd.truncate(row.coarse.size());
+    if (n > 0) row.coarseEnd.back() = ev.end(row.events[n - 1]);
     row.lastEnd = n ? ev.end(row.events[n - 1]) : std::numeric_limits<int64_t>::min();
   }
   const core::TrackInfo& info = store_.track(t);
@@ -174,8 +186,7 @@ void TimelineModel::levelTrack(core::TrackId t, size_t from) {
       auto [it, fresh] = ts.counterRows.try_emplace(ev.name(i), 0);
       if (fresh) it->second = newRow(static_cast<uint32_t>(ts.counterRows.size() - 1), ev.name(i));
       TimelineRow& row = rows_[it->second];
-      if (row.events.size() % TimelineRow::kCoarseStride == 0) row.coarse.push_back(ev.start(i));
-      row.events.push_back(static_cast<uint32_t>(i));
+      pushEvent(row, ev, i);
       row.lastEnd = ev.end(i);
     }
     return;
@@ -191,8 +202,7 @@ void TimelineModel::levelTrack(core::TrackId t, size_t from) {
     }
     if (target == UINT32_MAX) target = newRow(static_cast<uint32_t>(ts.rows.size()), core::kEmptyString);
     TimelineRow& row = rows_[target];
-    if (row.events.size() % TimelineRow::kCoarseStride == 0) row.coarse.push_back(ev.start(i));
-    row.events.push_back(static_cast<uint32_t>(i));
+    pushEvent(row, ev, i);
     row.lastEnd = ev.end(i);
   }
 }
@@ -211,7 +221,7 @@ void TimelineModel::rebuildOrder() {
 
 size_t TimelineModel::memoryBytes() const {
   size_t b = rows_.capacity() * sizeof(TimelineRow) + order_.capacity() * 8;
-  for (const auto& r : rows_) b += r.events.capacity() * sizeof(uint32_t) + r.coarse.capacity() * sizeof(int64_t);
+  for (const auto& r : rows_) b += r.events.capacity() * sizeof(uint32_t) + (r.coarse.capacity() + r.coarseEnd.capacity()) * sizeof(int64_t);
   b += (steps_.capacity() + knobs_.capacity()) * sizeof(TimelineMark);
   for (const auto& [rank, v] : phases_) b += v.capacity() * sizeof(TimelineMark);
   return b;
@@ -260,8 +270,21 @@ void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs, s
     // limit); it stays out of the run and is drawn on its own.
     size_t q = p + 1;
     int64_t runEnd = e;
+    constexpr size_t B = TimelineRow::kCoarseStride;
+    const size_t boundaries = std::min(row.coarse.size(), (last + B - 1) / B);  // blocks starting before last
     while (q < last) {
       const int64_t limit = runEnd + minNs;
+      // Whole blocks first, on the coarse arrays only: when the next block starts before the
+      // limit, every event up to the last such block start joins the run, and none of them is
+      // wide (a wide one would push all later starts past the limit).
+      const size_t jb = q / B + 1;
+      if (jb < boundaries && row.coarse[jb] < limit) {
+        const int64_t* c = row.coarse.data();
+        const size_t jj = gallop(jb, boundaries, [&](size_t b) { return c[b] < limit; });
+        q = (jj - 1) * B;
+        runEnd = std::max(runEnd, row.coarseEnd[jj - 2]);
+        continue;
+      }
       const size_t k = firstStartAtLeast(row, ev, q, last, limit);
       if (k == q) break;
       if (E(k - 1) - S(k - 1) >= minNs) {

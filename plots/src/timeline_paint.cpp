@@ -241,7 +241,7 @@ void TimelineWidget::paintMarks(QPainter& p, int top, int bottom) {
   auto it = std::partition_point(steps.begin(), steps.end(), [&](const TimelineMark& s) { return s.end < zoom_.start(); });
   auto end = std::partition_point(it, steps.end(), [&](const TimelineMark& s) { return s.start <= zoom_.end(); });
   const auto visibleSteps = static_cast<double>(end - it) / std::max<size_t>(1, span.size());
-  if (visibleSteps < w / 6) {
+  if (visibleSteps < w / 24) {  // only when boundaries are at least ~24 px apart
     p.setPen(QPen(QColor(0x70, 0x78, 0x88, 150), 1, Qt::DashLine));
     for (; it != end; ++it) {
       auto s = span.find(it->rank);
@@ -283,7 +283,7 @@ void TimelineWidget::paintRuler(QPainter& p) {
     p.setPen(kGrid);
     p.drawLine(QPointF(x, 14), QPointF(x, layout::kAxisHeight));
     p.setPen(QColor(0x40, 0x40, 0x40));
-    p.drawText(QPointF(x + 3, 13), QStringLiteral("+") + layout::formatDuration(t - origin, tick));
+    p.drawText(QPointF(x + 3, 13), t == origin ? QStringLiteral("0") : QStringLiteral("+") + layout::formatDuration(t - origin, tick));
   }
   // Left corner: the visible width.
   p.fillRect(QRect(0, 0, x0, layout::kRulerHeight), QColor(0xff, 0xff, 0xff));

@@ -54,6 +54,8 @@ struct TimelineRow {
   // Start of every kCoarseStride-th event (position k * stride): a small contiguous index that
   // the level-of-detail searches walk first, so long jumps touch few cold cache lines.
   core::PodColumn<int64_t> coarse;
+  // End of the last event of each block of kCoarseStride positions (the block's latest end).
+  core::PodColumn<int64_t> coarseEnd;
   static constexpr size_t kCoarseStride = 32;
   int64_t lastEnd = INT64_MIN;               // end of the last event (for levelling)
 };
