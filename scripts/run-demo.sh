@@ -17,7 +17,7 @@ if [[ -x "$BIN/trainscope-testjob" ]] && command -v mpirun >/dev/null; then
   "$BIN/trainscope-cli" launch --ranks 4 --job-id "$JOB" -- "$BIN/trainscope-testjob" --steps 200000 --step-ms 2 \
     --ranges 4 > "$BUILD/demo-job.log" 2>&1 &
   LAUNCH=$!
-  trap 'kill "$LAUNCH" 2>/dev/null || true; wait "$LAUNCH" 2>/dev/null || true' EXIT
+  trap 'kill "$LAUNCH" 2>/dev/null || true; wait "$LAUNCH" 2>/dev/null || true' EXIT INT TERM
   for _ in $(seq 100); do
     "$BIN/trainscope-cli" jobs | grep -q "job $JOB  ranks 4/4" && break
     sleep 0.1
