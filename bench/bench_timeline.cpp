@@ -16,6 +16,8 @@
 // Prints markdown for docs/BENCHMARKS.md.
 #include <sys/resource.h>
 
+#include <QImage>
+#include <QPainter>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,9 +29,6 @@
 
 #include "trainscope/core/session_db.h"
 #include "trainscope/core/synth.h"
-#include <QImage>
-#include <QPainter>
-
 #include "trainscope/plots/timeline_model.h"
 
 using namespace trainscope;
@@ -38,7 +37,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 long maxRssKb() {
   rusage ru{};
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--events")) {
       sizes.clear();
-      for (char* p = std::strtok(argv[i + 1], ","); p; p = std::strtok(nullptr, ",")) sizes.push_back(std::strtoull(p, nullptr, 10));
+      for (char* p = std::strtok(argv[i + 1], ","); p; p = std::strtok(nullptr, ","))
+        sizes.push_back(std::strtoull(p, nullptr, 10));
     } else if (!std::strcmp(argv[i], "--width")) {
       width = std::atof(argv[i + 1]);
     } else if (!std::strcmp(argv[i], "--runs")) {
@@ -94,7 +96,9 @@ int main(int argc, char** argv) {
       out = argv[i + 1];
     }
   }
-  std::printf("| events | open .tsdb ready to navigate | of which loadAll | model rebuild | bytes/event (store + model) | peak RSS |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "| events | open .tsdb ready to navigate | of which loadAll | model rebuild | bytes/event (store + "
+      "model) | peak RSS |\n|---|---|---|---|---|---|\n");
   std::vector<std::string> frameRows;
   for (uint64_t n : sizes) {
     const fs::path file = out / ("bench_timeline_" + std::to_string(n) + ".tsdb");
@@ -120,12 +124,13 @@ int main(int argc, char** argv) {
     model.rebuild();
     const auto t2 = Clock::now();
     modelPtr = &model;
-    const double bytes = static_cast<double>(store->memoryBytes() + model.memoryBytes()) / static_cast<double>(model.eventCount());
-    std::printf("| %.1f M | **%.2f s** | %.2f s | %.2f s | %.1f (%.1f + %.1f) | %ld MB (+%ld) |\n", static_cast<double>(actual) / 1e6,
-                ms(t2 - t0) / 1e3, ms(t1 - t0) / 1e3, ms(t2 - t1) / 1e3, bytes,
-                static_cast<double>(store->memoryBytes()) / static_cast<double>(model.eventCount()),
-                static_cast<double>(model.memoryBytes()) / static_cast<double>(model.eventCount()), maxRssKb() / 1024,
-                (maxRssKb() - rssBefore) / 1024);
+    const double bytes = static_cast<double>(store->memoryBytes() + model.memoryBytes()) /
+                         static_cast<double>(model.eventCount());
+    std::printf("| %.1f M | **%.2f s** | %.2f s | %.2f s | %.1f (%.1f + %.1f) | %ld MB (+%ld) |\n",
+                static_cast<double>(actual) / 1e6, ms(t2 - t0) / 1e3, ms(t1 - t0) / 1e3, ms(t2 - t1) / 1e3,
+                bytes, static_cast<double>(store->memoryBytes()) / static_cast<double>(model.eventCount()),
+                static_cast<double>(model.memoryBytes()) / static_cast<double>(model.eventCount()),
+                maxRssKb() / 1024, (maxRssKb() - rssBefore) / 1024);
     const int64_t minPx = 2;
     std::vector<plots::DrawItem> items;
     QImage canvas(static_cast<int>(width), static_cast<int>(model.rowCount()) * 18, QImage::Format_RGB32);
@@ -133,7 +138,8 @@ int main(int argc, char** argv) {
     auto rect = [&](QPainter& p, size_t r, int64_t a, int64_t b, int64_t s, int64_t e) {
       const double x0 = static_cast<double>(s - a) * width / static_cast<double>(b - a);
       const double x1 = static_cast<double>(e - a) * width / static_cast<double>(b - a);
-      p.fillRect(QRectF(x0, static_cast<double>(r) * 18 + 1, std::max(1.0, x1 - x0), 16), QColor(0x4e, 0x79, 0xa7));
+      p.fillRect(QRectF(x0, static_cast<double>(r) * 18 + 1, std::max(1.0, x1 - x0), 16),
+                 QColor(0x4e, 0x79, 0xa7));
     };
     auto lodFrame = [&](int64_t a, int64_t b) {
       size_t total = 0;
@@ -175,17 +181,21 @@ int main(int argc, char** argv) {
       const FrameStats lodPaint = frames(model, frac, std::min(reps, 9), lodFrame);
       const FrameStats naivePaint = frames(model, frac, std::min(reps, 9), naiveFrame);
       char row[512];
-      std::snprintf(row, sizeof row,
-                    "| %.1f M | %s | %zu | **%.2f ms** (max %.2f) | %zu | %.2f ms | %.2f ms (%zu events) | %.1f ms |",
-                    static_cast<double>(actual) / 1e6, label, model.rowCount(), lod.medianMs, lod.maxMs, lod.items,
-                    lodPaint.medianMs, naive.medianMs, naive.items, naivePaint.medianMs);
+      std::snprintf(
+          row, sizeof row,
+          "| %.1f M | %s | %zu | **%.2f ms** (max %.2f) | %zu | %.2f ms | %.2f ms (%zu events) | %.1f ms |",
+          static_cast<double>(actual) / 1e6, label, model.rowCount(), lod.medianMs, lod.maxMs, lod.items,
+          lodPaint.medianMs, naive.medianMs, naive.items, naivePaint.medianMs);
       frameRows.push_back(row);
     }
     fs::remove(file);
     fs::remove(file.string() + "-wal");
     fs::remove(file.string() + "-shm");
   }
-  std::printf("\n| events | view | rows | frame preparation with LOD (median, max) | items | LOD prepare + paint | anchor: visit every visible event | anchor: visit + paint each |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| events | view | rows | frame preparation with LOD (median, max) | items | LOD prepare + paint | "
+      "anchor: visit every visible event | anchor: visit + paint each "
+      "|\n|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : frameRows) std::printf("%s\n", r.c_str());
   return 0;
 }

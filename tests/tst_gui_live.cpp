@@ -2,13 +2,14 @@
 // agent, started by `trainscope-cli launch`): events from every rank must arrive, the window
 // renders, and the job keeps running after the GUI detaches (attaching never restarts it).
 // A job id that is not running gives a clear error and exit 1.
-#include <QtTest>
-
 #include <QImage>
 #include <QProcess>
+#include <QtTest>
 
 namespace {
-QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
+QString bin(const QString& name) {
+  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
+}
 }  // namespace
 
 class TstGuiLive : public QObject {
@@ -50,8 +51,9 @@ class TstGuiLive : public QObject {
     qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
     qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     jobId_ = QString("gui-%1").arg(QCoreApplication::applicationPid());
-    job_.start(bin("trainscope-cli"), {"launch", "--ranks", "4", "--job-id", jobId_, "--", bin("trainscope-testjob"),
-                                       "--steps", "20000", "--step-ms", "1", "--ranges", "2"});
+    job_.start(bin("trainscope-cli"),
+               {"launch", "--ranks", "4", "--job-id", jobId_, "--", bin("trainscope-testjob"), "--steps",
+                "20000", "--step-ms", "1", "--ranges", "2"});
     QVERIFY(job_.waitForStarted());
     // Wait until all four ranks are discoverable.
     bool all = false;
@@ -75,7 +77,8 @@ class TstGuiLive : public QObject {
     QVERIFY(img.width() >= 800 && img.height() >= 500);
     // The GUI detached on exit; the job goes on and can be attached again.
     QCOMPARE(job_.state(), QProcess::Running);
-    const Run again = gui({"--attach-first", "--screenshot", dir_.filePath("again.png"), "--live-seconds", "0.2"});
+    const Run again =
+        gui({"--attach-first", "--screenshot", dir_.filePath("again.png"), "--live-seconds", "0.2"});
     QVERIFY2(again.code == 0 && again.out.contains("from 4 ranks"), qPrintable(again.out + again.err));
     QCOMPARE(job_.state(), QProcess::Running);
   }

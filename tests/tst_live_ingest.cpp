@@ -2,9 +2,8 @@
 // arrive (history first, then live), the state turns to "job ended" with a message, what arrived
 // stays in the timeline data and saves to a session that reads back with the same counts. An
 // endpoint nobody listens on fails cleanly.
-#include <QtTest>
-
 #include <QProcess>
+#include <QtTest>
 #include <set>
 
 #include "trainscope/core/session_db.h"
@@ -13,7 +12,9 @@
 using namespace trainscope;
 
 namespace {
-QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
+QString bin(const QString& name) {
+  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
+}
 }  // namespace
 
 class TstLiveIngest : public QObject {
@@ -35,8 +36,9 @@ class TstLiveIngest : public QObject {
     const QString jobId = QString("ingest-%1").arg(QCoreApplication::applicationPid());
     QProcess job;
     // --start-delay-ms gives the test time to attach before step 0; the job then runs ~1 s.
-    job.start(bin("trainscope-cli"), {"launch", "--ranks", "4", "--job-id", jobId, "--", bin("trainscope-testjob"),
-                                      "--steps", "300", "--step-ms", "2", "--start-delay-ms", "1000"});
+    job.start(bin("trainscope-cli"),
+              {"launch", "--ranks", "4", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps", "300",
+               "--step-ms", "2", "--start-delay-ms", "1000"});
     QVERIFY(job.waitForStarted());
     std::vector<core::discovery::Entry> entries;
     for (int i = 0; i < 300 && entries.size() < 4; ++i) {
@@ -93,7 +95,8 @@ class TstLiveIngest : public QObject {
     e.jobId = "nobody";
     e.endpoint = "unix:" + dir_.filePath("run/nobody.sock").toStdString();
     ingest.start({e}, {});
-    for (int i = 0; i < 200 && ingest.stats().state == plots::LiveIngest::State::Connecting; ++i) QTest::qWait(20);
+    for (int i = 0; i < 200 && ingest.stats().state == plots::LiveIngest::State::Connecting; ++i)
+      QTest::qWait(20);
     const auto st = ingest.stats();
     QCOMPARE(int(st.state), int(plots::LiveIngest::State::Failed));
     QVERIFY2(st.message.find("rank 0") != std::string::npos, st.message.c_str());

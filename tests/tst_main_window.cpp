@@ -2,13 +2,13 @@
 // search with the toolbar field, read the details pane; save the session, export the visible
 // range as Chrome JSON and the view as PNG, then open those files again in new tabs. A corrupt
 // file gives a message and no tab.
-#include <QtTest>
-
 #include <QLineEdit>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTextBrowser>
+#include <QtTest>
 
+#include "attach_dialog.h"
 #include "main_window.h"
 #include "session_view.h"
 #include "trainscope/core/session_db.h"
@@ -78,7 +78,8 @@ class TstMainWindow : public QObject {
 
     // Save, export the visible range and the view.
     QSignalSpy saved(v, &app::SessionView::saved);
-    const QString copy = dir_.filePath("copy.tsdb"), json = dir_.filePath("visible.json"), png = dir_.filePath("view.png");
+    const QString copy = dir_.filePath("copy.tsdb"), json = dir_.filePath("visible.json"),
+                  png = dir_.filePath("view.png");
     v->saveAs(copy);
     for (int i = 0; i < 400 && saved.count() < 1; ++i) QTest::qWait(25);
     QCOMPARE(saved.count(), 1);
@@ -98,6 +99,24 @@ class TstMainWindow : public QObject {
     QCOMPARE(tabs->count(), 2);
     const uint64_t visible = w.currentView()->data()->model.eventCount();
     QVERIFY(visible > 0 && visible < events);
+  }
+
+  void remoteEndpointsBecomeRankEntries() {
+    QString error;
+    auto e = app::AttachDialog::remoteEntries(" 127.0.0.1:5000, gpu-node:6000 ", "/tmp/secret", &error);
+    QCOMPARE(e.size(), size_t(2));
+    QCOMPARE(e[0].endpoint, std::string("tcp:127.0.0.1:5000"));
+    QCOMPARE(e[1].endpoint, std::string("tcp:gpu-node:6000"));
+    QCOMPARE(e[1].rank, 1);
+    QCOMPARE(e[0].worldSize, 2);
+    QCOMPARE(e[0].secretFile, std::string("/tmp/secret"));
+    QVERIFY(app::AttachDialog::remoteEntries("justahost", "", &error).empty());
+    QVERIFY(error.contains("host:port"));
+    QVERIFY(app::AttachDialog::remoteEntries(" ", "", &error).empty());
+    // Attaching by id to a job that is not running is refused with the reason.
+    app::MainWindow w;
+    QVERIFY(!w.attachJob("no-such-job", &error));
+    QVERIFY2(error.contains("no running job"), qPrintable(error));
   }
 
   void corruptFileIsRefusedWithoutATab() {

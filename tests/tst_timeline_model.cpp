@@ -2,7 +2,6 @@
 // items cover exactly their children), live updates equal a rebuild, zoom maths, box-selection
 // totals, linked events and search -- on constructed traces with hand-computed answers.
 #include <QtTest>
-
 #include <random>
 
 #include "trainscope/core/synth.h"
@@ -101,7 +100,8 @@ class TstTimelineModel : public QObject {
       for (size_t p = 1; p < row.events.size(); ++p)  // a row never overlaps itself
         QVERIFY(ev.start(row.events[p]) >= ev.end(row.events[p - 1]));
       for (int trial = 0; trial < 150; ++trial) {
-        const int64_t w = std::max<int64_t>(10, static_cast<int64_t>(rng() % static_cast<uint64_t>(span + 1)));
+        const int64_t w =
+            std::max<int64_t>(10, static_cast<int64_t>(rng() % static_cast<uint64_t>(span + 1)));
         const int64_t t0 = m.spanStart() - 100 + static_cast<int64_t>(rng() % static_cast<uint64_t>(span));
         const int64_t minNs = 1 + static_cast<int64_t>(rng() % 20000);
         m.drawItems(r, t0, t0 + w, minNs, items);
@@ -145,8 +145,8 @@ class TstTimelineModel : public QObject {
     const auto t = s.findOrAddTrack(0, TrackKind::CudaStream, 7, "stream");
     const core::StringId n = s.intern("k");
     for (int i = 0; i < 10; ++i) s.append(t, {i * 10, i * 10 + 5, n, EventKind::Kernel});  // 0..95
-    s.append(t, {200, 1200, n, EventKind::Kernel});                                       // wide
-    s.append(t, {5000, 5001, n, EventKind::Kernel});                                      // lone tiny
+    s.append(t, {200, 1200, n, EventKind::Kernel});                                        // wide
+    s.append(t, {5000, 5001, n, EventKind::Kernel});                                       // lone tiny
     TimelineModel m(s);
     m.rebuild();
     std::vector<DrawItem> items;
@@ -213,12 +213,12 @@ class TstTimelineModel : public QObject {
     const auto a = s.findOrAddTrack(0, TrackKind::CudaStream, 1, "a");
     const auto b = s.findOrAddTrack(1, TrackKind::CudaStream, 1, "b");
     const core::StringId n = s.intern("x");
-    s.append(a, {0, 100, n, EventKind::Kernel});       // clipped to [50, 100): 50
-    s.append(a, {100, 200, n, EventKind::Collective}); // clipped to [100, 150): 50
-    s.append(a, {300, 400, n, EventKind::Kernel});     // outside
-    s.append(b, {60, 70, n, EventKind::Kernel});       // 10
-    s.append(b, {140, 140, n, EventKind::Marker});     // instant: counted, 0 ns
-    s.append(b, {20, 50, n, EventKind::Memcpy});       // ends at t0: not overlapping
+    s.append(a, {0, 100, n, EventKind::Kernel});        // clipped to [50, 100): 50
+    s.append(a, {100, 200, n, EventKind::Collective});  // clipped to [100, 150): 50
+    s.append(a, {300, 400, n, EventKind::Kernel});      // outside
+    s.append(b, {60, 70, n, EventKind::Kernel});        // 10
+    s.append(b, {140, 140, n, EventKind::Marker});      // instant: counted, 0 ns
+    s.append(b, {20, 50, n, EventKind::Memcpy});        // ends at t0: not overlapping
     TimelineModel m(s);
     m.rebuild();
     const auto st = m.selectionStats({0, 1}, 50, 150);
@@ -314,7 +314,8 @@ class TstTimelineModel : public QObject {
     links = m.linkedEvents(m.ref(kernelRow, 0));
     QCOMPARE(links.size(), size_t(1));
     QCOMPARE(QString(links[0].why), QString("correlation"));
-    QCOMPARE(s.str(s.rawEvents(links[0].ref.track).name(links[0].ref.index)), std::string_view("cudaLaunchKernel"));
+    QCOMPARE(s.str(s.rawEvents(links[0].ref.track).name(links[0].ref.index)),
+             std::string_view("cudaLaunchKernel"));
 
     // Search: all "adam" kernels in time order, forward then back.
     std::vector<int64_t> found;

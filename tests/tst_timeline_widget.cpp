@@ -1,10 +1,9 @@
 // TimelineWidget driven like a user, offscreen: wheel zoom keeps the time under the cursor, W/S/A/D,
 // box selection totals, click selects an event (and its links), search next/previous, collapse and
 // pin; a frame of a 400k-event trace draws a bounded number of items (level of detail).
-#include <QtTest>
-
 #include <QSignalSpy>
 #include <QWheelEvent>
+#include <QtTest>
 
 #include "trainscope/core/synth.h"
 #include "trainscope/plots/timeline_details.h"
@@ -100,7 +99,8 @@ class TstTimelineWidget : public QObject {
     QVERIFY(w_->search("adam", true));
     const plots::EventRef second = w_->selectedEvent();
     QVERIFY(!(second == first));
-    QVERIFY(store.rawEvents(second.track).start(second.index) >= store.rawEvents(first.track).start(first.index));
+    QVERIFY(store.rawEvents(second.track).start(second.index) >=
+            store.rawEvents(first.track).start(first.index));
     QVERIFY(w_->search("adam", false));
     QCOMPARE(w_->selectedEvent(), first);
     QVERIFY(!w_->search("nothing-like-this", true));

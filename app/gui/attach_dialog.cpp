@@ -19,7 +19,11 @@
 namespace trainscope::app {
 
 AttachDialog::AttachDialog(QWidget* parent)
-    : QDialog(parent), jobs_(new QTreeWidget), remote_(new QLineEdit), secret_(new QLineEdit), timer_(new QTimer(this)) {
+    : QDialog(parent),
+      jobs_(new QTreeWidget),
+      remote_(new QLineEdit),
+      secret_(new QLineEdit),
+      timer_(new QTimer(this)) {
   setWindowTitle(tr("Attach to a running job"));
   setObjectName("attachDialog");
   resize(640, 420);
@@ -27,7 +31,8 @@ AttachDialog::AttachDialog(QWidget* parent)
   jobs_->setHeaderLabels({tr("Job"), tr("Ranks"), tr("Started"), tr("PIDs"), tr("Host")});
   jobs_->setRootIsDecorated(false);
   jobs_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  remote_->setPlaceholderText(tr("host:port[,host:port…] — one per rank (agent started with TRAINSCOPE_LISTEN=tcp)"));
+  remote_->setPlaceholderText(
+      tr("host:port[,host:port…] — one per rank (agent started with TRAINSCOPE_LISTEN=tcp)"));
   secret_->setPlaceholderText(tr("secret file (required over TCP)"));
   auto* browse = new QPushButton(tr("Browse…"));
   connect(browse, &QPushButton::clicked, this, [this] {
@@ -64,8 +69,8 @@ std::vector<std::vector<core::discovery::Entry>> AttachDialog::localJobs() {
   return out;
 }
 
-std::vector<core::discovery::Entry> AttachDialog::remoteEntries(const QString& endpoints, const QString& secretFile,
-                                                                QString* error) {
+std::vector<core::discovery::Entry> AttachDialog::remoteEntries(const QString& endpoints,
+                                                                const QString& secretFile, QString* error) {
   std::vector<core::discovery::Entry> out;
   int rank = 0;
   for (QString ep : endpoints.split(',', Qt::SkipEmptyParts)) {
@@ -96,15 +101,17 @@ void AttachDialog::refresh() {
     QStringList pids;
     for (const auto& r : job) pids << QString::number(r.pid);
     const double age = static_cast<double>(core::monotonicNowNs() - e.startTimeNs) / 1e9;
-    auto* item = new QTreeWidgetItem(
-        {QString::fromStdString(e.jobId), QStringLiteral("%1/%2").arg(job.size()).arg(e.worldSize),
-         age >= 0 && age < 1e6 ? tr("%1 s ago").arg(age, 0, 'f', 0) : tr("?"), pids.join(','),
-         QString::fromStdString(e.host)});
+    auto* item = new QTreeWidgetItem({QString::fromStdString(e.jobId),
+                                      QStringLiteral("%1/%2").arg(job.size()).arg(e.worldSize),
+                                      age >= 0 && age < 1e6 ? tr("%1 s ago").arg(age, 0, 'f', 0) : tr("?"),
+                                      pids.join(','), QString::fromStdString(e.host)});
     jobs_->addTopLevelItem(item);
-    if (item->text(0) == current || (current.isEmpty() && jobs_->topLevelItemCount() == 1)) jobs_->setCurrentItem(item);
+    if (item->text(0) == current || (current.isEmpty() && jobs_->topLevelItemCount() == 1))
+      jobs_->setCurrentItem(item);
   }
   if (found_.empty()) {
-    auto* item = new QTreeWidgetItem({tr("(no running jobs found — start one with trainscope-cli demo or launch)")});
+    auto* item =
+        new QTreeWidgetItem({tr("(no running jobs found — start one with trainscope-cli demo or launch)")});
     item->setFlags(Qt::NoItemFlags);
     jobs_->addTopLevelItem(item);
   }

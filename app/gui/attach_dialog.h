@@ -26,8 +26,8 @@ class AttachDialog : public QDialog {
   // Local jobs grouped by job id (live entries only).
   static std::vector<std::vector<core::discovery::Entry>> localJobs();
   // "host:port[,host:port...]" + secret file -> one entry per rank endpoint.
-  static std::vector<core::discovery::Entry> remoteEntries(const QString& endpoints, const QString& secretFile,
-                                                           QString* error);
+  static std::vector<core::discovery::Entry> remoteEntries(const QString& endpoints,
+                                                           const QString& secretFile, QString* error);
 
  private:
   void refresh();

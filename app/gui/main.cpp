@@ -45,16 +45,20 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addPositionalArgument("file", "Session to open (.tsdb or Chrome trace .json)", "[file]");
-  parser.addOption({"screenshot", "Save a PNG of the window once the file is open (or, attached, once every rank "
-                                  "sent events), then quit.", "png"});
+  parser.addOption({"screenshot",
+                    "Save a PNG of the window once the file is open (or, attached, once every rank "
+                    "sent events), then quit.",
+                    "png"});
   parser.addOption({"attach", "Attach live to the running job with this id.", "job"});
   parser.addOption({"attach-first", "Attach live to the first running job found on this machine."});
-  parser.addOption({"wait", "Seconds to wait for a job to appear with --attach-first (default 30).", "s", "30"});
+  parser.addOption(
+      {"wait", "Seconds to wait for a job to appear with --attach-first (default 30).", "s", "30"});
   parser.addOption({"window-ms", "Initial view, in ms from the trace start.", "a:b"});
   parser.addOption({"search", "Select the first event whose name contains this.", "name"});
   parser.addOption({"color-by", "kind, micro-batch or phase.", "mode"});
-  parser.addOption({"live-seconds", "With --screenshot when attached: keep streaming this long first (default 2).",
-                    "s", "2"});
+  parser.addOption({"live-seconds",
+                    "With --screenshot when attached: keep streaming this long first (default 2).", "s",
+                    "2"});
   parser.process(app);
 
   trainscope::app::MainWindow window;
@@ -74,16 +78,19 @@ int main(int argc, char** argv) {
     });
   };
   QObject::connect(&window, &trainscope::app::MainWindow::loaded, &window, [&shoot] { shoot(0); });
-  QObject::connect(&window, &trainscope::app::MainWindow::liveReady, &window, [&](int ranks, qulonglong events) {
-    std::printf("live: events from %d ranks (%llu events)\n", ranks, events);
-    std::fflush(stdout);
-    if (!shotPath.isEmpty()) shoot(static_cast<int>(parser.value("live-seconds").toDouble() * 1000));
-  });
+  QObject::connect(&window, &trainscope::app::MainWindow::liveReady, &window,
+                   [&](int ranks, qulonglong events) {
+                     std::printf("live: events from %d ranks (%llu events)\n", ranks, events);
+                     std::fflush(stdout);
+                     if (!shotPath.isEmpty())
+                       shoot(static_cast<int>(parser.value("live-seconds").toDouble() * 1000));
+                   });
   if (!shotPath.isEmpty())
-    QObject::connect(&window, &trainscope::app::MainWindow::failed, &window, [](const QString&, const QString& msg) {
-      std::fprintf(stderr, "trainscope: %s\n", msg.toUtf8().constData());
-      QCoreApplication::exit(1);
-    });
+    QObject::connect(&window, &trainscope::app::MainWindow::failed, &window,
+                     [](const QString&, const QString& msg) {
+                       std::fprintf(stderr, "trainscope: %s\n", msg.toUtf8().constData());
+                       QCoreApplication::exit(1);
+                     });
   if (parser.isSet("attach")) {
     QString error;
     if (!window.attachJob(parser.value("attach"), &error)) {

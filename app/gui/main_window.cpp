@@ -33,7 +33,9 @@ namespace trainscope::app {
 namespace {
 constexpr int kMaxRecent = 8;
 
-bool offscreen() { return QApplication::platformName().startsWith("offscreen"); }
+bool offscreen() {
+  return QApplication::platformName().startsWith("offscreen");
+}
 
 QLabel* statusLabel(const QString& name) {
   auto* l = new QLabel;
@@ -72,7 +74,8 @@ MainWindow::MainWindow(QWidget* parent)
   buildDocks();
   buildMenus();
   statusBar()->addWidget(statusSource_, 1);
-  for (QLabel* l : {statusEvents_, statusRate_, statusDrops_, statusClock_, statusFrame_}) statusBar()->addPermanentWidget(l);
+  for (QLabel* l : {statusEvents_, statusRate_, statusDrops_, statusClock_, statusFrame_})
+    statusBar()->addPermanentWidget(l);
   connect(statusTimer_, &QTimer::timeout, this, &MainWindow::updateStatus);
   statusTimer_->start(500);
 
@@ -114,11 +117,13 @@ void MainWindow::buildDocks() {
     l->setStyleSheet("color: #777; padding: 12px;");
     return l;
   };
-  QDockWidget* analysis = dock(tr("Analysis"), "analysisDock",
-                               placeholder(tr("Pipeline bubbles, overlap and the step breakdown appear here.")),
-                               Qt::BottomDockWidgetArea);
-  QDockWidget* knobs = dock(tr("Knobs"), "knobsDock",
-                            placeholder(tr("Live knobs of the attached job appear here.")), Qt::BottomDockWidgetArea);
+  QDockWidget* analysis =
+      dock(tr("Analysis"), "analysisDock",
+           placeholder(tr("Pipeline bubbles, overlap and the step breakdown appear here.")),
+           Qt::BottomDockWidgetArea);
+  QDockWidget* knobs =
+      dock(tr("Knobs"), "knobsDock", placeholder(tr("Live knobs of the attached job appear here.")),
+           Qt::BottomDockWidgetArea);
   tabifyDockWidget(analysis, knobs);
   analysis->raise();
   analysis->hide();
@@ -135,7 +140,8 @@ void MainWindow::buildMenus() {
   });
   open->setShortcut(QKeySequence::Open);
   file->addAction(tr("&Import Chrome / PyTorch JSON…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Import trace"), {}, tr("Chrome trace JSON (*.json)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Import trace"), {}, tr("Chrome trace JSON (*.json)"));
     if (!path.isEmpty()) openFile(path);
   });
   recentMenu_ = file->addMenu(tr("Open &Recent"));
@@ -150,7 +156,8 @@ void MainWindow::buildMenus() {
   QAction* exportJson = file->addAction(tr("&Export Visible Range as Chrome JSON…"), this, [this] {
     SessionView* v = currentView();
     if (!v || !v->data()) return;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export visible range"), {}, tr("Chrome trace (*.json)"));
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export visible range"), {}, tr("Chrome trace (*.json)"));
     if (!path.isEmpty()) v->exportVisibleJson(path);
   });
   exportJson->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
@@ -196,7 +203,8 @@ void MainWindow::buildMenus() {
       if (SessionView* v = currentView()) fn(v->timeline());
     };
   };
-  QAction* fit = view->addAction(tr("Zoom to &Fit"), this, onTimeline([](plots::TimelineWidget* t) { t->fitAll(); }));
+  QAction* fit =
+      view->addAction(tr("Zoom to &Fit"), this, onTimeline([](plots::TimelineWidget* t) { t->fitAll(); }));
   fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
   view->addAction(tr("Zoom &In (W)"), this, onTimeline([](plots::TimelineWidget* t) { t->zoomBy(1.5); }))
       ->setShortcut(QKeySequence::ZoomIn);
@@ -212,7 +220,8 @@ void MainWindow::buildMenus() {
     colorGroup_->addAction(a);
   }
   connect(colorGroup_, &QActionGroup::triggered, this, [this](QAction* a) {
-    if (SessionView* v = currentView()) v->timeline()->setColorMode(static_cast<plots::ColorMode>(a->data().toInt()));
+    if (SessionView* v = currentView())
+      v->timeline()->setColorMode(static_cast<plots::ColorMode>(a->data().toInt()));
   });
   view->addSeparator();
   QAction* find = view->addAction(tr("&Find…"), this, [this] {
@@ -221,7 +230,8 @@ void MainWindow::buildMenus() {
   });
   find->setShortcut(QKeySequence::Find);
   view->addAction(tr("Find &Next"), this, [this] { search(true); })->setShortcut(QKeySequence::FindNext);
-  view->addAction(tr("Find &Previous"), this, [this] { search(false); })->setShortcut(QKeySequence::FindPrevious);
+  view->addAction(tr("Find &Previous"), this, [this] { search(false); })
+      ->setShortcut(QKeySequence::FindPrevious);
   view->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
@@ -231,7 +241,8 @@ void MainWindow::buildMenus() {
         this, tr("Keys and mouse"),
         tr("<table cellspacing=4><tr><td><b>Wheel</b></td><td>zoom at the cursor</td></tr>"
            "<tr><td><b>Shift+wheel</b></td><td>scroll rows</td></tr>"
-           "<tr><td><b>W / S</b></td><td>zoom in / out</td></tr><tr><td><b>A / D</b></td><td>pan left / right</td></tr>"
+           "<tr><td><b>W / S</b></td><td>zoom in / out</td></tr><tr><td><b>A / D</b></td><td>pan left / "
+           "right</td></tr>"
            "<tr><td><b>F</b>, Ctrl+0</td><td>fit everything</td></tr>"
            "<tr><td><b>Left drag</b></td><td>box selection: duration and per-kind totals</td></tr>"
            "<tr><td><b>Right / middle drag</b></td><td>pan</td></tr>"
@@ -261,7 +272,8 @@ void MainWindow::buildMenus() {
   combo->setObjectName("colorMode");
   for (QAction* a : colorGroup_->actions()) combo->addItem(a->text(), a->data());
   connect(combo, &QComboBox::activated, this, [this](int i) { colorGroup_->actions()[i]->trigger(); });
-  connect(colorGroup_, &QActionGroup::triggered, combo, [combo](QAction* a) { combo->setCurrentIndex(combo->findData(a->data())); });
+  connect(colorGroup_, &QActionGroup::triggered, combo,
+          [combo](QAction* a) { combo->setCurrentIndex(combo->findData(a->data())); });
   tb->addWidget(combo);
   tb->addSeparator();
   search_->setObjectName("search");
@@ -274,7 +286,9 @@ void MainWindow::buildMenus() {
   tb->addAction(tr("▶"), this, [this] { search(true); })->setToolTip(tr("Next match (F3)"));
 }
 
-SessionView* MainWindow::currentView() const { return qobject_cast<SessionView*>(tabs_->currentWidget()); }
+SessionView* MainWindow::currentView() const {
+  return qobject_cast<SessionView*>(tabs_->currentWidget());
+}
 
 SessionView* MainWindow::addView(const QString& title) {
   auto* v = new SessionView;
@@ -293,9 +307,8 @@ SessionView* MainWindow::addView(const QString& title) {
     showEventDetails({});
     emit loaded(path);
   });
-  connect(v, &SessionView::saved, this, [this](const QString& path) {
-    statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
-  });
+  connect(v, &SessionView::saved, this,
+          [this](const QString& path) { statusBar()->showMessage(tr("Saved %1").arg(path), 5000); });
   connect(v, &SessionView::failed, this, [this, v](const QString& path, const QString& msg) {
     if (!v->data()) {  // a load that failed leaves an empty tab behind: drop it
       tabs_->removeTab(tabs_->indexOf(v));
@@ -366,11 +379,12 @@ void MainWindow::onTabChanged() {
   SessionView* v = currentView();
   refreshTree();
   if (!v) {
-    details_->setHtml(tr("<h3>No session open</h3><p><b>File → Open Session…</b> opens a <code>.tsdb</code> "
-                         "session or a Chrome/PyTorch trace (<code>.json</code>); <b>Job → Attach…</b> "
-                         "(Ctrl+J) connects to a running job.</p><p>Make a session with "
-                         "<code>trainscope-cli synth --out demo.tsdb</code>, or start a job with "
-                         "<code>make run</code>.</p>"));
+    details_->setHtml(
+        tr("<h3>No session open</h3><p><b>File → Open Session…</b> opens a <code>.tsdb</code> "
+           "session or a Chrome/PyTorch trace (<code>.json</code>); <b>Job → Attach…</b> "
+           "(Ctrl+J) connects to a running job.</p><p>Make a session with "
+           "<code>trainscope-cli synth --out demo.tsdb</code>, or start a job with "
+           "<code>make run</code>.</p>"));
     setWindowTitle(tr("Trainscope"));
     return;
   }
@@ -407,8 +421,9 @@ void MainWindow::showEventDetails(const plots::EventRef& ev) {
 
 QString MainWindow::overviewHtml(const core::SessionSummary& s) {
   const QLocale loc;
-  QString html = tr("<h3>Session</h3><p style='color:#555'>Click an event for its attributes and links; drag "
-                    "to measure a range.</p><table cellspacing=3>");
+  QString html =
+      tr("<h3>Session</h3><p style='color:#555'>Click an event for its attributes and links; drag "
+         "to measure a range.</p><table cellspacing=3>");
   auto row = [&](const QString& k, const QString& val) {
     html += QStringLiteral("<tr><td style='color:#555'>%1</td><td>%2</td></tr>").arg(k, val);
   };
@@ -437,10 +452,13 @@ void MainWindow::search(bool forward) {
   SessionView* v = currentView();
   if (!v || search_->text().isEmpty()) return;
   if (!v->timeline()->search(search_->text(), forward))
-    statusBar()->showMessage(tr("No %1 match for \"%2\"").arg(forward ? tr("further") : tr("earlier"), search_->text()), 4000);
+    statusBar()->showMessage(
+        tr("No %1 match for \"%2\"").arg(forward ? tr("further") : tr("earlier"), search_->text()), 4000);
 }
 
-void MainWindow::refreshStatus() { updateStatus(); }
+void MainWindow::refreshStatus() {
+  updateStatus();
+}
 
 void MainWindow::setColorMode(int mode) {
   for (QAction* a : colorGroup_->actions())
@@ -456,16 +474,20 @@ void MainWindow::updateStatus() {
     return;
   }
   plots::TimelineWidget* t = v->timeline();
-  statusFrame_->setText(tr("frame %1 items · %2 µs").arg(t->lastFrameItems()).arg(t->lastFramePrepMs() * 1e3, 0, 'f', 0));
+  statusFrame_->setText(
+      tr("frame %1 items · %2 µs").arg(t->lastFrameItems()).arg(t->lastFramePrepMs() * 1e3, 0, 'f', 0));
   statusFrame_->setMinimumWidth(statusFrame_->fontMetrics().horizontalAdvance(statusFrame_->text()) + 16);
-  statusFrame_->setToolTip(tr("Level-of-detail items drawn in the last frame and the time the model took to prepare them"));
+  statusFrame_->setToolTip(
+      tr("Level-of-detail items drawn in the last frame and the time the model took to prepare them"));
   if (v->canReattach()) {
     const auto st = v->liveStats();
-    statusSource_->setText(tr("%1: %2 · %3/%4 ranks connected%5")
-                               .arg(QString::fromStdString(st.jobId), QString::fromLatin1(plots::stateName(st.state)))
-                               .arg(st.ranksConnected)
-                               .arg(st.ranksTotal)
-                               .arg(st.message.empty() ? QString() : QStringLiteral(" — ") + QString::fromStdString(st.message)));
+    statusSource_->setText(
+        tr("%1: %2 · %3/%4 ranks connected%5")
+            .arg(QString::fromStdString(st.jobId), QString::fromLatin1(plots::stateName(st.state)))
+            .arg(st.ranksConnected)
+            .arg(st.ranksTotal)
+            .arg(st.message.empty() ? QString()
+                                    : QStringLiteral(" — ") + QString::fromStdString(st.message)));
     statusEvents_->setText(tr("%1 events").arg(loc.toString(static_cast<qulonglong>(st.events))));
     statusRate_->setText(tr("%1 events/s").arg(loc.toString(st.eventsPerSecond, 'f', 0)));
     statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(st.dropped))));
@@ -489,8 +511,10 @@ void MainWindow::updateStatus() {
   statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(s.droppedEvents))));
   int64_t clockErr = 0;
   for (const auto& [k, val] : s.metadata)
-    if (k.rfind("clock_sync_error_ns.", 0) == 0) clockErr = std::max<int64_t>(clockErr, std::atoll(val.c_str()));
-  statusClock_->setText(clockErr ? tr("clock ±%1 µs").arg(static_cast<double>(clockErr) / 1e3, 0, 'f', 1) : QString());
+    if (k.rfind("clock_sync_error_ns.", 0) == 0)
+      clockErr = std::max<int64_t>(clockErr, std::atoll(val.c_str()));
+  statusClock_->setText(clockErr ? tr("clock ±%1 µs").arg(static_cast<double>(clockErr) / 1e3, 0, 'f', 1)
+                                 : QString());
 }
 
 void MainWindow::addRecent(const QString& path) {

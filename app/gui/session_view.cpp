@@ -26,7 +26,9 @@ QString SessionView::title() const {
   return tr("(empty)");
 }
 
-void SessionView::startJob(std::function<Job()> fn) { watcher_.setFuture(QtConcurrent::run(std::move(fn))); }
+void SessionView::startJob(std::function<Job()> fn) {
+  watcher_.setFuture(QtConcurrent::run(std::move(fn)));
+}
 
 void SessionView::onJobDone() {
   Job j = watcher_.result();
@@ -147,7 +149,9 @@ void SessionView::exportVisibleJson(const QString& path) {
   });
 }
 
-bool SessionView::exportPng(const QString& path) { return timeline_->grab().save(path); }
+bool SessionView::exportPng(const QString& path) {
+  return timeline_->grab().save(path);
+}
 
 core::SessionSummary SessionView::quickSummary() const {
   core::SessionSummary s;
@@ -155,7 +159,8 @@ core::SessionSummary SessionView::quickSummary() const {
   std::shared_lock lock(data_->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return s;
   const core::TraceStore& st = data_->store;
-  s.path = path_.isEmpty() ? std::filesystem::path(title().toStdString()) : std::filesystem::path(path_.toStdString());
+  s.path = path_.isEmpty() ? std::filesystem::path(title().toStdString())
+                           : std::filesystem::path(path_.toStdString());
   s.schemaVersion = core::kTsdbSchemaVersion;
   s.startNs = data_->model.spanStart();
   s.endNs = data_->model.spanEnd();

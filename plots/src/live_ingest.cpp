@@ -9,18 +9,25 @@ namespace trainscope::plots {
 
 const char* stateName(LiveIngest::State s) {
   switch (s) {
-    case LiveIngest::State::Connecting: return "connecting";
-    case LiveIngest::State::Live: return "live";
-    case LiveIngest::State::Ended: return "job ended";
-    case LiveIngest::State::Failed: return "failed";
-    case LiveIngest::State::Detached: return "detached";
+    case LiveIngest::State::Connecting:
+      return "connecting";
+    case LiveIngest::State::Live:
+      return "live";
+    case LiveIngest::State::Ended:
+      return "job ended";
+    case LiveIngest::State::Failed:
+      return "failed";
+    case LiveIngest::State::Detached:
+      return "detached";
   }
   return "?";
 }
 
 LiveIngest::LiveIngest(std::shared_ptr<TimelineData> data) : data_(std::move(data)) {}
 
-LiveIngest::~LiveIngest() { detach(); }
+LiveIngest::~LiveIngest() {
+  detach();
+}
 
 void LiveIngest::start(std::vector<core::discovery::Entry> entries, core::AgentClient::Options options) {
   detach();
@@ -28,10 +35,12 @@ void LiveIngest::start(std::vector<core::discovery::Entry> entries, core::AgentC
   {
     std::lock_guard g(statsMutex_);
     stats_ = Stats{};
-    stats_.ranksTotal = entries.empty() ? 0 : std::max<int>(entries.front().worldSize, static_cast<int>(entries.size()));
+    stats_.ranksTotal =
+        entries.empty() ? 0 : std::max<int>(entries.front().worldSize, static_cast<int>(entries.size()));
     stats_.jobId = entries.empty() ? std::string() : entries.front().jobId;
   }
-  thread_ = std::thread([this, e = std::move(entries), o = std::move(options)]() mutable { run(std::move(e), std::move(o)); });
+  thread_ = std::thread(
+      [this, e = std::move(entries), o = std::move(options)]() mutable { run(std::move(e), std::move(o)); });
 }
 
 void LiveIngest::detach() {
@@ -81,7 +90,8 @@ void LiveIngest::run(std::vector<core::discovery::Entry> entries, core::AgentCli
     Rank r;
     {
       std::unique_lock lock(data_->mutex);
-      r.ingestor = std::make_unique<core::BatchIngestor>(data_->store, core::rankInfoFor(c.value()->job(), sync.value()));
+      r.ingestor = std::make_unique<core::BatchIngestor>(data_->store,
+                                                         core::rankInfoFor(c.value()->job(), sync.value()));
       const std::string rk = std::to_string(c.value()->job().rank);
       auto& md = data_->store.metadata();
       md["job_id"] = c.value()->job().jobId;
@@ -91,7 +101,8 @@ void LiveIngest::run(std::vector<core::discovery::Entry> entries, core::AgentCli
       md["clock_offset_ns." + rk] = std::to_string(r.ingestor->rank().clockOffsetNs);
     }
     if (core::Status s = c.value()->subscribe(true); !s.isOk()) {
-      problems += (problems.empty() ? "" : "; ") + std::string("rank ") + std::to_string(e.rank) + ": " + s.message();
+      problems +=
+          (problems.empty() ? "" : "; ") + std::string("rank ") + std::to_string(e.rank) + ": " + s.message();
       continue;
     }
     r.client = std::move(c).value();
@@ -123,7 +134,8 @@ void LiveIngest::run(std::vector<core::discovery::Entry> entries, core::AgentCli
       auto n = r.client->pollEvents(0, [&](const core::wire::EventBatch& b) { pending.emplace_back(i, b); });
       if (!n) {
         r.open = false;
-        setMessage(State::Live, "rank " + std::to_string(r.client->job().rank) + " went away: " + n.status().message());
+        setMessage(State::Live,
+                   "rank " + std::to_string(r.client->job().rank) + " went away: " + n.status().message());
       }
     }
     const int64_t now = core::monotonicNowNs();
@@ -149,8 +161,10 @@ void LiveIngest::run(std::vector<core::discovery::Entry> entries, core::AgentCli
     std::lock_guard g(statsMutex_);
     stats_.events = events;
     stats_.dropped = dropped;
-    stats_.ranksConnected = static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.open; }));
-    stats_.ranksSeen = static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.seen; }));
+    stats_.ranksConnected =
+        static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.open; }));
+    stats_.ranksSeen =
+        static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.seen; }));
     const double dt = static_cast<double>(now - rate.front().first) / 1e9;
     stats_.eventsPerSecond = dt > 0.2 ? static_cast<double>(events - rate.front().second) / dt : 0;
   }

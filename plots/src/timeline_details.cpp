@@ -8,7 +8,9 @@
 namespace trainscope::plots {
 namespace {
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())).toHtmlEscaped(); }
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())).toHtmlEscaped();
+}
 
 QString attrName(const core::TraceStore& s, const core::Attr& a) {
   if (a.isCustom()) return q(s.str(a.key - core::kCustomAttrBase));
@@ -18,13 +20,16 @@ QString attrName(const core::TraceStore& s, const core::Attr& a) {
 QString attrValue(const core::TraceStore& s, const core::Attr& a) {
   switch (a.type) {
     case core::AttrType::Int: {
-      if (a.key == static_cast<uint32_t>(core::AttrKey::CommHash)) return QStringLiteral("0x%1").arg(a.asInt(), 0, 16);
+      if (a.key == static_cast<uint32_t>(core::AttrKey::CommHash))
+        return QStringLiteral("0x%1").arg(a.asInt(), 0, 16);
       if (a.key == static_cast<uint32_t>(core::AttrKey::Bytes))
         return QLocale().formattedDataSize(a.asInt()) + QStringLiteral(" (%1)").arg(a.asInt());
       return QString::number(a.asInt());
     }
-    case core::AttrType::Double: return QString::number(a.asDouble(), 'g', 8);
-    case core::AttrType::String: return q(s.str(a.asString()));
+    case core::AttrType::Double:
+      return QString::number(a.asDouble(), 'g', 8);
+    case core::AttrType::String:
+      return q(s.str(a.asString()));
   }
   return {};
 }
@@ -53,13 +58,15 @@ QString layout::formatDuration(int64_t ns, int64_t res) {
 
 QString eventTooltipHtml(const TimelineData& d, EventRef ev, uint32_t merged) {
   const auto& e = d.store.rawEvents(ev.track);
-  QString html = QStringLiteral("<b>%1</b> <i>%2</i><br>%3 · start +%4<br>%5")
-                     .arg(q(d.store.str(e.name(ev.index))), q(core::eventKindName(e.kind(ev.index))),
-                          layout::formatDuration(e.end(ev.index) - e.start(ev.index)),
-                          layout::formatDuration(e.start(ev.index) - d.model.spanStart()), where(d, ev.track));
+  QString html =
+      QStringLiteral("<b>%1</b> <i>%2</i><br>%3 · start +%4<br>%5")
+          .arg(q(d.store.str(e.name(ev.index))), q(core::eventKindName(e.kind(ev.index))),
+               layout::formatDuration(e.end(ev.index) - e.start(ev.index)),
+               layout::formatDuration(e.start(ev.index) - d.model.spanStart()), where(d, ev.track));
   if (merged > 1)
-    html += QStringLiteral("<br><span style='color:#a05000'>one of %1 events drawn merged here — zoom in</span>")
-                .arg(QLocale().toString(merged));
+    html +=
+        QStringLiteral("<br><span style='color:#a05000'>one of %1 events drawn merged here — zoom in</span>")
+            .arg(QLocale().toString(merged));
   return html;
 }
 
@@ -74,9 +81,11 @@ QString eventDetailsHtml(const TimelineData& d, EventRef ev) {
   };
   row(QStringLiteral("kind"), q(core::eventKindName(e.kind(ev.index))));
   row(QStringLiteral("duration"), layout::formatDuration(en - s));
-  row(QStringLiteral("start"), QStringLiteral("+%1 (%2 ns)").arg(layout::formatDuration(s - d.model.spanStart())).arg(s));
+  row(QStringLiteral("start"),
+      QStringLiteral("+%1 (%2 ns)").arg(layout::formatDuration(s - d.model.spanStart())).arg(s));
   row(QStringLiteral("end"), QStringLiteral("+%1").arg(layout::formatDuration(en - d.model.spanStart())));
-  row(QStringLiteral("track"), where(d, ev.track) + QStringLiteral(" (%1)").arg(q(core::trackKindName(d.store.track(ev.track).kind))));
+  row(QStringLiteral("track"),
+      where(d, ev.track) + QStringLiteral(" (%1)").arg(q(core::trackKindName(d.store.track(ev.track).kind))));
   for (const core::Attr& a : e.attrs(ev.index)) row(attrName(d.store, a), attrValue(d.store, a));
   html += QStringLiteral("</table>");
   const auto links = d.model.linkedEvents(ev);
@@ -88,7 +97,8 @@ QString eventDetailsHtml(const TimelineData& d, EventRef ev) {
                   .arg(l.ref.track)
                   .arg(l.ref.index)
                   .arg(q(d.store.str(le.name(l.ref.index))), where(d, l.ref.track),
-                       layout::formatDuration(le.end(l.ref.index) - le.start(l.ref.index)), QString::fromLatin1(l.why));
+                       layout::formatDuration(le.end(l.ref.index) - le.start(l.ref.index)),
+                       QString::fromLatin1(l.why));
     }
     html += QStringLiteral("</ul>");
   }
@@ -100,7 +110,8 @@ QString selectionHtml(const SelectionStats& st) {
   QString html = QStringLiteral("<h3>Selection</h3><p>%1 · %2 events</p><table cellspacing=3>")
                      .arg(layout::formatDuration(st.durationNs))
                      .arg(loc.toString(static_cast<qulonglong>(st.events)));
-  html += QStringLiteral("<tr><th align=left>kind</th><th align=right>events</th><th align=right>time</th></tr>");
+  html +=
+      QStringLiteral("<tr><th align=left>kind</th><th align=right>events</th><th align=right>time</th></tr>");
   for (int k = 0; k < core::kEventKindCount; ++k) {
     if (!st.countPerKind[k]) continue;
     html += QStringLiteral("<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td></tr>")

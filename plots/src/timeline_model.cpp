@@ -26,14 +26,18 @@ size_t gallop(size_t lo, size_t hi, Pred pred) {
   b = std::min(b, hi);
   while (a < b) {
     const size_t mid = a + (b - a) / 2;
-    if (pred(mid)) a = mid + 1; else b = mid;
+    if (pred(mid))
+      a = mid + 1;
+    else
+      b = mid;
   }
   return a;
 }
 
 // First position k in [from, last) of row with start >= limit (starts are non-decreasing).
 // Walks the coarse index when the answer lies beyond from's block, then searches one block.
-size_t firstStartAtLeast(const TimelineRow& row, const TrackEvents& ev, size_t from, size_t last, int64_t limit) {
+size_t firstStartAtLeast(const TimelineRow& row, const TrackEvents& ev, size_t from, size_t last,
+                         int64_t limit) {
   constexpr size_t B = TimelineRow::kCoarseStride;
   const uint32_t* idx = row.events.data();
   auto before = [&](size_t j) { return ev.start(idx[j]) < limit; };
@@ -45,7 +49,8 @@ size_t firstStartAtLeast(const TimelineRow& row, const TrackEvents& ev, size_t f
       hi = std::min(last, nextBlock * B);
     } else {
       const int64_t* c = row.coarse.data();
-      const size_t j = gallop(nextBlock, blocks, [&](size_t b) { return c[b] < limit; });  // first block at/after limit
+      const size_t j =
+          gallop(nextBlock, blocks, [&](size_t b) { return c[b] < limit; });  // first block at/after limit
       lo = std::max(from, (j - 1) * B);
       hi = std::min(last, j * B);
     }
@@ -66,11 +71,16 @@ void pushEvent(TimelineRow& row, const TrackEvents& ev, size_t i) {
 
 int trackKindOrder(core::TrackKind k) {
   switch (k) {
-    case core::TrackKind::CpuThread: return 0;
-    case core::TrackKind::PipelineStage: return 1;
-    case core::TrackKind::CudaStream: return 2;
-    case core::TrackKind::Communicator: return 3;
-    case core::TrackKind::Counter: return 4;
+    case core::TrackKind::CpuThread:
+      return 0;
+    case core::TrackKind::PipelineStage:
+      return 1;
+    case core::TrackKind::CudaStream:
+      return 2;
+    case core::TrackKind::Communicator:
+      return 3;
+    case core::TrackKind::Counter:
+      return 4;
   }
   return 5;
 }
@@ -109,7 +119,8 @@ bool TimelineModel::update() {
     const TrackEvents& ev = store_.events(t);  // sort-merges the new tail in
     const auto starts = ev.starts();
     // Everything before the first start >= minNew kept its place in the merge.
-    const size_t from = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), minNew) - starts.begin());
+    const size_t from =
+        static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), minNew) - starts.begin());
     events_ += n - ts.seen;
     ts.seen = n;
     levelTrack(t, from);
@@ -221,7 +232,9 @@ void TimelineModel::rebuildOrder() {
 
 size_t TimelineModel::memoryBytes() const {
   size_t b = rows_.capacity() * sizeof(TimelineRow) + order_.capacity() * 8;
-  for (const auto& r : rows_) b += r.events.capacity() * sizeof(uint32_t) + (r.coarse.capacity() + r.coarseEnd.capacity()) * sizeof(int64_t);
+  for (const auto& r : rows_)
+    b += r.events.capacity() * sizeof(uint32_t) +
+         (r.coarse.capacity() + r.coarseEnd.capacity()) * sizeof(int64_t);
   b += (steps_.capacity() + knobs_.capacity()) * sizeof(TimelineMark);
   for (const auto& [rank, v] : phases_) b += v.capacity() * sizeof(TimelineMark);
   return b;
@@ -238,18 +251,25 @@ std::pair<size_t, size_t> TimelineModel::visibleRange(size_t r, int64_t t0, int6
   size_t a = 0, b = n;
   while (a < b) {
     const size_t m = a + (b - a) / 2;
-    if (endBefore(m)) a = m + 1; else b = m;
+    if (endBefore(m))
+      a = m + 1;
+    else
+      b = m;
   }
   const size_t first = a;
   b = n;
   while (a < b) {
     const size_t m = a + (b - a) / 2;
-    if (startBefore(m)) a = m + 1; else b = m;
+    if (startBefore(m))
+      a = m + 1;
+    else
+      b = m;
   }
   return {first, a};
 }
 
-void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs, std::vector<DrawItem>& out) const {
+void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs,
+                              std::vector<DrawItem>& out) const {
   out.clear();
   const TimelineRow& row = this->row(r);
   const TrackEvents& ev = store_.rawEvents(row.track);
@@ -305,7 +325,8 @@ std::optional<uint32_t> TimelineModel::eventAt(size_t r, int64_t t, int64_t slac
   const TrackEvents& ev = store_.rawEvents(row.track);
   const auto& idx = row.events;
   const size_t k = static_cast<size_t>(
-      std::partition_point(idx.begin(), idx.end(), [&](uint32_t i) { return ev.start(i) <= t; }) - idx.begin());
+      std::partition_point(idx.begin(), idx.end(), [&](uint32_t i) { return ev.start(i) <= t; }) -
+      idx.begin());
   std::optional<uint32_t> best;
   int64_t bestDist = slackNs + 1;
   if (k > 0) {
@@ -394,8 +415,8 @@ std::vector<TimelineModel::Link> TimelineModel::linkedEvents(EventRef ref, int64
   return out;
 }
 
-std::optional<TimelineModel::Hit> TimelineModel::findNext(const std::string& needle, int64_t from, bool forward,
-                                                          std::optional<Hit> current) const {
+std::optional<TimelineModel::Hit> TimelineModel::findNext(const std::string& needle, int64_t from,
+                                                          bool forward, std::optional<Hit> current) const {
   if (needle.empty()) return std::nullopt;
   const std::string n = lower(needle);
   std::vector<bool> match(store_.strings().size());
@@ -406,9 +427,10 @@ std::optional<TimelineModel::Hit> TimelineModel::findNext(const std::string& nee
   }
   if (!anyName) return std::nullopt;
   using Key = std::tuple<int64_t, size_t, uint32_t>;
-  const Key here = current ? Key{store_.rawEvents(row(current->row).track).start(ref(current->row, current->pos).index),
-                                 current->row, current->pos}
-                           : Key{from, forward ? 0 : SIZE_MAX, forward ? 0 : UINT32_MAX};
+  const Key here =
+      current ? Key{store_.rawEvents(row(current->row).track).start(ref(current->row, current->pos).index),
+                    current->row, current->pos}
+              : Key{from, forward ? 0 : SIZE_MAX, forward ? 0 : UINT32_MAX};
   std::optional<Key> best;
   for (size_t r = 0; r < rowCount(); ++r) {
     const TimelineRow& rw = row(r);

@@ -1,6 +1,5 @@
 // TimelineWidget painting: lanes, level-of-detail items, counters, ruler, step and knob marks,
 // selection, flow arrows, legend. Every pass asks the model for what is visible; nothing scans.
-#include <QElapsedTimer>
 #include <QPainter>
 #include <QPainterPath>
 #include <QScrollBar>
@@ -22,7 +21,9 @@ const QColor kLabelBg(0xee, 0xf0, 0xf3);
 const QColor kGrid(0xdd, 0xdf, 0xe3);
 const QColor kKnob(0xe0, 0x60, 0x00);
 
-QString q(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+QString q(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
 
 }  // namespace
 
@@ -55,8 +56,6 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
 }
 
 void TimelineWidget::render(QPainter& p) {
-  QElapsedTimer timer;
-  timer.start();
   lastItems_ = 0;
   lastPrepMs_ = 0;
   p.fillRect(rect(), kBackground);
@@ -69,8 +68,10 @@ void TimelineWidget::render(QPainter& p) {
   p.save();
   p.setClipRect(QRect(0, top, width(), bottom - top));
   const int scroll = vbar_->value();
-  auto first = std::partition_point(lanes_.begin(), lanes_.end(), [scroll](const Lane& l) { return l.y + l.h <= scroll; });
-  for (auto it = first; it != lanes_.end() && top + it->y - scroll < bottom; ++it) paintLane(p, *it, top + it->y - scroll);
+  auto first = std::partition_point(lanes_.begin(), lanes_.end(),
+                                    [scroll](const Lane& l) { return l.y + l.h <= scroll; });
+  for (auto it = first; it != lanes_.end() && top + it->y - scroll < bottom; ++it)
+    paintLane(p, *it, top + it->y - scroll);
   paintMarks(p, top, bottom);
   p.restore();
   if (!pinned_.empty()) {
@@ -83,7 +84,6 @@ void TimelineWidget::render(QPainter& p) {
   paintLabels(p, top);
   paintRuler(p);
   paintLegend(p);
-  (void)timer;
 }
 
 void TimelineWidget::paintLane(QPainter& p, const Lane& lane, int y) {
@@ -94,8 +94,10 @@ void TimelineWidget::paintLane(QPainter& p, const Lane& lane, int y) {
   }
   const TimelineRow& row = data_->model.row(lane.row);
   p.fillRect(QRect(x0, y, width() - x0, lane.h), (lane.row % 2) ? kAltRow : kBackground);
-  if (row.kind == core::TrackKind::Counter) paintCounterRow(p, lane, y);
-  else paintRowItems(p, lane, y);
+  if (row.kind == core::TrackKind::Counter)
+    paintCounterRow(p, lane, y);
+  else
+    paintRowItems(p, lane, y);
 }
 
 QColor TimelineWidget::itemColor(const TimelineRow& row, uint32_t i) const {
@@ -142,7 +144,8 @@ void TimelineWidget::paintRowItems(QPainter& p, const Lane& lane, int y) {
     QColor c = itemColor(row, idx);
     if (it.count == 1) {
       p.fillRect(r, c);
-      if (r.width() >= 5) p.fillRect(QRectF(r.right() - 1, r.top(), 1, r.height()), c.darker(125));  // edge between neighbours
+      if (r.width() >= 5)
+        p.fillRect(QRectF(r.right() - 1, r.top(), 1, r.height()), c.darker(125));  // edge between neighbours
       if (r.width() > 28) {
         p.setPen(textOn(c));
         const QString name = q(data_->store.str(ev.name(idx)));
@@ -160,8 +163,9 @@ void TimelineWidget::paintRowItems(QPainter& p, const Lane& lane, int y) {
       if (r.width() >= 6) p.fillRect(r, QBrush(c.darker(135), Qt::BDiagPattern));
       if (r.width() > 70) {
         p.setPen(textOn(c));
-        p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
-                   fm.elidedText(tr("%1 events").arg(it.count), Qt::ElideRight, static_cast<int>(r.width()) - 5));
+        p.drawText(
+            r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+            fm.elidedText(tr("%1 events").arg(it.count), Qt::ElideRight, static_cast<int>(r.width()) - 5));
       }
     }
   }
@@ -202,7 +206,8 @@ void TimelineWidget::paintCounterRow(QPainter& p, const Lane& lane, int y) {
   QPainterPath path, fill;
   path.moveTo(x0 + std::max(0.0, pts.front().first), ypos(pts.front().second));
   for (size_t i = 1; i < pts.size(); ++i) {
-    path.lineTo(x0 + pts[i].first, ypos(pts[i - 1].second));  // a counter holds its value until the next sample
+    path.lineTo(x0 + pts[i].first,
+                ypos(pts[i - 1].second));  // a counter holds its value until the next sample
     path.lineTo(x0 + pts[i].first, ypos(pts[i].second));
   }
   path.lineTo(x0 + w, ypos(pts.back().second));
@@ -238,8 +243,10 @@ void TimelineWidget::paintMarks(QPainter& p, int top, int bottom) {
     if (!fresh) it->second.second = y + l.h;
   }
   const auto& steps = m.steps();
-  auto it = std::partition_point(steps.begin(), steps.end(), [&](const TimelineMark& s) { return s.end < zoom_.start(); });
-  auto end = std::partition_point(it, steps.end(), [&](const TimelineMark& s) { return s.start <= zoom_.end(); });
+  auto it = std::partition_point(steps.begin(), steps.end(),
+                                 [&](const TimelineMark& s) { return s.end < zoom_.start(); });
+  auto end =
+      std::partition_point(it, steps.end(), [&](const TimelineMark& s) { return s.start <= zoom_.end(); });
   const auto visibleSteps = static_cast<double>(end - it) / std::max<size_t>(1, span.size());
   if (visibleSteps < w / 24) {  // only when boundaries are at least ~24 px apart
     p.setPen(QPen(QColor(0x70, 0x78, 0x88, 150), 1, Qt::DashLine));
@@ -249,7 +256,8 @@ void TimelineWidget::paintMarks(QPainter& p, int top, int bottom) {
       for (int64_t t : {it->start, it->end}) {
         const double x = x0 + zoom_.timeToX(t, w);
         if (x < x0 || x > x0 + w) continue;
-        p.drawLine(QPointF(x, std::max(top, s->second.first)), QPointF(x, std::min(bottom, s->second.second)));
+        p.drawLine(QPointF(x, std::max(top, s->second.first)),
+                   QPointF(x, std::min(bottom, s->second.second)));
       }
     }
   }
@@ -283,13 +291,16 @@ void TimelineWidget::paintRuler(QPainter& p) {
     p.setPen(kGrid);
     p.drawLine(QPointF(x, 14), QPointF(x, layout::kAxisHeight));
     p.setPen(QColor(0x40, 0x40, 0x40));
-    p.drawText(QPointF(x + 3, 13), t == origin ? QStringLiteral("0") : QStringLiteral("+") + layout::formatDuration(t - origin, tick));
+    p.drawText(QPointF(x + 3, 13), t == origin
+                                       ? QStringLiteral("0")
+                                       : QStringLiteral("+") + layout::formatDuration(t - origin, tick));
   }
   // Left corner: the visible width.
   p.fillRect(QRect(0, 0, x0, layout::kRulerHeight), QColor(0xff, 0xff, 0xff));
   p.setPen(QColor(0x20, 0x20, 0x20));
-  p.drawText(QRect(6, 0, x0 - 8, layout::kAxisHeight), Qt::AlignVCenter | Qt::AlignLeft,
-             tr("view %1").arg(layout::formatDuration(zoom_.width())) + (follow_ ? tr(" · following") : QString()));
+  p.drawText(
+      QRect(6, 0, x0 - 8, layout::kAxisHeight), Qt::AlignVCenter | Qt::AlignLeft,
+      tr("view %1").arg(layout::formatDuration(zoom_.width())) + (follow_ ? tr(" · following") : QString()));
   p.setPen(QColor(0x60, 0x60, 0x60));
   p.drawText(QRect(6, layout::kAxisHeight, x0 - 8, layout::kMarksHeight), Qt::AlignVCenter | Qt::AlignLeft,
              tr("steps · knob changes"));
@@ -298,7 +309,8 @@ void TimelineWidget::paintRuler(QPainter& p) {
   if (!steps.empty()) {
     const core::RankId r0 = steps.front().rank;
     double lastX = -1e9;
-    auto it = std::partition_point(steps.begin(), steps.end(), [&](const TimelineMark& s) { return s.end < zoom_.start(); });
+    auto it = std::partition_point(steps.begin(), steps.end(),
+                                   [&](const TimelineMark& s) { return s.end < zoom_.start(); });
     p.save();
     p.setClipRect(QRect(x0, layout::kAxisHeight, static_cast<int>(w), layout::kMarksHeight));
     for (; it != steps.end() && it->start <= zoom_.end(); ++it) {
@@ -309,7 +321,8 @@ void TimelineWidget::paintRuler(QPainter& p) {
       p.setPen(QColor(0x70, 0x78, 0x88));
       p.drawLine(QPointF(x, layout::kAxisHeight + 2), QPointF(x, layout::kRulerHeight - 2));
       p.setPen(QColor(0x30, 0x30, 0x30));
-      p.drawText(QPointF(x + 3, layout::kRulerHeight - 6), it->step >= 0 ? tr("step %1").arg(it->step) : tr("step"));
+      p.drawText(QPointF(x + 3, layout::kRulerHeight - 6),
+                 it->step >= 0 ? tr("step %1").arg(it->step) : tr("step"));
     }
     double lastKnobX = -1e9;
     for (const TimelineMark& k : m.knobChanges()) {
@@ -318,7 +331,8 @@ void TimelineWidget::paintRuler(QPainter& p) {
       if (x - lastKnobX < 120) continue;
       lastKnobX = x;
       const QString label = q(data_->store.str(k.name)) + "=" + q(data_->store.str(k.value));
-      const QRectF box(x, layout::kAxisHeight + 2, p.fontMetrics().horizontalAdvance(label) + 10, layout::kMarksHeight - 4);
+      const QRectF box(x, layout::kAxisHeight + 2, p.fontMetrics().horizontalAdvance(label) + 10,
+                       layout::kMarksHeight - 4);
       p.setRenderHint(QPainter::Antialiasing, true);
       p.setBrush(kKnob);
       p.setPen(Qt::NoPen);
@@ -356,7 +370,8 @@ void TimelineWidget::paintSelection(QPainter& p) {
     std::vector<int> kinds;
     for (int k = 0; k < core::kEventKindCount; ++k)
       if (boxStats_->countPerKind[k]) kinds.push_back(k);
-    std::sort(kinds.begin(), kinds.end(), [&](int a, int b) { return boxStats_->nsPerKind[a] > boxStats_->nsPerKind[b]; });
+    std::sort(kinds.begin(), kinds.end(),
+              [&](int a, int b) { return boxStats_->nsPerKind[a] > boxStats_->nsPerKind[b]; });
     for (size_t i = 0; i < kinds.size() && i < 6; ++i)
       lines << QStringLiteral("%1: %2 (%3)")
                    .arg(q(core::eventKindName(static_cast<core::EventKind>(kinds[i]))))
@@ -365,7 +380,8 @@ void TimelineWidget::paintSelection(QPainter& p) {
     const QFontMetrics fm = p.fontMetrics();
     int bw = 0;
     for (const QString& l : lines) bw = std::max(bw, fm.horizontalAdvance(l));
-    const QRectF box(std::min(xb + 6, x0 + w - bw - 16), layout::kRulerHeight + 6, bw + 12, lines.size() * fm.height() + 8);
+    const QRectF box(std::min(xb + 6, x0 + w - bw - 16), layout::kRulerHeight + 6, bw + 12,
+                     lines.size() * fm.height() + 8);
     p.setPen(QColor(0x30, 0x70, 0xd0));
     p.setBrush(QColor(255, 255, 255, 235));
     p.drawRect(box);
@@ -410,7 +426,8 @@ void TimelineWidget::paintArrows(QPainter& p) {
     const auto a = forward ? anchor(selected_, !collective) : anchor(l.ref, !collective);
     const auto b = forward ? anchor(l.ref, false) : anchor(selected_, false);
     if (!a || !b) continue;
-    const QColor c = std::string_view(l.why) == "collective" ? QColor(0x8a, 0x3f, 0xb0) : QColor(0x20, 0x20, 0x20);
+    const QColor c =
+        std::string_view(l.why) == "collective" ? QColor(0x8a, 0x3f, 0xb0) : QColor(0x20, 0x20, 0x20);
     QPainterPath path(*a);
     const double dx = std::max(30.0, std::abs(b->x() - a->x()) / 2);
     path.cubicTo(*a + QPointF(dx, 0), *b - QPointF(dx, 0), *b);
@@ -435,7 +452,8 @@ void TimelineWidget::paintLabels(QPainter& p, int top) {
       p.fillRect(QRect(0, y, width(), 1), QColor(0xc8, 0xcd, 0xd5));
       p.fillRect(QRect(0, y + 1, lw, l.h - 1), kHeaderBg);
       const core::RankInfo* info = data_->store.rank(l.rank);
-      QString text = (rankCollapsed(l.rank) ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) + tr("Rank %1").arg(l.rank);
+      QString text =
+          (rankCollapsed(l.rank) ? QStringLiteral("▸ ") : QStringLiteral("▾ ")) + tr("Rank %1").arg(l.rank);
       if (info) {
         text += QStringLiteral("  ") + q(info->host);
         if (info->device >= 0) text += tr(" · GPU %1").arg(info->device);
@@ -452,9 +470,12 @@ void TimelineWidget::paintLabels(QPainter& p, int top) {
     const TimelineRow& row = m.row(l.row);
     p.fillRect(QRect(0, y, lw, l.h), l.pinned ? QColor(0xe6, 0xee, 0xfa) : kLabelBg);
     QString text;
-    if (row.kind == core::TrackKind::Counter) text = q(data_->store.str(row.counter));
-    else if (row.level == 0) text = q(data_->store.track(row.track).name);
-    if (l.pinned) text = tr("r%1 ").arg(row.rank) + (text.isEmpty() ? q(data_->store.track(row.track).name) : text);
+    if (row.kind == core::TrackKind::Counter)
+      text = q(data_->store.str(row.counter));
+    else if (row.level == 0)
+      text = q(data_->store.track(row.track).name);
+    if (l.pinned)
+      text = tr("r%1 ").arg(row.rank) + (text.isEmpty() ? q(data_->store.track(row.track).name) : text);
     p.setPen(row.level == 0 ? QColor(0x20, 0x20, 0x20) : QColor(0x90, 0x90, 0x90));
     const int indent = 16 + std::min<int>(static_cast<int>(row.level), 4) * 8;
     p.drawText(QRect(indent, y, lw - indent - 4, l.h), Qt::AlignVCenter | Qt::AlignLeft,

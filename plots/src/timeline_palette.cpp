@@ -6,27 +6,45 @@ using core::EventKind;
 
 QColor kindColor(EventKind k) {
   switch (k) {
-    case EventKind::Kernel: return QColor(0x4e, 0x79, 0xa7);
-    case EventKind::Memcpy: return QColor(0x76, 0xb7, 0xb2);
-    case EventKind::Memset: return QColor(0x59, 0xa1, 0x4f);
-    case EventKind::Collective: return QColor(0xf2, 0x8e, 0x2b);
-    case EventKind::P2PSend: return QColor(0xe1, 0x57, 0x59);
-    case EventKind::P2PRecv: return QColor(0xff, 0x9d, 0x9a);
-    case EventKind::Range: return QColor(0xa0, 0xa8, 0xb8);
-    case EventKind::Step: return QColor(0xd4, 0xcc, 0xc4);
-    case EventKind::Phase: return QColor(0x8c, 0xd1, 0x7d);
-    case EventKind::MicroBatchF: return QColor(0x59, 0xa1, 0x4f);
-    case EventKind::MicroBatchB: return QColor(0xed, 0xc9, 0x48);
-    case EventKind::MicroBatchW: return QColor(0xb0, 0x7a, 0xa1);
-    case EventKind::Bucket: return QColor(0x9c, 0x75, 0x5f);
-    case EventKind::Counter: return QColor(0x49, 0x98, 0x94);
-    case EventKind::KnobChange: return QColor(0xff, 0x7f, 0x0e);
-    case EventKind::Marker: return QColor(0xd3, 0x72, 0x95);
+    case EventKind::Kernel:
+      return QColor(0x4e, 0x79, 0xa7);
+    case EventKind::Memcpy:
+      return QColor(0x76, 0xb7, 0xb2);
+    case EventKind::Memset:
+      return QColor(0x59, 0xa1, 0x4f);
+    case EventKind::Collective:
+      return QColor(0xf2, 0x8e, 0x2b);
+    case EventKind::P2PSend:
+      return QColor(0xe1, 0x57, 0x59);
+    case EventKind::P2PRecv:
+      return QColor(0xff, 0x9d, 0x9a);
+    case EventKind::Range:
+      return QColor(0xa0, 0xa8, 0xb8);
+    case EventKind::Step:
+      return QColor(0xd4, 0xcc, 0xc4);
+    case EventKind::Phase:
+      return QColor(0x8c, 0xd1, 0x7d);
+    case EventKind::MicroBatchF:
+      return QColor(0x59, 0xa1, 0x4f);
+    case EventKind::MicroBatchB:
+      return QColor(0xed, 0xc9, 0x48);
+    case EventKind::MicroBatchW:
+      return QColor(0xb0, 0x7a, 0xa1);
+    case EventKind::Bucket:
+      return QColor(0x9c, 0x75, 0x5f);
+    case EventKind::Counter:
+      return QColor(0x49, 0x98, 0x94);
+    case EventKind::KnobChange:
+      return QColor(0xff, 0x7f, 0x0e);
+    case EventKind::Marker:
+      return QColor(0xd3, 0x72, 0x95);
   }
   return neutralColor();
 }
 
-QColor neutralColor() { return QColor(0xb8, 0xb8, 0xb8); }
+QColor neutralColor() {
+  return QColor(0xb8, 0xb8, 0xb8);
+}
 
 QColor microBatchColor(int64_t m) {
   if (m < 0) return neutralColor();
@@ -54,10 +72,10 @@ std::vector<std::pair<QString, QColor>> legend(ColorMode mode) {
   std::vector<std::pair<QString, QColor>> out;
   switch (mode) {
     case ColorMode::Kind:
-      for (EventKind k : {EventKind::Kernel, EventKind::Memcpy, EventKind::Collective, EventKind::P2PSend,
-                          EventKind::P2PRecv, EventKind::Range, EventKind::Phase, EventKind::Step,
-                          EventKind::MicroBatchF, EventKind::MicroBatchB, EventKind::MicroBatchW, EventKind::Bucket,
-                          EventKind::Marker})
+      for (EventKind k :
+           {EventKind::Kernel, EventKind::Memcpy, EventKind::Collective, EventKind::P2PSend,
+            EventKind::P2PRecv, EventKind::Range, EventKind::Phase, EventKind::Step, EventKind::MicroBatchF,
+            EventKind::MicroBatchB, EventKind::MicroBatchW, EventKind::Bucket, EventKind::Marker})
         out.emplace_back(QString::fromUtf8(core::eventKindName(k).data(),
                                            static_cast<qsizetype>(core::eventKindName(k).size())),
                          kindColor(k));
@@ -67,7 +85,8 @@ std::vector<std::pair<QString, QColor>> legend(ColorMode mode) {
       out.emplace_back(QStringLiteral("none"), neutralColor());
       break;
     case ColorMode::Phase:
-      for (const char* p : {"forward", "backward", "optimizer"}) out.emplace_back(QString::fromLatin1(p), phaseColor(p));
+      for (const char* p : {"forward", "backward", "optimizer"})
+        out.emplace_back(QString::fromLatin1(p), phaseColor(p));
       out.emplace_back(QStringLiteral("weight grad (W)"), phaseColor("W"));
       out.emplace_back(QStringLiteral("other"), neutralColor());
       break;
@@ -77,9 +96,12 @@ std::vector<std::pair<QString, QColor>> legend(ColorMode mode) {
 
 QString colorModeName(ColorMode mode) {
   switch (mode) {
-    case ColorMode::Kind: return QStringLiteral("kind");
-    case ColorMode::MicroBatch: return QStringLiteral("micro-batch");
-    case ColorMode::Phase: return QStringLiteral("phase");
+    case ColorMode::Kind:
+      return QStringLiteral("kind");
+    case ColorMode::MicroBatch:
+      return QStringLiteral("micro-batch");
+    case ColorMode::Phase:
+      return QStringLiteral("phase");
   }
   return {};
 }

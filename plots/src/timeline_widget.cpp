@@ -19,7 +19,8 @@
 
 namespace trainscope::plots {
 
-TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent), vbar_(new QScrollBar(Qt::Vertical, this)), tick_(new QTimer(this)) {
+TimelineWidget::TimelineWidget(QWidget* parent)
+    : QWidget(parent), vbar_(new QScrollBar(Qt::Vertical, this)), tick_(new QTimer(this)) {
   setObjectName("timeline");
   setFocusPolicy(Qt::StrongFocus);
   setMouseTracking(true);
@@ -79,8 +80,12 @@ void TimelineWidget::panByFraction(double frac) {
   emit viewChanged();
 }
 
-int TimelineWidget::dataLeft() const { return layout::kLabelWidth; }
-int TimelineWidget::dataWidth() const { return std::max(10, width() - layout::kLabelWidth - vbar_->sizeHint().width()); }
+int TimelineWidget::dataLeft() const {
+  return layout::kLabelWidth;
+}
+int TimelineWidget::dataWidth() const {
+  return std::max(10, width() - layout::kLabelWidth - vbar_->sizeHint().width());
+}
 int TimelineWidget::rowsTop() const {
   int h = 0;
   for (const Lane& l : pinned_) h += l.h;
@@ -103,14 +108,20 @@ void TimelineWidget::setRowPinned(size_t row, bool pinned) {
   {
     std::shared_lock lock(data_->mutex);
     if (row >= data_->model.rowCount()) return;
-    if (pinned) pinnedKeys_.insert(keyOf(row)); else pinnedKeys_.erase(keyOf(row));
+    if (pinned)
+      pinnedKeys_.insert(keyOf(row));
+    else
+      pinnedKeys_.erase(keyOf(row));
     relayout();
   }
   update();
 }
 
 void TimelineWidget::setRankCollapsed(core::RankId rank, bool collapsed) {
-  if (collapsed) collapsed_.insert(rank); else collapsed_.erase(rank);
+  if (collapsed)
+    collapsed_.insert(rank);
+  else
+    collapsed_.erase(rank);
   if (data_) {
     std::shared_lock lock(data_->mutex);
     relayout();
@@ -187,7 +198,8 @@ const TimelineWidget::Lane* TimelineWidget::laneAt(int y) const {
     if (y >= l.y && y < l.y + l.h) return &l;
   if (y < rowsTop() || y >= height() - layout::kLegendHeight) return nullptr;
   const int ly = y - rowsTop() + vbar_->value();
-  auto it = std::partition_point(lanes_.begin(), lanes_.end(), [ly](const Lane& l) { return l.y + l.h <= ly; });
+  auto it =
+      std::partition_point(lanes_.begin(), lanes_.end(), [ly](const Lane& l) { return l.y + l.h <= ly; });
   if (it == lanes_.end() || ly < it->y) return nullptr;
   return &*it;
 }
@@ -351,34 +363,50 @@ void TimelineWidget::contextMenuEvent(QContextMenuEvent* e) {
   if (!lane || !data_) return;
   QMenu menu(this);
   const core::RankId rank = lane->rank;
-  menu.addAction(rankCollapsed(rank) ? tr("Expand rank %1").arg(rank) : tr("Collapse rank %1").arg(rank), this,
-                 [this, rank] { setRankCollapsed(rank, !rankCollapsed(rank)); });
+  menu.addAction(rankCollapsed(rank) ? tr("Expand rank %1").arg(rank) : tr("Collapse rank %1").arg(rank),
+                 this, [this, rank] { setRankCollapsed(rank, !rankCollapsed(rank)); });
   if (!lane->header) {
     const size_t row = lane->row;
     const bool pinned = lane->pinned || rowPinned(row);
-    menu.addAction(pinned ? tr("Unpin row") : tr("Pin row to top"), this, [this, row, pinned] { setRowPinned(row, !pinned); });
+    menu.addAction(pinned ? tr("Unpin row") : tr("Pin row to top"), this,
+                   [this, row, pinned] { setRowPinned(row, !pinned); });
   }
   menu.addAction(tr("Expand all ranks"), this, [this] {
     collapsed_.clear();
-    setRankCollapsed(INT32_MIN, false);
+    if (data_) {
+      std::shared_lock lock(data_->mutex);
+      relayout();
+    }
+    update();
   });
   menu.exec(e->globalPos());
 }
 
 void TimelineWidget::keyPressEvent(QKeyEvent* e) {
   switch (e->key()) {
-    case Qt::Key_W: zoomBy(1.25); break;
-    case Qt::Key_S: zoomBy(0.8); break;
-    case Qt::Key_A: panByFraction(-0.1); break;
-    case Qt::Key_D: panByFraction(0.1); break;
-    case Qt::Key_F: fitAll(); break;
+    case Qt::Key_W:
+      zoomBy(1.25);
+      break;
+    case Qt::Key_S:
+      zoomBy(0.8);
+      break;
+    case Qt::Key_A:
+      panByFraction(-0.1);
+      break;
+    case Qt::Key_D:
+      panByFraction(0.1);
+      break;
+    case Qt::Key_F:
+      fitAll();
+      break;
     case Qt::Key_Escape:
       boxT0_.reset();
       boxT1_.reset();
       boxStats_.reset();
       update();
       break;
-    default: QWidget::keyPressEvent(e);
+    default:
+      QWidget::keyPressEvent(e);
   }
 }
 
@@ -402,7 +430,8 @@ bool TimelineWidget::event(QEvent* e) {
   uint32_t merged = 1;
   for (const DrawItem& it : items)
     if (hit->second >= it.first && hit->second < it.first + it.count) merged = it.count;
-  QToolTip::showText(he->globalPos(), eventTooltipHtml(*data_, data_->model.ref(hit->first, hit->second), merged), this);
+  QToolTip::showText(he->globalPos(),
+                     eventTooltipHtml(*data_, data_->model.ref(hit->first, hit->second), merged), this);
   return true;
 }
 

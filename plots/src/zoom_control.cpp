@@ -16,7 +16,9 @@ void ZoomControl::setTrace(int64_t start, int64_t end, bool fitAll) {
   }
 }
 
-int64_t ZoomControl::margin() const { return (traceEnd_ - traceStart_) / 20; }
+int64_t ZoomControl::margin() const {
+  return (traceEnd_ - traceStart_) / 20;
+}
 
 void ZoomControl::setWindow(int64_t start, int64_t end) {
   if (end < start) std::swap(start, end);
@@ -37,7 +39,9 @@ void ZoomControl::zoomAt(int64_t anchor, double factor) {
   setWindow(ns, ns + static_cast<int64_t>(std::llround(nw)));
 }
 
-void ZoomControl::pan(int64_t deltaNs) { setWindow(start_ + deltaNs, end_ + deltaNs); }
+void ZoomControl::pan(int64_t deltaNs) {
+  setWindow(start_ + deltaNs, end_ + deltaNs);
+}
 
 void ZoomControl::followEnd() {
   const int64_t w = width();
@@ -52,7 +56,9 @@ int64_t ZoomControl::xToTime(double x, double widthPx) const {
   return start_ + static_cast<int64_t>(std::llround(x * static_cast<double>(width()) / widthPx));
 }
 
-double ZoomControl::nsPerPixel(double widthPx) const { return static_cast<double>(width()) / widthPx; }
+double ZoomControl::nsPerPixel(double widthPx) const {
+  return static_cast<double>(width()) / widthPx;
+}
 
 int64_t tickSpacingNs(double nsPerPixel, double minPx) {
   const double want = std::max(1.0, nsPerPixel * minPx);

@@ -32,9 +32,9 @@ class LiveIngest {
     int ranksSeen = 0;       // ranks that delivered at least one batch
     uint64_t events = 0;
     double eventsPerSecond = 0;
-    uint64_t dropped = 0;       // reported by the agents
-    int64_t clockErrorNs = 0;   // largest clock-sync error bound over the ranks
-    std::string message;        // last problem, for the status bar
+    uint64_t dropped = 0;      // reported by the agents
+    int64_t clockErrorNs = 0;  // largest clock-sync error bound over the ranks
+    std::string message;       // last problem, for the status bar
   };
 
   explicit LiveIngest(std::shared_ptr<TimelineData> data);

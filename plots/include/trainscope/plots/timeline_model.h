@@ -48,16 +48,16 @@ struct TimelineRow {
   core::TrackId track = 0;
   core::RankId rank = 0;
   core::TrackKind kind = core::TrackKind::CpuThread;
-  uint32_t level = 0;                        // depth in the track (0 = outermost)
+  uint32_t level = 0;                           // depth in the track (0 = outermost)
   core::StringId counter = core::kEmptyString;  // counter rows: the counter's name
-  core::PodColumn<uint32_t> events;          // indices into the track, in start order
+  core::PodColumn<uint32_t> events;             // indices into the track, in start order
   // Start of every kCoarseStride-th event (position k * stride): a small contiguous index that
   // the level-of-detail searches walk first, so long jumps touch few cold cache lines.
   core::PodColumn<int64_t> coarse;
   // End of the last event of each block of kCoarseStride positions (the block's latest end).
   core::PodColumn<int64_t> coarseEnd;
   static constexpr size_t kCoarseStride = 32;
-  int64_t lastEnd = INT64_MIN;               // end of the last event (for levelling)
+  int64_t lastEnd = INT64_MIN;  // end of the last event (for levelling)
 };
 
 // A marker drawn across a rank's rows: step boundaries and knob changes.

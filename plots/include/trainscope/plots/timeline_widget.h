@@ -44,8 +44,8 @@ class TimelineWidget : public QWidget {
   void setFollow(bool on);
 
   void fitAll();
-  void zoomBy(double factor);        // around the centre
-  void panByFraction(double frac);   // of the visible width
+  void zoomBy(double factor);       // around the centre
+  void panByFraction(double frac);  // of the visible width
 
   EventRef selectedEvent() const { return selected_; }
   // Selects ev (details, arrows) and scrolls/zooms so it is visible.
@@ -114,7 +114,7 @@ class TimelineWidget : public QWidget {
   int rowsTop() const;  // below the ruler and the pinned lanes
   // The lane at widget y (pinned or scrolled), if any.
   const Lane* laneAt(int y) const;
-  int laneY(const Lane& lane) const;  // widget y of a lane
+  int laneY(const Lane& lane) const;                                    // widget y of a lane
   std::optional<std::pair<size_t, uint32_t>> itemAt(QPoint pos) const;  // (row, position)
   void finishBox(QPoint a, QPoint b);
   void showRow(size_t row);
