@@ -497,6 +497,12 @@ void MainWindow::updateStatus() {
       refreshTree();
       if (!t->selectedEvent().valid() && !t->boxStats()) showEventDetails({});
     }
+    if (st.state == plots::LiveIngest::State::Ended && endedShown_ != v) {
+      endedShown_ = v;  // once per tab: the job went away, what arrived is kept
+      statusBar()->showMessage(tr("%1: %2 — File → Save Session As… keeps it")
+                                   .arg(QString::fromStdString(st.jobId), QString::fromStdString(st.message)),
+                               15000);
+    }
     if (!liveReadySent_ && st.ranksTotal > 0 && st.ranksSeen >= st.ranksTotal && st.events > 0) {
       liveReadySent_ = true;
       emit liveReady(st.ranksSeen, st.events);

@@ -89,6 +89,7 @@ class MainWindow : public QMainWindow {
   QTimer* statusTimer_;
   int treeTicks_ = 0;
   bool liveReadySent_ = false;
+  SessionView* endedShown_ = nullptr;
 };
 
 }  // namespace trainscope::app

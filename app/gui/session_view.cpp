@@ -33,6 +33,7 @@ void SessionView::startJob(std::function<Job()> fn) {
 void SessionView::onJobDone() {
   Job j = watcher_.result();
   if (!j.error.isEmpty()) {
+    if (!data_) timeline_->setPlaceholder(j.error);
     emit failed(j.path, j.error);
     return;
   }
@@ -48,6 +49,7 @@ void SessionView::onJobDone() {
 
 void SessionView::openFile(const QString& path) {
   if (watcher_.isRunning()) return;
+  timeline_->setPlaceholder(tr("Loading %1 …").arg(path));
   startJob([path] {
     Job j;
     j.path = path;

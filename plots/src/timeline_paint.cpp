@@ -32,7 +32,9 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   if (!data_) {
     out.fillRect(rect(), kBackground);
     out.setPen(Qt::darkGray);
-    out.drawText(rect(), Qt::AlignCenter, tr("Open a session (Ctrl+O) or attach to a running job (Ctrl+J)"));
+    out.drawText(rect(), Qt::AlignCenter,
+                 placeholder_.isEmpty() ? tr("Open a session (Ctrl+O) or attach to a running job (Ctrl+J)")
+                                        : placeholder_);
     return;
   }
   std::shared_lock lock(data_->mutex, std::try_to_lock);

@@ -47,6 +47,11 @@ void TimelineWidget::setData(std::shared_ptr<TimelineData> data) {
   update();
 }
 
+void TimelineWidget::setPlaceholder(const QString& text) {
+  placeholder_ = text;
+  update();
+}
+
 void TimelineWidget::setColorMode(ColorMode mode) {
   mode_ = mode;
   update();

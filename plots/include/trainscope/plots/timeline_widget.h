@@ -35,6 +35,8 @@ class TimelineWidget : public QWidget {
   ~TimelineWidget() override;
 
   void setData(std::shared_ptr<TimelineData> data);
+  // What the widget says while it has no data ("Loading …", an error).
+  void setPlaceholder(const QString& text);
   const std::shared_ptr<TimelineData>& data() const { return data_; }
   ZoomControl& zoom() { return zoom_; }
 
@@ -127,6 +129,7 @@ class TimelineWidget : public QWidget {
   QScrollBar* vbar_;
   QTimer* tick_;
   QPixmap frame_;
+  QString placeholder_;
   uint64_t seenGeneration_ = 0, seenLayout_ = UINT64_MAX;
   bool firstData_ = true;
 
