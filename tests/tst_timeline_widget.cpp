@@ -87,6 +87,8 @@ class TstTimelineWidget : public QObject {
     for (int64_t ns : st->nsPerKind) sum += ns;
     QVERIFY(sum > 0);
     QVERIFY(plots::selectionHtml(*st).contains("kernel"));
+    if (qEnvironmentVariableIsSet("TS_TEST_SHOT"))  // to look at the overlay by hand
+      w_->grab().save(qEnvironmentVariable("TS_TEST_SHOT"));
   }
 
   void clickSelectsAndSearchWalks() {

@@ -293,9 +293,9 @@ void TimelineWidget::paintRuler(QPainter& p) {
     p.setPen(kGrid);
     p.drawLine(QPointF(x, 14), QPointF(x, layout::kAxisHeight));
     p.setPen(QColor(0x40, 0x40, 0x40));
-    p.drawText(QPointF(x + 3, 13), t == origin
-                                       ? QStringLiteral("0")
-                                       : QStringLiteral("+") + layout::formatDuration(t - origin, tick));
+    const QString label =
+        t == origin ? QStringLiteral("0") : QStringLiteral("+") + layout::formatDuration(t - origin, tick);
+    if (x + 3 + p.fontMetrics().horizontalAdvance(label) < x0 + w) p.drawText(QPointF(x + 3, 13), label);
   }
   // Left corner: the visible width.
   p.fillRect(QRect(0, 0, x0, layout::kRulerHeight), QColor(0xff, 0xff, 0xff));
