@@ -30,6 +30,7 @@ run: build
 bench: build
 	$(BUILD)/bin/bench_trace_store --benchmark_counters_tabular=true
 	$(BUILD)/bin/bench_sqlite
+	$(BUILD)/bin/bench_timeline
 
 # libFuzzer on the wire decoder (clang; separate build dir, only the decoder and the fuzzer are
 # built). CI runs it for FUZZ_SECONDS after the tests.
