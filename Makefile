@@ -31,6 +31,7 @@ bench: build
 	$(BUILD)/bin/bench_trace_store --benchmark_counters_tabular=true
 	$(BUILD)/bin/bench_sqlite
 	python3 bench/bench_train.py --build $(BUILD) --steps 200
+	$(BUILD)/bin/bench_timeline
 
 # libFuzzer on the wire decoder (clang; separate build dir, only the decoder and the fuzzer are
 # built). CI runs it for FUZZ_SECONDS after the tests.

@@ -1,10 +1,38 @@
-// trainscope: the GUI. `trainscope [FILE] [--screenshot OUT.png]`.
+// trainscope: the GUI.
+//   trainscope [FILE]                       open a .tsdb session or Chrome/PyTorch JSON trace
+//   trainscope --attach JOBID | --attach-first [--wait S]   attach live to a running job
+//   --screenshot OUT.png                    save the window once loaded / all ranks arrived, then quit
+//   --window-ms A:B  --search NAME  --color-by kind|micro-batch|phase   initial view (for screenshots)
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QScreen>
 #include <QTimer>
+#include <cstdio>
 
 #include "main_window.h"
+#include "session_view.h"
+
+namespace {
+
+// Applies the view options to the current tab once its data is there.
+void applyView(trainscope::app::MainWindow& w, const QCommandLineParser& p) {
+  auto* v = w.currentView();
+  if (!v) return;
+  auto* t = v->timeline();
+  const QString mode = p.value("color-by");
+  if (mode == "micro-batch") w.setColorMode(static_cast<int>(trainscope::plots::ColorMode::MicroBatch));
+  if (mode == "phase") w.setColorMode(static_cast<int>(trainscope::plots::ColorMode::Phase));
+  const QStringList win = p.value("window-ms").split(':');
+  if (win.size() == 2) {
+    const int64_t origin = t->zoom().traceStart();
+    t->setFollow(false);
+    t->zoom().setWindow(origin + static_cast<int64_t>(win[0].toDouble() * 1e6),
+                        origin + static_cast<int64_t>(win[1].toDouble() * 1e6));
+  }
+  if (!p.value("search").isEmpty()) t->search(p.value("search"), true);
+  t->update();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -17,25 +45,64 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addPositionalArgument("file", "Session to open (.tsdb or Chrome trace .json)", "[file]");
-  QCommandLineOption shot("screenshot", "Save a PNG of the window once the file is open, then quit.", "png");
-  parser.addOption(shot);
+  parser.addOption({"screenshot",
+                    "Save a PNG of the window once the file is open (or, attached, once every rank "
+                    "sent events), then quit.",
+                    "png"});
+  parser.addOption({"attach", "Attach live to the running job with this id.", "job"});
+  parser.addOption({"attach-first", "Attach live to the first running job found on this machine."});
+  parser.addOption(
+      {"wait", "Seconds to wait for a job to appear with --attach-first (default 30).", "s", "30"});
+  parser.addOption({"window-ms", "Initial view, in ms from the trace start.", "a:b"});
+  parser.addOption({"search", "Select the first event whose name contains this.", "name"});
+  parser.addOption({"color-by", "kind, micro-batch or phase.", "mode"});
+  parser.addOption({"live-seconds",
+                    "With --screenshot when attached: keep streaming this long first (default 2).", "s",
+                    "2"});
   parser.process(app);
 
   trainscope::app::MainWindow window;
   window.show();
   const QStringList files = parser.positionalArguments();
-  const QString shotPath = parser.value(shot);
-  if (!shotPath.isEmpty()) {
-    auto grab = [&window, shotPath] {
+  const QString shotPath = parser.value("screenshot");
+  auto shoot = [&window, &parser, shotPath](int delayMs) {
+    applyView(window, parser);
+    QTimer::singleShot(delayMs, &window, [&window, &parser, shotPath] {
+      applyView(window, parser);
       QTimer::singleShot(300, &window, [&window, shotPath] {
+        if (shotPath.isEmpty()) return;
+        window.refreshStatus();
         const bool ok = window.grab().save(shotPath);
         QCoreApplication::exit(ok ? 0 : 1);
       });
-    };
-    QObject::connect(&window, &trainscope::app::MainWindow::loaded, &window, grab);
-    QObject::connect(&window, &trainscope::app::MainWindow::failed, &window, [] { QCoreApplication::exit(1); });
-    if (files.isEmpty()) grab();
+    });
+  };
+  QObject::connect(&window, &trainscope::app::MainWindow::loaded, &window, [&shoot] { shoot(0); });
+  QObject::connect(&window, &trainscope::app::MainWindow::liveReady, &window,
+                   [&](int ranks, qulonglong events) {
+                     std::printf("live: events from %d ranks (%llu events)\n", ranks, events);
+                     std::fflush(stdout);
+                     if (!shotPath.isEmpty())
+                       shoot(static_cast<int>(parser.value("live-seconds").toDouble() * 1000));
+                   });
+  if (!shotPath.isEmpty())
+    QObject::connect(&window, &trainscope::app::MainWindow::failed, &window,
+                     [](const QString&, const QString& msg) {
+                       std::fprintf(stderr, "trainscope: %s\n", msg.toUtf8().constData());
+                       QCoreApplication::exit(1);
+                     });
+  if (parser.isSet("attach")) {
+    QString error;
+    if (!window.attachJob(parser.value("attach"), &error)) {
+      std::fprintf(stderr, "trainscope: %s\n", error.toUtf8().constData());
+      if (!shotPath.isEmpty()) return 1;
+    }
+  } else if (parser.isSet("attach-first")) {
+    window.attachFirst(static_cast<int>(parser.value("wait").toDouble() * 1000));
+  } else if (!files.isEmpty()) {
+    window.openFile(files.first());
+  } else if (!shotPath.isEmpty()) {
+    shoot(0);
   }
-  if (!files.isEmpty()) window.openFile(files.first());
   return QApplication::exec();
 }

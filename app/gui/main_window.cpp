@@ -1,60 +1,137 @@
 #include "main_window.h"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QSettings>
-#include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTextBrowser>
+#include <QTimer>
+#include <QToolBar>
 #include <QTreeView>
-#include <QtConcurrent/QtConcurrentRun>
 
-#include "trainscope/core/chrome_trace.h"
-#include "trainscope/core/summary.h"
+#include "attach_dialog.h"
+#include "session_view.h"
+#include "trainscope/core/agent_client.h"
 #include "trainscope/plots/session_tree_model.h"
+#include "trainscope/plots/timeline_details.h"
 
 namespace trainscope::app {
 
 namespace {
 constexpr int kMaxRecent = 8;
-QString fromStd(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+
+bool offscreen() {
+  return QApplication::platformName().startsWith("offscreen");
+}
+
+QLabel* statusLabel(const QString& name) {
+  auto* l = new QLabel;
+  l->setObjectName(name);
+  l->setContentsMargins(6, 0, 6, 0);
+  return l;
+}
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent),
-      model_(new plots::SessionTreeModel(this)),
+      tabs_(new QTabWidget),
+      treeModel_(new plots::SessionTreeModel(this)),
       tree_(new QTreeView),
       details_(new QTextBrowser),
-      statusFile_(new QLabel(tr("No session"))),
-      statusEvents_(new QLabel),
-      statusDrops_(new QLabel) {
+      search_(new QLineEdit),
+      statusSource_(statusLabel("statusSource")),
+      statusEvents_(statusLabel("statusEvents")),
+      statusRate_(statusLabel("statusRate")),
+      statusDrops_(statusLabel("statusDrops")),
+      statusClock_(statusLabel("statusClock")),
+      statusFrame_(statusLabel("statusFrame")),
+      statusTimer_(new QTimer(this)) {
   setWindowTitle(tr("Trainscope"));
   setObjectName("MainWindow");
+  tabs_->setObjectName("sessionTabs");
+  tabs_->setTabsClosable(true);
+  tabs_->setDocumentMode(true);
+  setCentralWidget(tabs_);
+  connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::onTabChanged);
+  connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) {
+    QWidget* w = tabs_->widget(i);
+    tabs_->removeTab(i);
+    delete w;
+  });
+  buildDocks();
+  buildMenus();
+  statusBar()->addWidget(statusSource_, 1);
+  for (QLabel* l : {statusEvents_, statusRate_, statusDrops_, statusClock_, statusFrame_})
+    statusBar()->addPermanentWidget(l);
+  connect(statusTimer_, &QTimer::timeout, this, &MainWindow::updateStatus);
+  statusTimer_->start(500);
 
-  tree_->setModel(model_);
+  QSettings settings;
+  if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1400, 860);
+  restoreState(settings.value("window/state").toByteArray());
+  rebuildRecentMenu();
+  onTabChanged();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildDocks() {
+  tree_->setModel(treeModel_);
   tree_->setObjectName("sessionTree");
   tree_->setUniformRowHeights(true);
   tree_->setAlternatingRowColors(true);
   tree_->header()->setStretchLastSection(false);
   tree_->header()->setSectionResizeMode(plots::SessionTreeModel::Name, QHeaderView::Stretch);
   details_->setObjectName("details");
-  details_->setOpenExternalLinks(false);
+  details_->setOpenLinks(false);
+  connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    const plots::EventRef ref = plots::parseEventLink(url.toString());
+    if (SessionView* v = currentView(); v && ref.valid()) v->timeline()->selectEvent(ref, true);
+  });
+  auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(w);
+    addDockWidget(area, d);
+    return d;
+  };
+  QDockWidget* treeDock = dock(tr("Ranks & tracks"), "treeDock", tree_, Qt::LeftDockWidgetArea);
+  QDockWidget* detailsDock = dock(tr("Details"), "detailsDock", details_, Qt::RightDockWidgetArea);
+  auto placeholder = [](const QString& text) {
+    auto* l = new QLabel(text);
+    l->setAlignment(Qt::AlignCenter);
+    l->setWordWrap(true);
+    l->setStyleSheet("color: #777; padding: 12px;");
+    return l;
+  };
+  QDockWidget* analysis =
+      dock(tr("Analysis"), "analysisDock",
+           placeholder(tr("Pipeline bubbles, overlap and the step breakdown appear here.")),
+           Qt::BottomDockWidgetArea);
+  QDockWidget* knobs =
+      dock(tr("Knobs"), "knobsDock", placeholder(tr("Live knobs of the attached job appear here.")),
+           Qt::BottomDockWidgetArea);
+  tabifyDockWidget(analysis, knobs);
+  analysis->raise();
+  analysis->hide();
+  knobs->hide();
+  resizeDocks({treeDock, detailsDock}, {300, 300}, Qt::Horizontal);
+}
 
-  auto* split = new QSplitter;
-  split->setObjectName("mainSplitter");
-  split->addWidget(tree_);
-  split->addWidget(details_);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
-  setCentralWidget(split);
-
+void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open Session…"), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), {},
@@ -62,118 +139,388 @@ MainWindow::MainWindow(QWidget* parent)
     if (!path.isEmpty()) openFile(path);
   });
   open->setShortcut(QKeySequence::Open);
+  file->addAction(tr("&Import Chrome / PyTorch JSON…"), this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Import trace"), {}, tr("Chrome trace JSON (*.json)"));
+    if (!path.isEmpty()) openFile(path);
+  });
   recentMenu_ = file->addMenu(tr("Open &Recent"));
   file->addSeparator();
+  QAction* save = file->addAction(tr("&Save Session As…"), this, [this] {
+    SessionView* v = currentView();
+    if (!v || !v->data()) return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save session"), {}, tr("Sessions (*.tsdb)"));
+    if (!path.isEmpty()) v->saveAs(path);
+  });
+  save->setShortcut(QKeySequence::Save);
+  QAction* exportJson = file->addAction(tr("&Export Visible Range as Chrome JSON…"), this, [this] {
+    SessionView* v = currentView();
+    if (!v || !v->data()) return;
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export visible range"), {}, tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) v->exportVisibleJson(path);
+  });
+  exportJson->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addAction(tr("Export View as &PNG…"), this, [this] {
+    SessionView* v = currentView();
+    if (!v) return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export PNG"), {}, tr("PNG image (*.png)"));
+    if (!path.isEmpty() && !v->exportPng(path)) reportError(tr("Export"), tr("Could not write %1").arg(path));
+  });
+  file->addSeparator();
+  QAction* closeTab = file->addAction(tr("&Close Tab"), this, [this] {
+    if (tabs_->count() > 0) emit tabs_->tabCloseRequested(tabs_->currentIndex());
+  });
+  closeTab->setShortcut(QKeySequence::Close);
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* job = menuBar()->addMenu(tr("&Job"));
+  QAction* attach = job->addAction(tr("&Attach to Job…"), this, [this] {
+    AttachDialog dlg(this);
+    if (dlg.exec() == QDialog::Accepted) attachEntries(dlg.entries(), dlg.label());
+  });
+  attach->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_J));
+  QAction* detach = job->addAction(tr("&Detach"), this, [this] {
+    if (SessionView* v = currentView()) v->detach();
+  });
+  QAction* reattach = job->addAction(tr("&Re-attach"), this, [this] {
+    if (SessionView* v = currentView(); v && v->canReattach()) {
+      liveReadySent_ = false;
+      v->reattach();
+    }
+  });
+  followAction_ = job->addAction(tr("&Follow Live Data"));
+  followAction_->setCheckable(true);
+  followAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+  connect(followAction_, &QAction::toggled, this, [this](bool on) {
+    if (SessionView* v = currentView()) v->timeline()->setFollow(on);
+  });
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  auto onTimeline = [this](auto fn) {
+    return [this, fn] {
+      if (SessionView* v = currentView()) fn(v->timeline());
+    };
+  };
+  QAction* fit =
+      view->addAction(tr("Zoom to &Fit"), this, onTimeline([](plots::TimelineWidget* t) { t->fitAll(); }));
+  fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  view->addAction(tr("Zoom &In (W)"), this, onTimeline([](plots::TimelineWidget* t) { t->zoomBy(1.5); }))
+      ->setShortcut(QKeySequence::ZoomIn);
+  view->addAction(tr("Zoom &Out (S)"), this, onTimeline([](plots::TimelineWidget* t) { t->zoomBy(1 / 1.5); }))
+      ->setShortcut(QKeySequence::ZoomOut);
+  QMenu* colors = view->addMenu(tr("&Colour by"));
+  colorGroup_ = new QActionGroup(this);
+  for (auto mode : {plots::ColorMode::Kind, plots::ColorMode::MicroBatch, plots::ColorMode::Phase}) {
+    QAction* a = colors->addAction(plots::colorModeName(mode));
+    a->setCheckable(true);
+    a->setChecked(mode == plots::ColorMode::Kind);
+    a->setData(static_cast<int>(mode));
+    colorGroup_->addAction(a);
+  }
+  connect(colorGroup_, &QActionGroup::triggered, this, [this](QAction* a) {
+    if (SessionView* v = currentView())
+      v->timeline()->setColorMode(static_cast<plots::ColorMode>(a->data().toInt()));
+  });
+  view->addSeparator();
+  QAction* find = view->addAction(tr("&Find…"), this, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
+  find->setShortcut(QKeySequence::Find);
+  view->addAction(tr("Find &Next"), this, [this] { search(true); })->setShortcut(QKeySequence::FindNext);
+  view->addAction(tr("Find &Previous"), this, [this] { search(false); })
+      ->setShortcut(QKeySequence::FindPrevious);
+  view->addSeparator();
+  for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Keys and Mouse"), this, [this] {
+    QMessageBox::information(
+        this, tr("Keys and mouse"),
+        tr("<table cellspacing=4><tr><td><b>Wheel</b></td><td>zoom at the cursor</td></tr>"
+           "<tr><td><b>Shift+wheel</b></td><td>scroll rows</td></tr>"
+           "<tr><td><b>W / S</b></td><td>zoom in / out</td></tr><tr><td><b>A / D</b></td><td>pan left / "
+           "right</td></tr>"
+           "<tr><td><b>F</b>, Ctrl+0</td><td>fit everything</td></tr>"
+           "<tr><td><b>Left drag</b></td><td>box selection: duration and per-kind totals</td></tr>"
+           "<tr><td><b>Right / middle drag</b></td><td>pan</td></tr>"
+           "<tr><td><b>Click</b></td><td>event details and links (arrows)</td></tr>"
+           "<tr><td><b>Double click</b></td><td>zoom to event; on a row label: pin it</td></tr>"
+           "<tr><td><b>Click a rank header</b></td><td>collapse / expand the rank</td></tr>"
+           "<tr><td><b>Ctrl+F, F3, Shift+F3</b></td><td>find by name, next, previous</td></tr></table>"));
+  });
   help->addAction(tr("&About Trainscope"), this, [this] {
     QMessageBox::about(this, tr("About Trainscope"),
                        tr("<b>Trainscope %1</b><p>See and tune distributed training while it runs.</p>")
                            .arg(QStringLiteral(TRAINSCOPE_VERSION)));
   });
 
-  statusBar()->addWidget(statusFile_, 1);
-  statusBar()->addPermanentWidget(statusEvents_);
-  statusBar()->addPermanentWidget(statusDrops_);
-
-  connect(&watcher_, &QFutureWatcher<LoadResult>::finished, this, &MainWindow::onLoaded);
-
-  QSettings settings;
-  if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1100, 700);
-  restoreState(settings.value("window/state").toByteArray());
-  split->restoreState(settings.value("window/splitter").toByteArray());
-  rebuildRecentMenu();
-  showDetails();
+  QToolBar* tb = addToolBar(tr("Main"));
+  tb->setObjectName("mainToolBar");
+  tb->setMovable(false);
+  tb->addAction(open);
+  tb->addAction(attach);
+  tb->addAction(detach);
+  tb->addAction(reattach);
+  tb->addAction(followAction_);
+  tb->addSeparator();
+  tb->addAction(fit);
+  tb->addWidget(new QLabel(tr(" Colour by ")));
+  auto* combo = new QComboBox;
+  combo->setObjectName("colorMode");
+  for (QAction* a : colorGroup_->actions()) combo->addItem(a->text(), a->data());
+  connect(combo, &QComboBox::activated, this, [this](int i) { colorGroup_->actions()[i]->trigger(); });
+  connect(colorGroup_, &QActionGroup::triggered, combo,
+          [combo](QAction* a) { combo->setCurrentIndex(combo->findData(a->data())); });
+  tb->addWidget(combo);
+  tb->addSeparator();
+  search_->setObjectName("search");
+  search_->setPlaceholderText(tr("Find by name (Ctrl+F)"));
+  search_->setClearButtonEnabled(true);
+  search_->setMaximumWidth(260);
+  connect(search_, &QLineEdit::returnPressed, this, [this] { search(true); });
+  tb->addWidget(search_);
+  tb->addAction(tr("◀"), this, [this] { search(false); })->setToolTip(tr("Previous match (Shift+F3)"));
+  tb->addAction(tr("▶"), this, [this] { search(true); })->setToolTip(tr("Next match (F3)"));
 }
 
-MainWindow::~MainWindow() { watcher_.waitForFinished(); }
+SessionView* MainWindow::currentView() const {
+  return qobject_cast<SessionView*>(tabs_->currentWidget());
+}
 
-bool MainWindow::isLoading() const { return watcher_.isRunning(); }
-
-MainWindow::LoadResult MainWindow::load(const QString& path) {
-  LoadResult r;
-  const std::filesystem::path p = path.toStdString();
-  if (path.endsWith(".json", Qt::CaseInsensitive)) {
-    auto store = core::importChromeTraceFile(p);
-    if (!store) {
-      r.error = QString::fromStdString(store.status().message());
-      return r;
+SessionView* MainWindow::addView(const QString& title) {
+  auto* v = new SessionView;
+  connect(v->timeline(), &plots::TimelineWidget::eventSelected, this, [this, v](plots::EventRef ev) {
+    if (v == currentView()) showEventDetails(ev);
+  });
+  connect(v->timeline(), &plots::TimelineWidget::boxSelected, this, [this, v] {
+    if (v == currentView()) showSelection();
+  });
+  connect(v, &SessionView::loaded, this, [this, v](const QString& path) {
+    tabs_->setTabText(tabs_->indexOf(v), v->title());
+    setWindowTitle(tr("%1 — Trainscope").arg(v->title()));
+    addRecent(path);
+    refreshTree();
+    updateStatus();
+    showEventDetails({});
+    emit loaded(path);
+  });
+  connect(v, &SessionView::saved, this,
+          [this](const QString& path) { statusBar()->showMessage(tr("Saved %1").arg(path), 5000); });
+  connect(v, &SessionView::failed, this, [this, v](const QString& path, const QString& msg) {
+    if (!v->data()) {  // a load that failed leaves an empty tab behind: drop it
+      tabs_->removeTab(tabs_->indexOf(v));
+      v->deleteLater();
     }
-    r.summary = core::summarizeStore(store.value());
-    r.summary.schemaVersion = 0;
-  } else {
-    auto reader = core::SessionReader::open(p);
-    if (!reader) {
-      r.error = QString::fromStdString(reader.status().message());
-      return r;
-    }
-    auto s = reader.value()->summary();
-    if (!s) {
-      r.error = QString::fromStdString(s.status().message());
-      return r;
-    }
-    r.summary = std::move(s.value());
-  }
-  r.summary.path = p;
-  return r;
+    statusSource_->setText(tr("Failed: %1").arg(path));
+    reportError(tr("Trainscope"), msg);
+    emit failed(path, msg);
+  });
+  tabs_->setCurrentIndex(tabs_->addTab(v, title));
+  return v;
 }
 
 void MainWindow::openFile(const QString& path) {
-  if (watcher_.isRunning()) return;
-  loadingPath_ = path;
-  statusFile_->setText(tr("Opening %1…").arg(path));
-  watcher_.setFuture(QtConcurrent::run(&MainWindow::load, path));
+  SessionView* v = addView(tr("Opening %1…").arg(QFileInfo(path).fileName()));
+  statusSource_->setText(tr("Opening %1…").arg(path));
+  v->openFile(path);
 }
 
-void MainWindow::onLoaded() {
-  const LoadResult r = watcher_.result();
-  if (!r.error.isEmpty()) {
-    statusFile_->setText(tr("Could not open %1").arg(loadingPath_));
-    emit failed(loadingPath_, r.error);
-    if (!QApplication::platformName().startsWith("offscreen"))
-      QMessageBox::warning(this, tr("Could not open session"), r.error);
+void MainWindow::attachEntries(std::vector<core::discovery::Entry> entries, const QString& label) {
+  liveReadySent_ = false;
+  SessionView* v = addView(label);
+  v->attach(std::move(entries), label);
+  followAction_->setChecked(true);
+  setWindowTitle(tr("%1 — Trainscope").arg(label));
+  updateStatus();
+}
+
+bool MainWindow::attachJob(const QString& jobId, QString* error) {
+  auto entries = core::JobSession::entriesOf(jobId.toStdString(), false);
+  if (!entries) {
+    *error = QString::fromStdString(entries.status().message());
+    return false;
+  }
+  attachEntries(std::move(entries).value(), tr("job %1 (live)").arg(jobId));
+  return true;
+}
+
+void MainWindow::attachFirst(int timeoutMs) {
+  // Polls discovery (a directory listing) until a job with all its ranks shows up.
+  auto* timer = new QTimer(this);
+  auto waited = std::make_shared<int>(0);
+  connect(timer, &QTimer::timeout, this, [this, timer, waited, timeoutMs] {
+    *waited += 200;
+    for (auto& job : AttachDialog::localJobs()) {
+      if (static_cast<int>(job.size()) < job.front().worldSize && *waited < timeoutMs / 2) continue;
+      timer->deleteLater();
+      const QString id = QString::fromStdString(job.front().jobId);
+      attachEntries(std::move(job), tr("job %1 (live)").arg(id));
+      return;
+    }
+    statusSource_->setText(tr("Waiting for a job to attach to… (%1 s)").arg(*waited / 1000));
+    if (*waited >= timeoutMs) {
+      timer->deleteLater();
+      reportError(tr("Attach"), tr("No running job appeared within %1 s.").arg(timeoutMs / 1000));
+      emit failed(QStringLiteral("--attach-first"), tr("no running job found"));
+    }
+  });
+  timer->start(200);
+}
+
+void MainWindow::reportError(const QString& title, const QString& message) {
+  statusBar()->showMessage(message, 10000);
+  if (!offscreen()) QMessageBox::warning(this, title, message);
+}
+
+void MainWindow::onTabChanged() {
+  SessionView* v = currentView();
+  refreshTree();
+  if (!v) {
+    details_->setHtml(
+        tr("<h3>No session open</h3><p><b>File → Open Session…</b> opens a <code>.tsdb</code> "
+           "session or a Chrome/PyTorch trace (<code>.json</code>); <b>Job → Attach…</b> "
+           "(Ctrl+J) connects to a running job.</p><p>Make a session with "
+           "<code>trainscope-cli synth --out demo.tsdb</code>, or start a job with "
+           "<code>make run</code>.</p>"));
+    setWindowTitle(tr("Trainscope"));
     return;
   }
-  model_->setSummary(r.summary);
-  tree_->expandAll();
+  setWindowTitle(tr("%1 — Trainscope").arg(v->title()));
+  followAction_->setChecked(v->timeline()->follow());
+  for (QAction* a : colorGroup_->actions())
+    if (a->data().toInt() == static_cast<int>(v->timeline()->colorMode())) a->setChecked(true);
+  showEventDetails(v->timeline()->selectedEvent());
+  updateStatus();
+}
+
+void MainWindow::refreshTree() {
+  SessionView* v = currentView();
+  if (!v || !v->data()) {
+    treeModel_->clear();
+    return;
+  }
+  const bool first = treeModel_->rowCount() == 0;
+  treeModel_->setSummary(v->quickSummary());
+  if (first) tree_->expandAll();
   for (int c = 1; c < plots::SessionTreeModel::ColumnCount; ++c) tree_->resizeColumnToContents(c);
-  setWindowTitle(tr("%1 — Trainscope").arg(QFileInfo(loadingPath_).fileName()));
-  const QLocale locale;
-  statusFile_->setText(loadingPath_);
-  statusEvents_->setText(tr("%1 events").arg(locale.toString(static_cast<qulonglong>(r.summary.eventCount))));
-  statusDrops_->setText(tr("dropped %1").arg(locale.toString(static_cast<qulonglong>(r.summary.droppedEvents))));
-  addRecent(loadingPath_);
-  showDetails();
-  emit loaded(loadingPath_);
 }
 
-void MainWindow::showDetails() {
-  const core::SessionSummary& s = model_->summary();
-  if (s.path.empty()) {
-    details_->setHtml(tr("<h3>No session open</h3><p>Use <b>File → Open Session…</b> to open a "
-                         "<code>.tsdb</code> session or a Chrome/PyTorch trace (<code>.json</code>).</p>"
-                         "<p>Make one with <code>trainscope-cli synth --out demo.tsdb</code>.</p>"));
+void MainWindow::showEventDetails(const plots::EventRef& ev) {
+  SessionView* v = currentView();
+  if (!v || !v->data()) return;
+  if (!ev.valid()) {
+    details_->setHtml(overviewHtml(v->quickSummary()));
     return;
   }
-  const QLocale locale;
-  QString html = QStringLiteral("<h3>%1</h3><table cellspacing=4>").arg(QString::fromStdString(s.path.filename().string()).toHtmlEscaped());
-  auto row = [&](const QString& k, const QString& v) { html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(k, v); };
-  row(tr("Schema"), s.schemaVersion ? QStringLiteral("v%1").arg(s.schemaVersion) : tr("Chrome JSON"));
-  row(tr("Events"), locale.toString(static_cast<qulonglong>(s.eventCount)));
-  row(tr("Span"), tr("%1 ms").arg(locale.toString(double(s.endNs - s.startNs) / 1e6, 'f', 3)));
-  row(tr("Ranks"), QString::number(s.ranks.size()));
-  row(tr("Tracks"), QString::number(s.tracks.size()));
-  row(tr("Dropped"), locale.toString(static_cast<qulonglong>(s.droppedEvents)));
-  html += "</table><h4>" + tr("Events by kind") + "</h4><table cellspacing=4>";
-  for (const auto& [kind, n] : s.eventsPerKind) row(fromStd(core::eventKindName(kind)), locale.toString(static_cast<qulonglong>(n)));
-  html += "</table>";
+  std::shared_lock lock(v->data()->mutex);
+  details_->setHtml(plots::eventDetailsHtml(*v->data(), ev));
+}
+
+QString MainWindow::overviewHtml(const core::SessionSummary& s) {
+  const QLocale loc;
+  QString html =
+      tr("<h3>Session</h3><p style='color:#555'>Click an event for its attributes and links; drag "
+         "to measure a range.</p><table cellspacing=3>");
+  auto row = [&](const QString& k, const QString& val) {
+    html += QStringLiteral("<tr><td style='color:#555'>%1</td><td>%2</td></tr>").arg(k, val);
+  };
+  row(tr("events"), loc.toString(static_cast<qulonglong>(s.eventCount)));
+  row(tr("span"), tr("%1 ms").arg(loc.toString(static_cast<double>(s.endNs - s.startNs) / 1e6, 'f', 3)));
+  row(tr("ranks"), QString::number(s.ranks.size()));
+  row(tr("tracks"), QString::number(s.tracks.size()));
+  row(tr("dropped"), loc.toString(static_cast<qulonglong>(s.droppedEvents)));
+  html += QStringLiteral("</table>");
   if (!s.metadata.empty()) {
-    html += "<h4>" + tr("Metadata") + "</h4><table cellspacing=4>";
-    for (const auto& [k, v] : s.metadata) row(QString::fromStdString(k).toHtmlEscaped(), QString::fromStdString(v).toHtmlEscaped());
-    html += "</table>";
+    html += tr("<h4>Metadata</h4><table cellspacing=3>");
+    for (const auto& [k, val] : s.metadata)
+      row(QString::fromStdString(k).toHtmlEscaped(), QString::fromStdString(val).toHtmlEscaped());
+    html += QStringLiteral("</table>");
   }
-  details_->setHtml(html);
+  return html;
+}
+
+void MainWindow::showSelection() {
+  SessionView* v = currentView();
+  if (!v) return;
+  if (auto st = v->timeline()->boxStats()) details_->setHtml(plots::selectionHtml(*st));
+}
+
+void MainWindow::search(bool forward) {
+  SessionView* v = currentView();
+  if (!v || search_->text().isEmpty()) return;
+  if (!v->timeline()->search(search_->text(), forward))
+    statusBar()->showMessage(
+        tr("No %1 match for \"%2\"").arg(forward ? tr("further") : tr("earlier"), search_->text()), 4000);
+}
+
+void MainWindow::refreshStatus() {
+  updateStatus();
+}
+
+void MainWindow::setColorMode(int mode) {
+  for (QAction* a : colorGroup_->actions())
+    if (a->data().toInt() == mode) a->trigger();
+}
+
+void MainWindow::updateStatus() {
+  SessionView* v = currentView();
+  const QLocale loc;
+  if (!v) {
+    statusSource_->setText(tr("No session"));
+    for (QLabel* l : {statusEvents_, statusRate_, statusDrops_, statusClock_, statusFrame_}) l->clear();
+    return;
+  }
+  plots::TimelineWidget* t = v->timeline();
+  statusFrame_->setText(
+      tr("frame %1 items · %2 µs").arg(t->lastFrameItems()).arg(t->lastFramePrepMs() * 1e3, 0, 'f', 0));
+  statusFrame_->setMinimumWidth(statusFrame_->fontMetrics().horizontalAdvance(statusFrame_->text()) + 16);
+  statusFrame_->setToolTip(
+      tr("Level-of-detail items drawn in the last frame and the time the model took to prepare them"));
+  if (v->canReattach()) {
+    const auto st = v->liveStats();
+    statusSource_->setText(
+        tr("%1: %2 · %3/%4 ranks connected%5")
+            .arg(QString::fromStdString(st.jobId), QString::fromLatin1(plots::stateName(st.state)))
+            .arg(st.ranksConnected)
+            .arg(st.ranksTotal)
+            .arg(st.message.empty() ? QString()
+                                    : QStringLiteral(" — ") + QString::fromStdString(st.message)));
+    statusEvents_->setText(tr("%1 events").arg(loc.toString(static_cast<qulonglong>(st.events))));
+    statusRate_->setText(tr("%1 events/s").arg(loc.toString(st.eventsPerSecond, 'f', 0)));
+    statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(st.dropped))));
+    statusDrops_->setStyleSheet(st.dropped ? "color: #b00000;" : "");
+    statusClock_->setText(tr("clock ±%1 µs").arg(static_cast<double>(st.clockErrorNs) / 1e3, 0, 'f', 1));
+    if (++treeTicks_ % 4 == 0) {
+      refreshTree();
+      if (!t->selectedEvent().valid() && !t->boxStats()) showEventDetails({});
+    }
+    if (st.state == plots::LiveIngest::State::Ended && endedShown_ != v) {
+      endedShown_ = v;  // once per tab: the job went away, what arrived is kept
+      statusBar()->showMessage(tr("%1: %2 — File → Save Session As… keeps it")
+                                   .arg(QString::fromStdString(st.jobId), QString::fromStdString(st.message)),
+                               15000);
+    }
+    if (!liveReadySent_ && st.ranksTotal > 0 && st.ranksSeen >= st.ranksTotal && st.events > 0) {
+      liveReadySent_ = true;
+      emit liveReady(st.ranksSeen, st.events);
+    }
+    return;
+  }
+  if (!v->data()) return;
+  const core::SessionSummary s = v->quickSummary();
+  statusSource_->setText(v->sourcePath());
+  statusEvents_->setText(tr("%1 events").arg(loc.toString(static_cast<qulonglong>(s.eventCount))));
+  statusRate_->clear();
+  statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(s.droppedEvents))));
+  int64_t clockErr = 0;
+  for (const auto& [k, val] : s.metadata)
+    if (k.rfind("clock_sync_error_ns.", 0) == 0)
+      clockErr = std::max<int64_t>(clockErr, std::atoll(val.c_str()));
+  statusClock_->setText(clockErr ? tr("clock ±%1 µs").arg(static_cast<double>(clockErr) / 1e3, 0, 'f', 1)
+                                 : QString());
 }
 
 void MainWindow::addRecent(const QString& path) {
@@ -197,7 +544,6 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());
   settings.setValue("window/state", saveState());
-  if (auto* split = findChild<QSplitter*>("mainSplitter")) settings.setValue("window/splitter", split->saveState());
   event->accept();
 }
 

@@ -1,22 +1,32 @@
-// The Trainscope main window. For now it opens sessions (.tsdb or Chrome JSON) and shows their
-// ranks, tracks and counts; the timeline, attach dialog and analysis docks come with later issues.
+// The Trainscope main window: tabs of sessions (files or live jobs) around the timeline, a
+// job/rank/track tree, a details pane, docks for analysis and knobs (filled by later issues),
+// menus, shortcuts, recent files, a status bar (connection, events/s, drops, clock-sync error)
+// and a layout that is remembered (QSettings).
 #pragma once
 
-#include <QFutureWatcher>
 #include <QMainWindow>
 
+#include "trainscope/core/discovery.h"
 #include "trainscope/core/session_db.h"
 
+class QActionGroup;
 class QLabel;
+class QLineEdit;
 class QMenu;
+class QTabWidget;
 class QTextBrowser;
 class QTreeView;
+class QTimer;
+class QAction;
 
 namespace trainscope::plots {
 class SessionTreeModel;
-}
+struct EventRef;
+}  // namespace trainscope::plots
 
 namespace trainscope::app {
+
+class SessionView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -25,37 +35,61 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // Starts loading path off the GUI thread; loaded() or failed() follows.
+  // Opens path in a new tab (loading runs off the GUI thread); loaded() or failed() follows.
   void openFile(const QString& path);
-  bool isLoading() const;
+  // Attaches to a local job by id in a new tab. False (and a message) when it is not running.
+  bool attachJob(const QString& jobId, QString* error);
+  // Attaches to the first local job that appears within timeoutMs; failed() when none does.
+  void attachFirst(int timeoutMs);
+  SessionView* currentView() const;
+  // Re-reads the status bar figures now (they refresh twice a second anyway).
+  void refreshStatus();
+  // Colours the current tab's timeline by mode (as the toolbar does).
+  void setColorMode(int mode);
 
  signals:
   void loaded(const QString& path);
   void failed(const QString& path, const QString& message);
+  // A live tab has received events from every rank of its job.
+  void liveReady(int ranks, qulonglong events);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
 
  private:
-  struct LoadResult {
-    core::SessionSummary summary;
-    QString error;
-  };
-  static LoadResult load(const QString& path);
-  void onLoaded();
-  void showDetails();
+  SessionView* addView(const QString& title);
+  void attachEntries(std::vector<core::discovery::Entry> entries, const QString& label);
+  void buildMenus();
+  void buildDocks();
+  void updateStatus();
+  void refreshTree();
+  void showEventDetails(const plots::EventRef& ev);
+  void showSelection();
+  static QString overviewHtml(const core::SessionSummary& s);
+  void onTabChanged();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
+  void search(bool forward);
+  void reportError(const QString& title, const QString& message);
 
-  plots::SessionTreeModel* model_;
+  QTabWidget* tabs_;
+  plots::SessionTreeModel* treeModel_;
   QTreeView* tree_;
   QTextBrowser* details_;
-  QLabel* statusFile_;
+  QLineEdit* search_;
+  QMenu* recentMenu_ = nullptr;
+  QActionGroup* colorGroup_ = nullptr;
+  QAction* followAction_ = nullptr;
+  QLabel* statusSource_;
   QLabel* statusEvents_;
+  QLabel* statusRate_;
   QLabel* statusDrops_;
-  QMenu* recentMenu_;
-  QFutureWatcher<LoadResult> watcher_;
-  QString loadingPath_;
+  QLabel* statusClock_;
+  QLabel* statusFrame_;
+  QTimer* statusTimer_;
+  int treeTicks_ = 0;
+  bool liveReadySent_ = false;
+  SessionView* endedShown_ = nullptr;
 };
 
 }  // namespace trainscope::app

@@ -90,6 +90,10 @@ class PodColumn {
     }
   }
   void clear() { size_ = 0; }
+  // Drops the elements from n on (n <= size()); capacity is kept.
+  void truncate(size_t n) {
+    if (n < size_) size_ = n;
+  }
 
  private:
   void reallocTo(size_t cap) {

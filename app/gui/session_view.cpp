@@ -1,0 +1,181 @@
+#include "session_view.h"
+
+#include <QFileInfo>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "trainscope/core/chrome_trace.h"
+
+namespace trainscope::app {
+
+SessionView::SessionView(QWidget* parent) : QWidget(parent), timeline_(new plots::TimelineWidget) {
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->addWidget(timeline_);
+  connect(&watcher_, &QFutureWatcher<Job>::finished, this, &SessionView::onJobDone);
+}
+
+SessionView::~SessionView() {
+  watcher_.waitForFinished();
+  if (ingest_) ingest_->detach();
+}
+
+QString SessionView::title() const {
+  if (!label_.isEmpty()) return label_;
+  if (!path_.isEmpty()) return QFileInfo(path_).fileName();
+  return tr("(empty)");
+}
+
+void SessionView::startJob(std::function<Job()> fn) {
+  watcher_.setFuture(QtConcurrent::run(std::move(fn)));
+}
+
+void SessionView::onJobDone() {
+  Job j = watcher_.result();
+  if (!j.error.isEmpty()) {
+    if (!data_) timeline_->setPlaceholder(j.error);
+    emit failed(j.path, j.error);
+    return;
+  }
+  if (j.replacesData) {
+    data_ = j.data;
+    path_ = j.path;
+    timeline_->setData(data_);
+    emit loaded(j.path);
+  } else {
+    emit saved(j.path);
+  }
+}
+
+void SessionView::openFile(const QString& path) {
+  if (watcher_.isRunning()) return;
+  timeline_->setPlaceholder(tr("Loading %1 …").arg(path));
+  startJob([path] {
+    Job j;
+    j.path = path;
+    j.replacesData = true;
+    auto data = std::make_shared<plots::TimelineData>();
+    const std::filesystem::path p = path.toStdString();
+    if (path.endsWith(".json", Qt::CaseInsensitive)) {
+      auto store = core::importChromeTraceFile(p);
+      if (!store) {
+        j.error = QString::fromStdString(store.status().message());
+        return j;
+      }
+      data->store = std::move(store).value();
+    } else {
+      auto reader = core::SessionReader::open(p);
+      if (!reader) {
+        j.error = QString::fromStdString(reader.status().message());
+        return j;
+      }
+      if (core::Status s = reader.value()->loadAll(data->store); !s.isOk()) {
+        j.error = QString::fromStdString(s.message());
+        return j;
+      }
+    }
+    data->store.shrinkToFit();
+    data->model.rebuild();
+    ++data->layoutGeneration;
+    ++data->generation;
+    j.data = std::move(data);
+    return j;
+  });
+}
+
+void SessionView::attach(std::vector<core::discovery::Entry> entries, const QString& label) {
+  if (ingest_) ingest_->detach();
+  entries_ = entries;
+  label_ = label;
+  path_.clear();
+  data_ = std::make_shared<plots::TimelineData>();
+  timeline_->setData(data_);
+  timeline_->setFollow(true);
+  ingest_ = std::make_unique<plots::LiveIngest>(data_);
+  core::AgentClient::Options o;
+  o.clientName = "trainscope";
+  o.timeoutMs = 3000;
+  ingest_->start(std::move(entries), o);
+}
+
+void SessionView::detach() {
+  if (ingest_) ingest_->detach();
+  timeline_->setFollow(false);
+}
+
+void SessionView::reattach() {
+  if (entries_.empty()) return;
+  // Live entries again (the job may have new ranks or endpoints); else the remembered ones.
+  std::vector<core::discovery::Entry> fresh;
+  for (auto& e : core::discovery::listEntries())
+    if (e.jobId == entries_.front().jobId) fresh.push_back(e);
+  attach(fresh.empty() ? entries_ : fresh, label_);
+}
+
+bool SessionView::isLive() const {
+  if (!ingest_) return false;
+  const auto st = ingest_->stats().state;
+  return st == plots::LiveIngest::State::Live || st == plots::LiveIngest::State::Connecting;
+}
+
+plots::LiveIngest::Stats SessionView::liveStats() const {
+  return ingest_ ? ingest_->stats() : plots::LiveIngest::Stats{};
+}
+
+void SessionView::saveAs(const QString& path) {
+  if (watcher_.isRunning() || !data_) return;
+  auto data = data_;
+  startJob([data, path] {
+    Job j;
+    j.path = path;
+    std::shared_lock lock(data->mutex);  // the store is flushed under every lock release
+    if (core::Status s = core::saveSession(data->store, path.toStdString()); !s.isOk())
+      j.error = QString::fromStdString(s.message());
+    return j;
+  });
+}
+
+void SessionView::exportVisibleJson(const QString& path) {
+  if (watcher_.isRunning() || !data_) return;
+  auto data = data_;
+  core::ChromeExportOptions o;
+  o.fromNs = timeline_->zoom().start();
+  o.toNs = timeline_->zoom().end();
+  startJob([data, path, o] {
+    Job j;
+    j.path = path;
+    std::shared_lock lock(data->mutex);
+    auto r = core::exportChromeTraceFile(data->store, path.toStdString(), o);
+    if (!r) j.error = QString::fromStdString(r.status().message());
+    return j;
+  });
+}
+
+bool SessionView::exportPng(const QString& path) {
+  return timeline_->grab().save(path);
+}
+
+core::SessionSummary SessionView::quickSummary() const {
+  core::SessionSummary s;
+  if (!data_) return s;
+  std::shared_lock lock(data_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return s;
+  const core::TraceStore& st = data_->store;
+  s.path = path_.isEmpty() ? std::filesystem::path(title().toStdString())
+                           : std::filesystem::path(path_.toStdString());
+  s.schemaVersion = core::kTsdbSchemaVersion;
+  s.startNs = data_->model.spanStart();
+  s.endNs = data_->model.spanEnd();
+  for (const auto& [r, info] : st.ranks()) {
+    s.ranks.push_back(info);
+    s.droppedEvents += info.droppedEvents;
+  }
+  for (core::TrackId t = 0; t < st.trackCount(); ++t) {
+    s.tracks.push_back({t, st.track(t), st.rawEvents(t).size()});
+    s.eventCount += st.rawEvents(t).size();
+  }
+  s.metadata = st.metadata();
+  return s;
+}
+
+}  // namespace trainscope::app

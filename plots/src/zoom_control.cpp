@@ -1,0 +1,75 @@
+#include "trainscope/plots/zoom_control.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainscope::plots {
+
+void ZoomControl::setTrace(int64_t start, int64_t end, bool fitAll) {
+  traceStart_ = start;
+  traceEnd_ = std::max(end, start + kMinWidthNs);
+  if (fitAll || !hasTrace_) {
+    hasTrace_ = true;
+    fit();
+  } else {
+    setWindow(start_, end_);
+  }
+}
+
+int64_t ZoomControl::margin() const {
+  return (traceEnd_ - traceStart_) / 20;
+}
+
+void ZoomControl::setWindow(int64_t start, int64_t end) {
+  if (end < start) std::swap(start, end);
+  const int64_t lo = traceStart_ - margin(), hi = traceEnd_ + margin();
+  int64_t w = std::clamp<int64_t>(end - start, kMinWidthNs, hi - lo);
+  if (end - start < kMinWidthNs) start -= (kMinWidthNs - (end - start)) / 2;  // keep the centre
+  start = std::clamp(start, lo, hi - w);
+  start_ = start;
+  end_ = start + w;
+}
+
+void ZoomControl::zoomAt(int64_t anchor, double factor) {
+  if (!(factor > 0)) return;
+  const double w = static_cast<double>(width());
+  const double frac = w > 0 ? static_cast<double>(anchor - start_) / w : 0.5;
+  const double nw = std::max<double>(kMinWidthNs, w / factor);
+  const auto ns = static_cast<int64_t>(std::llround(static_cast<double>(anchor) - frac * nw));
+  setWindow(ns, ns + static_cast<int64_t>(std::llround(nw)));
+}
+
+void ZoomControl::pan(int64_t deltaNs) {
+  setWindow(start_ + deltaNs, end_ + deltaNs);
+}
+
+void ZoomControl::followEnd() {
+  const int64_t w = width();
+  setWindow(traceEnd_ - w, traceEnd_);
+}
+
+double ZoomControl::timeToX(int64_t t, double widthPx) const {
+  return static_cast<double>(t - start_) * widthPx / static_cast<double>(width());
+}
+
+int64_t ZoomControl::xToTime(double x, double widthPx) const {
+  return start_ + static_cast<int64_t>(std::llround(x * static_cast<double>(width()) / widthPx));
+}
+
+double ZoomControl::nsPerPixel(double widthPx) const {
+  return static_cast<double>(width()) / widthPx;
+}
+
+int64_t tickSpacingNs(double nsPerPixel, double minPx) {
+  const double want = std::max(1.0, nsPerPixel * minPx);
+  int64_t base = 1;
+  while (true) {
+    for (int m : {1, 2, 5}) {
+      if (static_cast<double>(base * m) >= want) return base * m;
+    }
+    if (base > INT64_MAX / 100) return base * 10;
+    base *= 10;
+  }
+}
+
+}  // namespace trainscope::plots
