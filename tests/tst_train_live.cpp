@@ -195,6 +195,15 @@ class TstTrainLive : public QObject {
       QCOMPARE(algo[kDec - 1], std::string("scatter-reduce+int8"));
       QCOMPARE(algo[kDec], std::string("decentralized+int8"));
     }
+    // The job says so too, in the log `demo` keeps: every rank applied int8 at that step.
+    QFile log(dir_.filePath("run/" + jobId_ + ".log"));
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(log.readAll());
+    QRegularExpression applied("rank (\\d) applied dp.compression=int8 at step (\\d+)");
+    int lines = 0;
+    for (auto it = applied.globalMatch(text); it.hasNext(); ++lines)
+      QCOMPARE(it.next().captured(2).toLongLong(), kInt8);
+    QCOMPARE(lines, kRanks);
   }
 
   void cleanupTestCase() {

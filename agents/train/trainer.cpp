@@ -128,6 +128,7 @@ void Trainer::run(const DpKnobs* knobs) {
   std::vector<std::pair<int64_t, int64_t>> times;
   for (int64_t s = 0; s < o_.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
+    DpKnobs::noteStep(s);
     ts_step_begin(s);  // applies knob changes agreed at the previous step's end
     if (sync_.configure(*model_, currentConfig(knobs)) && rank_ == 0 && s > 0)
       std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
