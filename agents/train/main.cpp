@@ -33,7 +33,6 @@ int run(const Options& o, const DpKnobs& knobs, int rank, int world) {
     return 2;
   }
   if (!o.noAgent) {
-    ts_set_agree_fn(agreeMin, nullptr);
     ts_init_params params = TS_INIT_PARAMS_DEFAULT;
     params.rank = rank;
     params.world_size = world;
@@ -74,9 +73,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
     return 2;
   }
-  // Registered before MPI_Init (the slow part of start-up): an agent started at load time lists
-  // them from the start.
+  // Registered with the agreement function before MPI_Init (the slow part of start-up): an agent
+  // started at load time lists them, and accepts changes, from the start.
   const DpKnobs knobs = registerDpKnobs(o, &g_rank);
+  if (!o.noAgent) ts_set_agree_fn(agreeMin, nullptr);  // only called from ts_step_end, after MPI_Init
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
