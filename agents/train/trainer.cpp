@@ -27,13 +27,14 @@ Trainer::Trainer(Backend& be, const Options& o)
       o_(o),
       rank_(be.world->rank()),
       world_(be.world->size()),
-      sync_(*be.world, o.ranksPerNode, o.seed) {
+      sync_(*be.world, o.ranksPerNode, o.seed),
+      compute_(*be.compute, sync_) {
   if (o.model == "transformer") {
     task_ = makeSequenceTask(o.seed, o.seqLen, o.vocab);
-    model_ = makeTransformer(*be.compute, o);
+    model_ = makeTransformer(compute_, o);
   } else {
     task_ = makeTeacherTask(o.seed, o.inputDim, o.classes);
-    model_ = makeMlp(*be.compute, o);
+    model_ = makeMlp(compute_, o);
   }
   velocity_.assign(model_->params().size(), 0.0f);
   act_.resize(static_cast<size_t>(model_->layerCount()) + 1);
