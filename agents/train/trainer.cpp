@@ -100,6 +100,19 @@ double Trainer::step(int64_t s) {
   return loss;
 }
 
+// Decentralized training leaves every rank with its own parameters (and momentum); a
+// centralized algorithm after it would keep them apart forever. Every rank switches at the same
+// step, so all average both once, here, and are replicas again.
+void Trainer::resynchronize() {
+  TS_RANGE("resynchronize replicas");
+  const float inv = 1.0f / static_cast<float>(world_);
+  for (std::span<float> v : {model_->params(), std::span<float>(velocity_)}) {
+    RequestPtr r = be_.world->iallreduceSum(v.data(), v.size());
+    waitFor(*r);
+    for (float& x : v) x *= inv;
+  }
+}
+
 void Trainer::optimizer() {
   auto p = model_->params();
   auto g = model_->grads();
@@ -131,9 +144,13 @@ void Trainer::run(const DpKnobs* knobs) {
     const auto t0 = std::chrono::steady_clock::now();
     DpKnobs::noteStep(s);
     ts_step_begin(s);  // applies knob changes agreed at the previous step's end
-    if (sync_.configure(*model_, currentConfig(knobs)) && rank_ == 0 && s > 0)
-      std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
-                  opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
+    const bool wasDecentralized = sync_.config().algorithm == Algorithm::Decentralized;
+    if (sync_.configure(*model_, currentConfig(knobs))) {
+      if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
+      if (rank_ == 0 && s > 0)
+        std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
+                    opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
+    }
     lastLoss_ = step(s);
     ts_counter(nLoss, lastLoss_);
     ts_counter(nWire, static_cast<double>(sync_.wireBytesThisStep()));

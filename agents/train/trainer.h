@@ -32,6 +32,7 @@ class Trainer {
   double step(int64_t s);
   double evaluate();
   void optimizer();
+  void resynchronize();
 
   // The model computes through this: after every GEMM it lets the buckets in flight progress
   // (MPI moves data only inside MPI calls), without the layers knowing about communication.
