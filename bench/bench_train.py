@@ -11,8 +11,8 @@ the session), then `bench_train_trace` computes per rank, inside step windows, f
 
   overlap      --bucket-bytes B (several buckets, comm starts while backward runs) vs one bucket
   compression  none, fp16, int8, onebit-ef, topk-ef (--topk-ratio 0.01): wire bytes per step
-  overhead     rank 0's step times (--steps-file) with TRAINSCOPE_DISABLE=1 vs the agent with
-               `record` attached, alternated round by round
+  overhead     rank 0's step times (--steps-file) with TRAINSCOPE_DISABLE=1, the agent alone, and
+               the agent with `record` attached, the order rotated round by round
 
   bench/bench_train.py [--build build] [--np 4] [--steps 300] [--rounds 3] [--buckets 65536,...]
                        [--algorithm allreduce] [what ...]
@@ -50,7 +50,7 @@ def wait_ranks(rt, job, n, timeout=30):
     return False
 
 
-def traced_run(a, rt, tag, extra, steps_file=None, disable=False):
+def traced_run(a, rt, tag, extra, steps_file=None, disable=False, record=True):
     """Runs the job; returns (trace metrics or None, step times in us or None)."""
     b = os.path.join(a.build, "bin")
     job = f"bench-train-{os.getpid()}-{tag}"
@@ -63,7 +63,7 @@ def traced_run(a, rt, tag, extra, steps_file=None, disable=False):
         env["TRAINSCOPE_DISABLE"] = "1"
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rec, out_file = None, os.path.join(rt, job + ".tsdb")
-    if not disable:
+    if not disable and record:
         if not wait_ranks(rt, job, a.np):
             p.kill()
             sys.exit(f"{tag}: ranks never showed up: {p.communicate()[1][-2000:]}")
@@ -119,13 +119,13 @@ def compression(a, rt):
 
 def overhead(a, rt):
     print(f"\n### agent overhead ({a.np} ranks, {a.steps} steps, {a.rounds} rounds, rank 0 step times)\n")
-    per = {"off": [], "agent+record": []}
+    per = {"off": [], "agent": [], "agent+record": []}
     rounds = {k: [] for k in per}
     for r in range(a.rounds):
-        order = list(per) if r % 2 == 0 else list(per)[::-1]
-        for cfg in order:
-            _, t = traced_run(a, rt, f"oh{r}{cfg[0]}", [], steps_file=os.path.join(rt, f"steps{r}{cfg[0]}"),
-                              disable=(cfg == "off"))
+        order = list(per)[r % 3:] + list(per)[:r % 3]
+        for i, cfg in enumerate(order):
+            _, t = traced_run(a, rt, f"oh{r}{i}", [], steps_file=os.path.join(rt, f"steps{r}{i}"),
+                              disable=(cfg == "off"), record=(cfg == "agent+record"))
             per[cfg] += t
             rounds[cfg].append(statistics.median(t))
             print(f"  round {r} {cfg}: median {statistics.median(t) / 1000:.3f} ms (n={len(t)})", flush=True)

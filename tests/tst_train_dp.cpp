@@ -147,7 +147,8 @@ class TstTrainDp : public QObject {
     QTest::newRow("model") << QStringList{"--model", "cnn"} << "--model must be mlp or transformer";
     QTest::newRow("algorithm") << QStringList{"--algorithm", "tree"} << "--algorithm must be one of";
     QTest::newRow("compression") << QStringList{"--compression", "zip"} << "--compression must be one of";
-    QTest::newRow("topk") << QStringList{"--topk-ratio", "0"} << "--topk-ratio must be in (0, 1]";
+    QTest::newRow("topk") << QStringList{"--topk-ratio", "0"} << "--topk-ratio must be in [0.0001, 1]";
+    QTest::newRow("bucket") << QStringList{"--bucket-bytes", "0"} << "--bucket-bytes must be in 1..2^30";
     QTest::newRow("batch split") << QStringList{"--batch", "10"} << "does not split evenly over 3 ranks";
     QTest::newRow("heads") << QStringList{"--model", "transformer", "--width", "10", "--heads", "3"}
                            << "multiple of --heads";
@@ -190,6 +191,10 @@ class TstTrainDp : public QObject {
     r = mpirunTrainer(2, {"--config", good.fileName(), "--steps", "3"});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("done steps=3"), qPrintable(r.out));
+    // The example shipped in resources/ stays valid.
+    r = mpirunTrainer(2, {"--config", TRAINSCOPE_SOURCE_DIR "/resources/train/transformer_dp.json", "--steps", "2"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("model transformer"), qPrintable(r.out));
   }
 };
 

@@ -3,7 +3,8 @@
 // dp.bucket_bytes and dp.algorithm; in the recorded .tsdb every change is applied at the
 // acknowledged step on all 4 ranks and visibly changes the bucket collectives from that step on:
 // int8 cuts the bytes on the wire ~4x, one big bucket replaces several, the Algorithm attribute
-// switches. A bad value is refused. The job is stopped with the pid `demo` printed.
+// switches; after decentralized, going back to ring makes the ranks replicas again (equal held-out
+// accuracy). A bad value is refused. The job is stopped with the pid `demo` printed.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -55,6 +56,7 @@ struct RankView {
   std::map<int64_t, std::pair<int64_t, int64_t>> steps;  // step -> window
   std::vector<BucketComm> comms;
   std::map<std::string, std::pair<std::string, int64_t>> knobs;  // knob -> (value, step)
+  std::vector<std::pair<int64_t, double>> accuracy;              // (time -> step, held-out accuracy)
 };
 
 std::map<RankId, RankView> view(TraceStore& s) {
@@ -71,6 +73,8 @@ std::map<RankId, RankView> view(TraceStore& s) {
         const Attr* st = ev.findAttr(i, AttrKey::Step);
         if (k && val && st)
           v.knobs[std::string(s.str(k->asString()))] = {std::string(s.str(val->asString())), st->asInt()};
+      } else if (ev.kind(i) == EventKind::Counter && s.str(ev.name(i)) == "accuracy") {
+        v.accuracy.emplace_back(ev.start(i), ev.findAttr(i, AttrKey::Value)->asDouble());
       } else if (ev.kind(i) == EventKind::Collective && ev.findAttr(i, AttrKey::Bucket)) {
         BucketComm c;
         c.step = ev.start(i);  // resolved to a step number below
@@ -80,13 +84,15 @@ std::map<RankId, RankView> view(TraceStore& s) {
       }
     }
   }
-  for (auto& [r, v] : out)
-    for (auto& c : v.comms) {
-      const int64_t t = c.step;
-      c.step = -1;
+  for (auto& [r, v] : out) {
+    auto stepAt = [&v](int64_t t) {
       for (const auto& [k, w] : v.steps)
-        if (t >= w.first && t <= w.second) c.step = k;
-    }
+        if (t >= w.first && t <= w.second) return k;
+      return int64_t{-1};
+    };
+    for (auto& c : v.comms) c.step = stepAt(c.step);
+    for (auto& a : v.accuracy) a.first = stepAt(a.first);
+  }
   return out;
 }
 
@@ -152,12 +158,12 @@ class TstTrainLive : public QObject {
     QTest::qWait(1000);
     std::map<QString, int64_t> stepOf;
     for (const QString& kv : {QString("dp.compression=int8"), QString("dp.bucket_bytes=100000000"),
-                              QString("dp.algorithm=decentralized")}) {
+                              QString("dp.algorithm=decentralized"), QString("dp.algorithm=ring")}) {
       const Run set = cli({"set", "--job", jobId_, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
       QVERIFY(a["same_step"].toBool());
-      stepOf[kv.section('=', 0, 0)] = a["step"].toInteger();
+      stepOf[kv.section('=', 1)] = a["step"].toInteger();
       QTest::qWait(700);
     }
     QVERIFY(rec.waitForFinished(60000));
@@ -167,13 +173,31 @@ class TstTrainLive : public QObject {
     QVERIFY2(session.isOk(), session.status().message().c_str());
     const auto ranks = view(session.value());
     QCOMPARE(int(ranks.size()), kRanks);
-    const int64_t kInt8 = stepOf["dp.compression"], kBig = stepOf["dp.bucket_bytes"],
-                  kDec = stepOf["dp.algorithm"];
-    QVERIFY(kInt8 < kBig && kBig < kDec);
+    const int64_t kInt8 = stepOf["int8"], kBig = stepOf["100000000"], kDec = stepOf["decentralized"],
+                  kRing = stepOf["ring"];
+    QVERIFY(kInt8 < kBig && kBig < kDec && kDec < kRing);
+    // Held-out accuracy (same held-out set everywhere) per step and rank: equal on all ranks
+    // while they are replicas; decentralized lets them differ; leaving it re-synchronizes them.
+    std::map<int64_t, std::map<RankId, double>> acc;
+    for (const auto& [rank, v] : ranks)
+      for (const auto& [step, value] : v.accuracy)
+        if (step >= 0) acc[step][rank] = value;
+    int replicaChecks = 0;
+    for (const auto& [step, perRank] : acc) {
+      if (int(perRank.size()) != kRanks || (step >= kDec && step < kRing)) continue;
+      for (const auto& [rank, value] : perRank)
+        QVERIFY2(value == perRank.begin()->second,
+                 qPrintable(QString("step %1: rank %2 accuracy %3 differs from rank 0's")
+                                .arg(step)
+                                .arg(rank)
+                                .arg(value)));
+      replicaChecks += step > kRing;
+    }
+    QVERIFY2(replicaChecks >= 1, "no held-out evaluation after the switch back to ring");
     for (const auto& [rank, v] : ranks) {
       QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("int8"), kInt8));
       QCOMPARE(v.knobs.at("dp.bucket_bytes"), std::make_pair(std::string("100000000"), kBig));
-      QCOMPARE(v.knobs.at("dp.algorithm"), std::make_pair(std::string("decentralized"), kDec));
+      QCOMPARE(v.knobs.at("dp.algorithm"), std::make_pair(std::string("ring"), kRing));
       // Per step: bytes on the wire, buckets, algorithm.
       std::map<int64_t, int64_t> bytes, buckets;
       std::map<int64_t, std::string> algo;
@@ -194,7 +218,17 @@ class TstTrainLive : public QObject {
       QCOMPARE(buckets[kBig], int64_t{1});
       QCOMPARE(algo[kDec - 1], std::string("scatter-reduce+int8"));
       QCOMPARE(algo[kDec], std::string("decentralized+int8"));
+      QCOMPARE(algo[kRing], std::string("scatter-reduce+int8"));
     }
+    // The job says so too, in the log `demo` keeps: every rank applied int8 at that step.
+    QFile log(dir_.filePath("run/" + jobId_ + ".log"));
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(log.readAll());
+    QRegularExpression applied("rank (\\d) applied dp.compression=int8 at step (\\d+)");
+    int lines = 0;
+    for (auto it = applied.globalMatch(text); it.hasNext(); ++lines)
+      QCOMPARE(it.next().captured(2).toLongLong(), kInt8);
+    QCOMPARE(lines, kRanks);
   }
 
   void cleanupTestCase() {

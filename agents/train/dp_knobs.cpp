@@ -6,8 +6,8 @@
 namespace trainscope::train {
 namespace {
 
-int g_rank = 0;
-const int64_t* g_step = nullptr;
+const int* g_rank = nullptr;
+int64_t g_step = -1;
 
 void printApplied(ts_knob_t k, void* ctx) {
   char v[64];
@@ -25,8 +25,8 @@ void printApplied(ts_knob_t k, void* ctx) {
       std::snprintf(v, sizeof v, "%g", ts_knob_get_float(k));
       break;
   }
-  std::printf("rank %d applied %s=%s at step %lld\n", g_rank, ts_knob_name(k), v,
-              static_cast<long long>(g_step ? *g_step : -1));
+  std::printf("rank %d applied %s=%s at step %lld\n", g_rank ? *g_rank : -1, ts_knob_name(k), v,
+              static_cast<long long>(g_step));
   std::fflush(stdout);
 }
 
@@ -41,9 +41,12 @@ DpConfig DpKnobs::read() const {
   return c;
 }
 
-DpKnobs registerDpKnobs(const Options& o, int rank, const int64_t* currentStep) {
+void DpKnobs::noteStep(int64_t step) {
+  g_step = step;
+}
+
+DpKnobs registerDpKnobs(const Options& o, const int* rank) {
   g_rank = rank;
-  g_step = currentStep;
   DpKnobs k;
   k.bucketBytes = ts_knob_int("dp.bucket_bytes", 1, int64_t{1} << 30, o.bucketBytes,
                               "gradient bucket size in bytes (re-bucketing at the step boundary)", 0);

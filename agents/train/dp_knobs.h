@@ -10,9 +10,12 @@ namespace trainscope::train {
 struct DpKnobs {
   ts_knob_t bucketBytes = nullptr, algorithm = nullptr, compression = nullptr, topkRatio = nullptr;
   DpConfig read() const;
+  // The step about to begin: changes are applied inside ts_step_begin and printed with it.
+  static void noteStep(int64_t step);
 };
 
 // Registers the knobs with the options' values as defaults; prints every applied change.
-DpKnobs registerDpKnobs(const Options& o, int rank, const int64_t* currentStep);
+// *rank is read when a change is printed (it is known only after MPI_Init).
+DpKnobs registerDpKnobs(const Options& o, const int* rank);
 
 }  // namespace trainscope::train

@@ -23,18 +23,16 @@ int64_t agreeMin(int64_t local, void* /*ctx*/) {
   return global;
 }
 
-int64_t g_step = -1;
+int g_rank = 0;
 
-int run(const Options& o, int rank, int world) {
+int run(const Options& o, const DpKnobs& knobs, int rank, int world) {
   std::string why;
   auto backend = makeBackend(o.backend, &why);
   if (!backend) {
     if (rank == 0) std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
     return 2;
   }
-  DpKnobs knobs = registerDpKnobs(o, rank, &g_step);
   if (!o.noAgent) {
-    ts_set_agree_fn(agreeMin, nullptr);
     ts_init_params params = TS_INIT_PARAMS_DEFAULT;
     params.rank = rank;
     params.world_size = world;
@@ -75,16 +73,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
     return 2;
   }
+  // Registered with the agreement function before MPI_Init (the slow part of start-up): an agent
+  // started at load time lists them, and accepts changes, from the start.
+  const DpKnobs knobs = registerDpKnobs(o, &g_rank);
+  if (!o.noAgent) ts_set_agree_fn(agreeMin, nullptr);  // only called from ts_step_end, after MPI_Init
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  g_rank = rank;
   if (const std::string err = validate(o, world); !err.empty()) {
     if (rank == 0) std::fprintf(stderr, "trainscope-train: %s\n", err.c_str());
     MPI_Finalize();
     return 2;
   }
-  code = run(o, rank, world);
+  code = run(o, knobs, rank, world);
   ts_shutdown();
   MPI_Finalize();
   return code;

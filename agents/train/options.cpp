@@ -136,14 +136,14 @@ std::string validate(const Options& o, int world) {
     if (o.seqLen < 2 || o.vocab < 2) return "--seq-len and --vocab must be >= 2";
     if (o.heads < 1 || o.width % o.heads != 0) return "--width must be a multiple of --heads";
   }
-  if (o.bucketBytes < 1) return "--bucket-bytes must be > 0";
+  if (o.bucketBytes < 1 || o.bucketBytes > (int64_t{1} << 30)) return "--bucket-bytes must be in 1..2^30";
   if (!parseAlgorithm(o.algorithm))
     return "--algorithm must be one of allreduce, ring, recursive-doubling, hierarchical, decentralized, not "
            "'" +
            o.algorithm + "'";
   if (!parseCompression(o.compression))
     return "--compression must be one of none, fp16, int8, onebit-ef, topk-ef, not '" + o.compression + "'";
-  if (!(o.topkRatio > 0) || o.topkRatio > 1) return "--topk-ratio must be in (0, 1]";
+  if (!(o.topkRatio >= 1e-4) || o.topkRatio > 1) return "--topk-ratio must be in [0.0001, 1]";
   if (o.ranksPerNode < 1) return "--ranks-per-node must be >= 1";
   if (o.evalEvery < 0 || o.heldOut < 1 || o.logEvery < 0 || o.stepDelayMs < 0)
     return "negative interval or delay";

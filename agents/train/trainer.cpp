@@ -27,13 +27,14 @@ Trainer::Trainer(Backend& be, const Options& o)
       o_(o),
       rank_(be.world->rank()),
       world_(be.world->size()),
-      sync_(*be.world, o.ranksPerNode, o.seed) {
+      sync_(*be.world, o.ranksPerNode, o.seed),
+      compute_(*be.compute, sync_) {
   if (o.model == "transformer") {
     task_ = makeSequenceTask(o.seed, o.seqLen, o.vocab);
-    model_ = makeTransformer(*be.compute, o);
+    model_ = makeTransformer(compute_, o);
   } else {
     task_ = makeTeacherTask(o.seed, o.inputDim, o.classes);
-    model_ = makeMlp(*be.compute, o);
+    model_ = makeMlp(compute_, o);
   }
   velocity_.assign(model_->params().size(), 0.0f);
   act_.resize(static_cast<size_t>(model_->layerCount()) + 1);
@@ -99,6 +100,19 @@ double Trainer::step(int64_t s) {
   return loss;
 }
 
+// Decentralized training leaves every rank with its own parameters (and momentum); a
+// centralized algorithm after it would keep them apart forever. Every rank switches at the same
+// step, so all average both once, here, and are replicas again.
+void Trainer::resynchronize() {
+  TS_RANGE("resynchronize replicas");
+  const float inv = 1.0f / static_cast<float>(world_);
+  for (std::span<float> v : {model_->params(), std::span<float>(velocity_)}) {
+    RequestPtr r = be_.world->iallreduceSum(v.data(), v.size());
+    waitFor(*r);
+    for (float& x : v) x *= inv;
+  }
+}
+
 void Trainer::optimizer() {
   auto p = model_->params();
   auto g = model_->grads();
@@ -128,10 +142,15 @@ void Trainer::run(const DpKnobs* knobs) {
   std::vector<std::pair<int64_t, int64_t>> times;
   for (int64_t s = 0; s < o_.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
+    DpKnobs::noteStep(s);
     ts_step_begin(s);  // applies knob changes agreed at the previous step's end
-    if (sync_.configure(*model_, currentConfig(knobs)) && rank_ == 0 && s > 0)
-      std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
-                  opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
+    const bool wasDecentralized = sync_.config().algorithm == Algorithm::Decentralized;
+    if (sync_.configure(*model_, currentConfig(knobs))) {
+      if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
+      if (rank_ == 0 && s > 0)
+        std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
+                    opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
+    }
     lastLoss_ = step(s);
     ts_counter(nLoss, lastLoss_);
     ts_counter(nWire, static_cast<double>(sync_.wireBytesThisStep()));

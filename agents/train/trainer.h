@@ -32,6 +32,23 @@ class Trainer {
   double step(int64_t s);
   double evaluate();
   void optimizer();
+  void resynchronize();
+
+  // The model computes through this: after every GEMM it lets the buckets in flight progress
+  // (MPI moves data only inside MPI calls), without the layers knowing about communication.
+  class ProgressingCompute final : public Compute {
+   public:
+    ProgressingCompute(Compute& inner, GradSync& sync) : inner_(inner), sync_(sync) {}
+    void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+              int ldb, float beta, float* c, int ldc) override {
+      inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      sync_.progress();
+    }
+
+   private:
+    Compute& inner_;
+    GradSync& sync_;
+  };
 
   Backend& be_;
   Options o_;
@@ -39,6 +56,7 @@ class Trainer {
   std::unique_ptr<Task> task_;
   std::unique_ptr<Model> model_;
   GradSync sync_;
+  ProgressingCompute compute_;
   std::vector<float> velocity_;
   std::vector<Mat> act_, grad_;
   Batch heldOut_;

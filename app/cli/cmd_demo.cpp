@@ -1,6 +1,6 @@
 // `trainscope-cli demo [--ranks N] [--mode dp|pp|hybrid|disco] [--steps S] [-- TRAINER ARGS]`:
 // starts the reference job (trainscope-train, CPU backend) with the agent under mpirun, in the
-// background, prints its job id and returns once every rank is discoverable.
+// background, prints its job id and returns once every rank is discoverable and lists its knobs.
 //
 // The launcher (the same code as `launch`) runs in a detached child -- its own session, output
 // to <runtime dir>/<job>.log -- that waits for mpirun and cleans up after it. Stop the job with
@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "launch.h"
+#include "live.h"
 #include "trainscope/core/discovery.h"
 
 namespace trainscope::cli {
@@ -36,6 +37,21 @@ int ranksFound(const std::string& jobId) {
   int n = 0;
   for (const auto& e : core::discovery::listEntries()) n += e.jobId == jobId;
   return n;
+}
+
+// The agent starts when the rank's process loads, before the trainer has registered its knobs:
+// wait until every rank lists dp.bucket_bytes, so that `knobs` and `set` work right away.
+bool knobsRegistered(const std::string& jobId) {
+  auto js = connectJob(jobId, true, 2000);
+  if (!js) return false;
+  for (auto& c : js.value()->ranks()) {
+    auto l = c->knobList();
+    if (!l) return false;
+    bool found = false;
+    for (const auto& k : l.value().knobs) found |= k.name == "dp.bucket_bytes";
+    if (!found) return false;
+  }
+  return true;
 }
 
 int runDemo(const DemoOptions& o) {
@@ -91,6 +107,10 @@ int runDemo(const DemoOptions& o) {
   std::fflush(stdout);
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.waitSeconds);
   while (ranksFound(id.value()) < o.ranks && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  bool controllable = false;
+  while (ranksFound(id.value()) >= o.ranks && !(controllable = knobsRegistered(id.value())) &&
+         std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const int found = ranksFound(id.value());
   std::fprintf(stderr,
