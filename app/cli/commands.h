@@ -22,6 +22,7 @@ void addExportCommand(CLI::App& app, Runner& run);
 void addImportCommand(CLI::App& app, Runner& run);
 void addSynthCommand(CLI::App& app, Runner& run);
 void addEnvCommand(CLI::App& app, Runner& run);
+void addAnalyzeCommand(CLI::App& app, Runner& run);
 // Live jobs (docs/ARCHITECTURE.md, "Protocol").
 void addJobsCommand(CLI::App& app, Runner& run);
 void addRecordCommand(CLI::App& app, Runner& run);

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   addImportCommand(app, run);
   addSynthCommand(app, run);
   addEnvCommand(app, run);
+  addAnalyzeCommand(app, run);
   addLaunchCommand(app, run);
   addJobsCommand(app, run);
   addRecordCommand(app, run);
