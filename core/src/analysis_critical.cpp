@@ -68,16 +68,21 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
   std::vector<CriticalSegment> segs;
   while (cur.e && seen.insert(cur.e).second && seen.size() <= total && frontier > stepStart) {
     const WinEvent& e = *cur.e;
-    Node remote;
-    if (e.kind == EventKind::P2PRecv && e.flow >= 0) {
-      auto it = sends.find(e.flow);
-      if (it != sends.end() && it->second->start > e.start) remote = {rankOf(it->second), it->second};
+    Node remote;    // waited for: continue before remote.e's start on its rank
+    Node producer;  // a receive without its send: the peer's op that ended as the data came
+    auto send = e.flow >= 0 ? sends.find(e.flow) : sends.end();
+    if (e.kind == EventKind::P2PRecv && send != sends.end()) {
+      if (send->second->start > e.start) remote = {rankOf(send->second), send->second};
+    } else if (e.kind == EventKind::P2PRecv && e.peer >= 0 && e.peer != cur.rank && byEnd.count(static_cast<RankId>(e.peer))) {
+      const Node n = localPred(static_cast<RankId>(e.peer), e.end);
+      if (n.e && n.e->end > e.start) producer = n;
     } else if (e.kind == EventKind::Collective && e.seq >= 0) {
       for (const Node& n : collectives[{e.commHash, e.seq}])
         if (n.rank != cur.rank && n.e->start > e.start && (!remote.e || n.e->start > remote.e->start)) remote = n;
     }
     const int64_t segEnd = std::min(e.end, frontier);
-    int64_t effStart = std::max(remote.e ? std::min(remote.e->start, segEnd) : e.start, stepStart);
+    int64_t effStart = remote.e ? std::min(remote.e->start, segEnd) : producer.e ? producer.e->end : e.start;
+    effStart = std::max(effStart, stepStart);
     effStart = std::min(effStart, segEnd);
     wait += static_cast<double>(frontier - segEnd);
     const double busy = static_cast<double>(segEnd - effStart);
@@ -85,7 +90,8 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
     out.perRankMs[cur.rank] += busy / 1e6;
     segs.push_back({cur.rank, e.kind, std::string(store.str(e.name)), effStart, segEnd, e.ref});
     frontier = effStart;
-    cur = remote.e ? localPred(remote.rank, remote.e->start) : localPred(cur.rank, effStart);
+    if (busy <= 0) segs.pop_back();  // a receive that did not wait adds nothing to the path
+    cur = remote.e ? localPred(remote.rank, remote.e->start) : producer.e ? producer : localPred(cur.rank, effStart);
     if (cur.e && cur.e->end <= stepStart) break;
   }
   wait += static_cast<double>(std::max<int64_t>(0, frontier - stepStart));
