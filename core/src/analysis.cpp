@@ -116,6 +116,20 @@ void AnalyzerState::scanInstants(TraceStore& store, int64_t from) {
     if (!windows[rank].count(n) && incompleteSeen.insert({rank, n}).second) ++incompleteSteps;
 }
 
+void AnalyzerState::rememberDpExample(const RankStepRecord& rec, const WindowEvents& we) {
+  const int64_t t0 = we.window.start;
+  auto rel = [t0](const IntervalList& l) {
+    std::vector<std::pair<double, double>> out;
+    for (const Interval& i : l) out.push_back({static_cast<double>(i.start - t0) / 1e6, static_cast<double>(i.end - t0) / 1e6});
+    return out;
+  };
+  dpExample = DpExample{rec.rank, rec.step, static_cast<double>(we.window.length()) / 1e6, rel(we.compute), {}, {}};
+  for (const BucketRecord& b : rec.buckets) {
+    dpExample.buckets[b.bucket] = rel(b.intervals);
+    if (b.readyRel >= 0) dpExample.ready[b.bucket] = static_cast<double>(b.readyRel) / 1e6;
+  }
+}
+
 void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
   const std::vector<StringId> phases = phaseNames(store);
   const StringId disco = discoName(store);
@@ -139,6 +153,7 @@ void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
       acc.time += e.end - e.start;
       commRanks[e.commHash].insert(rank);
     }
+    if (!rec.buckets.empty()) rememberDpExample(rec, we);
     records.push_back(std::move(rec));
     perRank.emplace(rank, std::move(we));
   }

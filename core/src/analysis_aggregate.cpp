@@ -143,6 +143,7 @@ void aggregateDataParallel(const AnalyzerState& s, AnalysisResult& out) {
     }
   }
   DataParallelResult& dp = out.dataParallel;
+  dp.example = s.dpExample;
   double ratioSum = 0, exposedSum = 0;
   for (const auto& [rank, acc] : ranks) {
     const auto& [hidden, comm, steps] = acc;

@@ -36,6 +36,7 @@ struct BucketRecord {
   int64_t commStartRel = 0, commEndRel = 0;
   int64_t comm = 0, hidden = 0;
   double bytes = 0;
+  IntervalList intervals;  // the bucket's communication (union), session clock
   std::vector<EventRef> refs;
 };
 
@@ -114,12 +115,14 @@ class AnalyzerState {
   std::set<RankId> allRanks;
   std::map<std::string, std::string> metadata;
   std::map<RankId, int64_t> newestByRank;  // start of each rank's newest event
-  std::map<RankId, int64_t> outsideTail;  // activity after the last window (finish only)
+  std::map<RankId, int64_t> outsideTail;
+  DpExample dpExample;  // activity after the last window (finish only)
 
   void refreshLayout(TraceStore& store);
   void scanInstants(TraceStore& store, int64_t from);
   int analyse(TraceStore& store, bool all);
   void analyseStep(TraceStore& store, int64_t step);
+  void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
 };
 
 // analysis_window.cpp

@@ -160,6 +160,7 @@ RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step) {
     b.hidden = totalLength(intersect(u, we.compute));
     b.commStartRel = u.front().start - we.window.start;
     b.commEndRel = u.back().end - we.window.start;
+    b.intervals = u;
     r.buckets.push_back(std::move(b));
   }
   for (auto& [k, l] : layers) {

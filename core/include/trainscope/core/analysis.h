@@ -125,8 +125,20 @@ struct DpRank {
   double commMs = kNaN, exposedCommMs = kNaN;  // per step
 };
 
+// One (rank, step) window drawn as it was, for the bucket-overlap chart: compute and each
+// bucket's communication, in ms relative to the step start (the last window with buckets).
+struct DpExample {
+  RankId rank = -1;
+  int64_t step = 0;
+  double stepMs = 0;
+  std::vector<std::pair<double, double>> compute;
+  std::map<int64_t, std::vector<std::pair<double, double>>> buckets;
+  std::map<int64_t, double> ready;
+};
+
 struct DataParallelResult {
   bool present = false;
+  DpExample example;
   double overlapRatio = kNaN;   // mean over ranks
   double exposedCommMs = kNaN;  // per step, mean over ranks
   std::vector<DpRank> perRank;
