@@ -64,9 +64,10 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
   const int64_t lastEnd = cur.e->end;
   int64_t frontier = lastEnd;
   double compute = 0, comm = 0, wait = 0;
-  std::set<const WinEvent*> seen;
   std::vector<CriticalSegment> segs;
-  while (cur.e && seen.insert(cur.e).second && seen.size() <= total && frontier > stepStart) {
+  // Each step back ends before the current event began, so the walk cannot revisit an event;
+  // the bound only guards against malformed input.
+  for (size_t guard = 0; cur.e && guard <= total && frontier > stepStart; ++guard) {
     const WinEvent& e = *cur.e;
     Node remote;    // waited for: continue before remote.e's start on its rank
     Node producer;  // a receive without its send: the peer's op that ended as the data came

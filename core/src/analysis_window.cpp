@@ -2,6 +2,7 @@
 // breakdown, gradient-bucket overlap and DISCO layer times of that window.
 #include <algorithm>
 #include <map>
+#include <span>
 
 #include "analysis_state.h"
 
@@ -12,16 +13,27 @@ bool computeTrack(TrackKind k) {
   return k == TrackKind::CpuThread || k == TrackKind::CudaStream || k == TrackKind::PipelineStage;
 }
 
-int64_t intAttr(const TrackEvents& ev, size_t i, AttrKey key, int64_t dflt) {
-  const Attr* a = ev.findAttr(i, key);
-  if (!a) return dflt;
-  return a->type == AttrType::Double ? static_cast<int64_t>(a->asDouble()) : a->asInt();
-}
-
-double numAttr(const TrackEvents& ev, size_t i, AttrKey key) {
-  const Attr* a = ev.findAttr(i, key);
-  if (!a) return 0;
-  return a->type == AttrType::Double ? a->asDouble() : static_cast<double>(a->asInt());
+// One pass over the event's attributes (the first of each key wins, as findAttr).
+void readAttrs(std::span<const Attr> attrs, WinEvent& e) {
+  uint32_t seen = 0;
+  for (const Attr& a : attrs) {
+    if (a.key > kBuiltinAttrMax || a.type == AttrType::String || (seen >> a.key & 1u)) continue;
+    seen |= 1u << a.key;
+    const int64_t v = a.type == AttrType::Double ? static_cast<int64_t>(a.asDouble()) : a.asInt();
+    switch (static_cast<AttrKey>(a.key)) {
+      case AttrKey::MicroBatch: e.microBatch = v; break;
+      case AttrKey::Chunk: e.chunk = v; break;
+      case AttrKey::Stage: e.stage = v; break;
+      case AttrKey::Bucket: e.bucket = v; break;
+      case AttrKey::Layer: e.layer = v; break;
+      case AttrKey::Peer: e.peer = v; break;
+      case AttrKey::FlowId: e.flow = v; break;
+      case AttrKey::Seq: e.seq = v; break;
+      case AttrKey::CommHash: e.commHash = v; break;
+      case AttrKey::Bytes: e.bytes = a.type == AttrType::Double ? a.asDouble() : static_cast<double>(v); break;
+      default: break;
+    }
+  }
 }
 
 bool isComputeEvent(EventKind k, StringId name, const std::vector<StringId>& phaseNames) {
@@ -49,6 +61,10 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
   WindowEvents we;
   we.window = w;
   std::vector<Interval> comp, comm;
+  size_t bound = 0;
+  for (TrackId t : tracks) bound += store.events(t).candidates(w.start, w.end).size();
+  we.events.reserve(bound);
+  comp.reserve(bound);
   for (TrackId t : tracks) {
     const bool ct = computeTrack(store.track(t).kind);
     const TrackEvents& ev = store.events(t);
@@ -67,16 +83,7 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
       e.ref = {t, static_cast<uint32_t>(i)};
       e.compute = isComp;
       e.comm = isComm;
-      e.microBatch = intAttr(ev, i, AttrKey::MicroBatch, -1);
-      e.chunk = intAttr(ev, i, AttrKey::Chunk, 0);
-      e.stage = intAttr(ev, i, AttrKey::Stage, -1);
-      e.bucket = intAttr(ev, i, AttrKey::Bucket, -1);
-      e.layer = intAttr(ev, i, AttrKey::Layer, -1);
-      e.peer = intAttr(ev, i, AttrKey::Peer, -1);
-      e.flow = intAttr(ev, i, AttrKey::FlowId, -1);
-      e.seq = intAttr(ev, i, AttrKey::Seq, -1);
-      e.commHash = intAttr(ev, i, AttrKey::CommHash, 0);
-      e.bytes = numAttr(ev, i, AttrKey::Bytes);
+      readAttrs(ev.attrs(i), e);
       e.discoExchange = isComm && e.name == discoName && e.layer >= 0;
       if (isComp) comp.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
       if (isComm) comm.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
