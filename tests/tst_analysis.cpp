@@ -214,6 +214,18 @@ class TstAnalysis : public QObject {
     NEAR(stage(r, 3).cooldownMs, 6.0);
   }
 
+  // Seq1F1B, p = 2, pp.microbatches = 1 cut into 2 segments, F = B = 1 ms:
+  //   stage 0: S0f 0-1 S1f 1-2 S0b 3-4 S1b 5-6; stage 1: S0f 1-2 S0b 2-3 S1f 3-4 S1b 4-5
+  // Busy 4 of 6 per stage -> 1/3 = (p-1)/(m' + p - 1) with m' = 2 pipelined units (the forward
+  // ops per stage), not the knob's m = 1 (which would give 1/2).
+  void pipelineSeq1f1b() {
+    const AnalysisResult r = analyse("pp_seq1f1b");
+    QCOMPARE(r.pipeline.schedule, std::string("seq1f1b"));
+    QCOMPARE(r.pipeline.microbatches, 2);
+    NEAR(r.pipeline.bubbleFraction, 1.0 / 3);
+    NEAR(r.pipeline.bubbleFractionTheory, 1.0 / 3);
+  }
+
   // p = 2 ranks, v = 2 chunks (virtual stage = chunk*2 + rank), m = 2, F = B = 1 ms:
   //   rank 0: F0c0 0-1 F1c0 1-2 F0c1 2-3 F1c1 3-4 B0c1 5-6 B1c1 7-8 B0c0 8-9 B1c0 9-10
   //   rank 1: F0c0 1-2 F1c0 2-3 F0c1 3-4 B0c1 4-5 F1c1 5-6 B1c1 6-7 B0c0 7-8 B1c0 8-9

@@ -156,6 +156,16 @@ void pipeline1f1bUnbalanced(const fs::path& dir) {
   c.write(dir, "pp_1f1b_unbalanced");
 }
 
+// Seq1F1B: one micro-batch cut into 2 sequence segments, pipelined 1F1B-style (the segments are
+// the pipelined units: forward ops 0 and 1 of the same micro-batch).
+void pipelineSeq1f1b(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "seq1f1b";
+  c.s.metadata()["knob.pp.microbatches"] = "1";
+  runPipeline(c, 2, 1, order1f1b(2, 2), 1, 1, 0, 0, 0, 6);
+  c.write(dir, "pp_seq1f1b");
+}
+
 void pipelineGpipe(const fs::path& dir) {
   Case c(4);  // no schedule knob: inferred from the op order
   runPipeline(c, 4, 1, orderGpipe(4, 4), 1, 2, 0, 0, 0, 21);
@@ -305,6 +315,7 @@ int main(int argc, char** argv) {
   pipeline1f1b(dir);
   pipeline1f1bUnbalanced(dir);
   pipelineGpipe(dir);
+  pipelineSeq1f1b(dir);
   pipelineInterleaved(dir);
   pipelineZbh1(dir);
   dataParallel(dir);
