@@ -19,7 +19,10 @@ TraceStore& session(int64_t events) {
     // ~ 4K + buckets + 8 events per rank and step with K kernels per phase (launch + kernel).
     const int kernels = 256, ranks = 4;
     const int perStep = ranks * (4 * kernels + 16);
-    synthesizeTrace(store, {.ranks = ranks, .steps = static_cast<int>(events / perStep), .kernelsPerStep = kernels, .buckets = 8});
+    synthesizeTrace(store, {.ranks = ranks,
+                            .steps = static_cast<int>(events / perStep),
+                            .kernelsPerStep = kernels,
+                            .buckets = 8});
     store.shrinkToFit();
     made = events;
   }
@@ -51,7 +54,6 @@ void BM_AnchorScanAll(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * store.eventCount()));
 }
 BENCHMARK(BM_AnchorScanAll)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->UseRealTime();
-
 
 }  // namespace
 

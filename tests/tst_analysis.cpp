@@ -1,12 +1,11 @@
 // Analysis against hand-computed answers. Every case is a constructed trace in
 // tests/data/<case>/trace.json written by tests/data/gen/gen_analysis_cases.cpp; the comments
 // give the arithmetic. Times in ms; tolerance 1e-6 relative.
-#include <QtTest>
-
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QtTest>
 #include <cmath>
 
 #include "trainscope/core/analysis.h"
@@ -21,8 +20,10 @@ bool near(double got, double want) {
   return std::fabs(got - want) <= 1e-6 * std::max(1.0, std::fabs(want));
 }
 
-#define NEAR(got, want)                                                                               \
-  QVERIFY2(near((got), (want)), qPrintable(QStringLiteral("%1 = %2, want %3").arg(#got).arg((got), 0, 'g', 12).arg((want), 0, 'g', 12)))
+#define NEAR(got, want)         \
+  QVERIFY2(near((got), (want)), \
+           qPrintable(          \
+               QStringLiteral("%1 = %2, want %3").arg(#got).arg((got), 0, 'g', 12).arg((want), 0, 'g', 12)))
 
 TraceStore load(const char* name) {
   auto r = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/" + name + "/trace.json");
@@ -35,7 +36,9 @@ AnalysisResult analyse(const char* name) {
   return analyzeStore(s);
 }
 
-const StageResult& stage(const AnalysisResult& r, int s) { return r.pipeline.perStage.at(static_cast<size_t>(s)); }
+const StageResult& stage(const AnalysisResult& r, int s) {
+  return r.pipeline.perStage.at(static_cast<size_t>(s));
+}
 
 double waitFor(const StageResult& s, RankId peer) {
   for (const BubbleWait& w : s.waits)
@@ -64,13 +67,13 @@ class TstAnalysis : public QObject {
   }
 
   void theoryFormulas() {
-    NEAR(bubbleFractionTheory("gpipe", 4, 4, 1), 3.0 / 7);               // (p-1)/(m+p-1)
+    NEAR(bubbleFractionTheory("gpipe", 4, 4, 1), 3.0 / 7);  // (p-1)/(m+p-1)
     NEAR(bubbleFractionTheory("1f1b", 4, 8, 1), 3.0 / 11);
-    NEAR(bubbleFractionTheory("interleaved-1f1b", 2, 2, 2), 1.0 / 5);    // (p-1)/(vm+p-1)
+    NEAR(bubbleFractionTheory("interleaved-1f1b", 2, 2, 2), 1.0 / 5);  // (p-1)/(vm+p-1)
     NEAR(bubbleFractionTheory("interleaved-1f1b", 4, 8, 2), 3.0 / 19);
-    NEAR(bubbleFractionTheory("zb-h1", 2, 2, 1, 1, 1, 1), 1.0 / 7);      // (p-1)(F+B-W) / (that + m(F+B+W))
+    NEAR(bubbleFractionTheory("zb-h1", 2, 2, 1, 1, 1, 1), 1.0 / 7);  // (p-1)(F+B-W) / (that + m(F+B+W))
     NEAR(bubbleFractionTheory("zb-h1", 4, 4, 1, 1, 2, 1), 3.0 * 2 / (3.0 * 2 + 4 * 4));
-    NEAR(bubbleFractionTheory("seq1f1b", 4, 8, 1), 3.0 / 11);            // m counts segments
+    NEAR(bubbleFractionTheory("seq1f1b", 4, 8, 1), 3.0 / 11);  // m counts segments
     QVERIFY(std::isnan(bubbleFractionTheory("nonsense", 4, 4, 1)));
     QVERIFY(std::isnan(bubbleFractionTheory("1f1b", 4, 0, 1)));
     // NCCL bus bandwidth factors
@@ -79,7 +82,8 @@ class TstAnalysis : public QObject {
     NEAR(busBandwidthFactor("reducescatter", 8), 7.0 / 8);
     NEAR(busBandwidthFactor("broadcast", 8), 1.0);
     NEAR(busBandwidthFactor("sendrecv", 2), 1.0);
-    QCOMPARE(collectiveType(EventKind::Collective, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"), std::string("allreduce"));
+    QCOMPARE(collectiveType(EventKind::Collective, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+             std::string("allreduce"));
     QCOMPARE(collectiveType(EventKind::Collective, "nccl:all_gather"), std::string("allgather"));
     QCOMPARE(collectiveType(EventKind::Collective, "ReduceScatter"), std::string("reducescatter"));
     QCOMPARE(collectiveType(EventKind::P2PRecv, "recv"), std::string("sendrecv"));
@@ -532,7 +536,8 @@ class TstAnalysis : public QObject {
     QCOMPARE(steps["step_time_ms"].toObject()["mean"].toDouble(), 10.0);
     QVERIFY(steps["step_time_ms"].toObject().contains("p50"));
     const QJsonObject r0 = d["breakdown"].toObject()["per_rank"].toArray()[0].toObject();
-    for (const char* k : {"compute_ms", "overlapped_comm_ms", "exposed_comm_ms", "idle_ms", "outside_steps_ms"})
+    for (const char* k :
+         {"compute_ms", "overlapped_comm_ms", "exposed_comm_ms", "idle_ms", "outside_steps_ms"})
       QVERIFY2(r0.contains(k), k);
     QCOMPARE(r0["outside_steps_ms"].toDouble(), 1.5);
     const QJsonObject dp = d["data_parallel"].toObject();
@@ -540,15 +545,21 @@ class TstAnalysis : public QObject {
     QCOMPARE(dp["exposed_comm_ms"].toDouble(), 3.0);
     QCOMPARE(dp["buckets"].toArray()[1].toObject()["overlap_ratio"].toDouble(), 0.25);
     const QJsonObject pp = d["pipeline"].toObject();
-    for (const char* k : {"bubble_fraction", "bubble_fraction_theory", "per_stage"}) QVERIFY2(pp.contains(k), k);
+    for (const char* k : {"bubble_fraction", "bubble_fraction_theory", "per_stage"})
+      QVERIFY2(pp.contains(k), k);
     QVERIFY(pp["bubble_fraction"].isNull());  // no pipeline in this trace
 
     QProcess q;
     q.start(QString(TRAINSCOPE_BIN_DIR) + "/trainscope-cli",
             {"analyze", QString(TRAINSCOPE_TEST_DATA) + "/disco/trace.json", "--json"});
     QVERIFY(q.waitForFinished(60000));
-    const QJsonObject l0 = QJsonDocument::fromJson(q.readAllStandardOutput()).object()["disco"].toObject()["layers"].toArray()[0].toObject();
-    for (const char* k : {"sparsity", "l_comm_ms", "l_comp_ms", "bytes", "equilibrium_sparsity"}) QVERIFY2(l0.contains(k), k);
+    const QJsonObject l0 = QJsonDocument::fromJson(q.readAllStandardOutput())
+                               .object()["disco"]
+                               .toObject()["layers"]
+                               .toArray()[0]
+                               .toObject();
+    for (const char* k : {"sparsity", "l_comm_ms", "l_comp_ms", "bytes", "equilibrium_sparsity"})
+      QVERIFY2(l0.contains(k), k);
     QVERIFY(near(l0["equilibrium_sparsity"].toDouble(), 2.0 / 3));
 
     QProcess bad;

@@ -5,12 +5,11 @@
 // the step time on every rank and step, the knob change is at the acknowledged step, the job's
 // 4 KiB MPI allreduce is one size class over n = 2 ranks with busbw = algbw x 2(n-1)/n, and the
 // live result equals the whole one.
-#include <QtTest>
-
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QtTest>
 
 #include "trainscope/core/analysis.h"
 #include "trainscope/core/session_db.h"
@@ -19,7 +18,9 @@ using namespace trainscope::core;
 
 namespace {
 
-QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
+QString bin(const QString& name) {
+  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
+}
 
 struct Run {
   int code = -1;
@@ -56,14 +57,16 @@ class TstAnalysisLive : public QObject {
     QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
     qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
     const QString jobId = QString("analysis-%1").arg(QCoreApplication::applicationPid());
-    job_.start(bin("trainscope-cli"), {"launch", "--ranks", "2", "--job-id", jobId, "--", bin("trainscope-testjob"),
-                                       "--steps", "3000", "--step-ms", "1", "--work-us", "300"});
+    job_.start(bin("trainscope-cli"),
+               {"launch", "--ranks", "2", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps",
+                "3000", "--step-ms", "1", "--work-us", "300"});
     QVERIFY(job_.waitForStarted());
     bool found = false;
     for (int i = 0; i < 300 && !found; ++i) {
       const Run r = cli({"jobs", "--json"});
       for (const auto& j : QJsonDocument::fromJson(r.out.toUtf8()).object()["jobs"].toArray())
-        found = found || (j.toObject()["job_id"].toString() == jobId && j.toObject()["ranks_found"].toInt() == 2);
+        found =
+            found || (j.toObject()["job_id"].toString() == jobId && j.toObject()["ranks_found"].toInt() == 2);
       if (!found) QTest::qWait(100);
     }
     QVERIFY2(found, "the job never showed 2 ranks");
@@ -75,7 +78,8 @@ class TstAnalysisLive : public QObject {
     QTest::qWait(700);
     const Run set = cli({"set", "--job", jobId, "test.work_us=600", "--json"});
     QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
-    const int64_t step = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
+    const int64_t step =
+        QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
     QVERIFY(rec.waitForFinished(60000));
     QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
     job_.kill();
@@ -96,7 +100,11 @@ class TstAnalysisLive : public QObject {
         const double sum = s["compute_ms"].toDouble() + s["overlapped_comm_ms"].toDouble() +
                            s["exposed_comm_ms"].toDouble() + s["idle_ms"].toDouble();
         QVERIFY2(std::abs(sum - s["step_ms"].toDouble()) <= 1e-6 * s["step_ms"].toDouble(),
-                 qPrintable(QString("rank %1 step %2: %3 != %4").arg(r["rank"].toInt()).arg(s["step"].toInt()).arg(sum).arg(s["step_ms"].toDouble())));
+                 qPrintable(QString("rank %1 step %2: %3 != %4")
+                                .arg(r["rank"].toInt())
+                                .arg(s["step"].toInt())
+                                .arg(sum)
+                                .arg(s["step_ms"].toDouble())));
       }
     }
     // The knob change, at the step the agents acknowledged.
@@ -117,7 +125,8 @@ class TstAnalysisLive : public QObject {
       allreduce = true;
       QCOMPARE(b["size_class_bytes"].toInteger(), 4096);
       QCOMPARE(b["ranks"].toInt(), 2);
-      QVERIFY(std::abs(b["busbw_gbps"].toDouble() - b["algbw_gbps"].toDouble()) <= 1e-9 * b["algbw_gbps"].toDouble());
+      QVERIFY(std::abs(b["busbw_gbps"].toDouble() - b["algbw_gbps"].toDouble()) <=
+              1e-9 * b["algbw_gbps"].toDouble());
     }
     QVERIFY(allreduce);
 
@@ -147,7 +156,10 @@ class TstAnalysisLive : public QObject {
       if (k % 50 == 49) analysedLive += a.update(live);
     }
     const int steps = d["steps"].toObject()["count"].toInt();
-    QVERIFY2(analysedLive >= steps / 2, qPrintable(QString("only %1 of %2 steps analysed while the session grew").arg(analysedLive).arg(steps)));
+    QVERIFY2(
+        analysedLive >= steps / 2,
+        qPrintable(
+            QString("only %1 of %2 steps analysed while the session grew").arg(analysedLive).arg(steps)));
     (void)a.finish(live);
     QCOMPARE(analysisToJson(a.result(live)), want);
   }

@@ -1,11 +1,10 @@
 // AnalysisPanel offscreen: the six charts build from real analysis results of the constructed
 // cases (tests/data), export PNG/SVG/CSV with the numbers of the result, and clicks name the
 // metric whose events the timeline should select.
-#include <QtTest>
-
 #include <QImage>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QtTest>
 
 #include "trainscope/core/analysis.h"
 #include "trainscope/core/chrome_trace.h"
@@ -41,7 +40,8 @@ class TstAnalysisPanel : public QObject {
     QCOMPARE(panel.chartCount(), 6);
     QStringList slugs;
     for (int i = 0; i < panel.chartCount(); ++i) slugs << panel.chart(i)->slug();
-    QCOMPARE(slugs, (QStringList{"step_time", "breakdown", "bubbles", "bucket_overlap", "bandwidth", "disco"}));
+    QCOMPARE(slugs,
+             (QStringList{"step_time", "breakdown", "bubbles", "bucket_overlap", "bandwidth", "disco"}));
     // Rebuilding keeps the tab the user is on.
     panel.setCurrentIndex(2);
     panel.setResult(analyse("pp_gpipe"));

@@ -39,9 +39,12 @@ std::string collectiveType(EventKind kind, std::string_view name) {
   if (kind == EventKind::P2PSend || kind == EventKind::P2PRecv) return "sendrecv";
   std::string n;
   for (char c : name)
-    if (std::isalnum(static_cast<unsigned char>(c))) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* t : {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv", "send", "recv"})
-    if (n.find(t) != std::string::npos) return std::string(t) == "send" || std::string(t) == "recv" ? "sendrecv" : t;
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* t : {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce",
+                        "sendrecv", "send", "recv"})
+    if (n.find(t) != std::string::npos)
+      return std::string(t) == "send" || std::string(t) == "recv" ? "sendrecv" : t;
   return "other";
 }
 
@@ -107,8 +110,10 @@ void AnalyzerState::scanInstants(TraceStore& store, int64_t from) {
       } else if (k == EventKind::Counter && ev.name(i) == accuracy) {
         const Attr* v = ev.findAttr(i, AttrKey::Value);
         const Attr* step = ev.findAttr(i, AttrKey::Step);
-        if (v) accuracySamples[{rank, ev.start(i)}] = {step ? step->asInt() : -1,
-                                                        v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt())};
+        if (v)
+          accuracySamples[{rank, ev.start(i)}] = {
+              step ? step->asInt() : -1,
+              v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt())};
       }
     });
   }
@@ -120,10 +125,12 @@ void AnalyzerState::rememberDpExample(const RankStepRecord& rec, const WindowEve
   const int64_t t0 = we.window.start;
   auto rel = [t0](const IntervalList& l) {
     std::vector<std::pair<double, double>> out;
-    for (const Interval& i : l) out.push_back({static_cast<double>(i.start - t0) / 1e6, static_cast<double>(i.end - t0) / 1e6});
+    for (const Interval& i : l)
+      out.push_back({static_cast<double>(i.start - t0) / 1e6, static_cast<double>(i.end - t0) / 1e6});
     return out;
   };
-  dpExample = DpExample{rec.rank, rec.step, static_cast<double>(we.window.length()) / 1e6, rel(we.compute), {}, {}};
+  dpExample =
+      DpExample{rec.rank, rec.step, static_cast<double>(we.window.length()) / 1e6, rel(we.compute), {}, {}};
   for (const BucketRecord& b : rec.buckets) {
     dpExample.buckets[b.bucket] = rel(b.intervals);
     if (b.readyRel >= 0) dpExample.ready[b.bucket] = static_cast<double>(b.readyRel) / 1e6;
@@ -218,10 +225,18 @@ int AnalyzerState::analyse(TraceStore& store, bool all) {
 
 Analyzer::Analyzer() : s_(std::make_unique<AnalyzerState>()) {}
 Analyzer::~Analyzer() = default;
-int Analyzer::update(TraceStore& store) { return s_->analyse(store, false); }
-int Analyzer::finish(TraceStore& store) { return s_->analyse(store, true); }
-AnalysisResult Analyzer::result(const TraceStore& store) const { return aggregate(*s_, store); }
-int Analyzer::analysedSteps() const { return static_cast<int>(s_->done.size()); }
+int Analyzer::update(TraceStore& store) {
+  return s_->analyse(store, false);
+}
+int Analyzer::finish(TraceStore& store) {
+  return s_->analyse(store, true);
+}
+AnalysisResult Analyzer::result(const TraceStore& store) const {
+  return aggregate(*s_, store);
+}
+int Analyzer::analysedSteps() const {
+  return static_cast<int>(s_->done.size());
+}
 
 AnalysisResult analyzeStore(TraceStore& store) {
   Analyzer a;

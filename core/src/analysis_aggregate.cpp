@@ -9,8 +9,12 @@
 namespace trainscope::core {
 namespace {
 
-double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-double meanOr(double sum, int n) { return n > 0 ? sum / n : kNaN; }
+double ms(int64_t ns) {
+  return static_cast<double>(ns) / 1e6;
+}
+double meanOr(double sum, int n) {
+  return n > 0 ? sum / n : kNaN;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return kNaN;
@@ -86,8 +90,9 @@ void aggregateBreakdown(const AnalyzerState& s, AnalysisResult& out) {
     int64_t outside = 0;
     for (const RankStepRecord& r : s.records) {
       if (r.rank != rank) continue;
-      BreakdownStep st{r.step, r.window.start, r.window.end, ms(r.window.length()), ms(r.computeOnly),
-                       ms(r.overlapped), ms(r.exposed), ms(r.idle)};
+      BreakdownStep st{
+          r.step,           r.window.start, r.window.end, ms(r.window.length()), ms(r.computeOnly),
+          ms(r.overlapped), ms(r.exposed),  ms(r.idle)};
       step += st.stepMs;
       comp += st.computeMs;
       ovl += st.overlappedCommMs;
@@ -148,7 +153,8 @@ void aggregateDataParallel(const AnalyzerState& s, AnalysisResult& out) {
   for (const auto& [rank, acc] : ranks) {
     const auto& [hidden, comm, steps] = acc;
     if (comm <= 0) continue;
-    DpRank d{rank, static_cast<double>(hidden) / static_cast<double>(comm), ms(comm) / steps, ms(comm - hidden) / steps};
+    DpRank d{rank, static_cast<double>(hidden) / static_cast<double>(comm), ms(comm) / steps,
+             ms(comm - hidden) / steps};
     ratioSum += d.overlapRatio;
     exposedSum += d.exposedCommMs;
     dp.perRank.push_back(d);
@@ -185,7 +191,7 @@ void aggregateCollectives(const AnalyzerState& s, AnalysisResult& out) {
   for (const auto& [key, acc] : s.bandwidth) {
     auto it = s.commRanks.find(key.commHash);
     int n = key.commHash != 0 && it != s.commRanks.end() ? static_cast<int>(it->second.size())
-                                                          : static_cast<int>(s.allRanks.size());
+                                                         : static_cast<int>(s.allRanks.size());
     BwAcc& c = classes[{key.type, key.sizeClass, n}];
     c.count += acc.count;
     c.bytes += acc.bytes;
@@ -324,9 +330,11 @@ AnalysisResult aggregate(const AnalyzerState& s, const TraceStore& store) {
   for (const auto& [step, cp] : s.critical) {
     out.criticalPath.push_back(cp);
     for (const CriticalSegment& seg : cp.segments)
-      out.overlays.push_back({OverlayKind::CriticalPath, seg.rank, -1, step, seg.startNs, seg.endNs, seg.name});
+      out.overlays.push_back(
+          {OverlayKind::CriticalPath, seg.rank, -1, step, seg.startNs, seg.endNs, seg.name});
   }
-  for (const RankStepRecord& r : s.records) out.overlays.insert(out.overlays.end(), r.overlays.begin(), r.overlays.end());
+  for (const RankStepRecord& r : s.records)
+    out.overlays.insert(out.overlays.end(), r.overlays.begin(), r.overlays.end());
   return out;
 }
 

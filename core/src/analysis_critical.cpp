@@ -22,7 +22,8 @@ bool leafCompute(EventKind k) {
 
 }  // namespace
 
-CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::map<RankId, WindowEvents>& perRank) {
+CriticalPathStep criticalPath(const TraceStore& store, int64_t step,
+                              const std::map<RankId, WindowEvents>& perRank) {
   CriticalPathStep out;
   out.step = step;
   std::map<RankId, std::vector<const WinEvent*>> byEnd;
@@ -32,13 +33,15 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
   size_t total = 0;
   for (const auto& [rank, we] : perRank) {
     stepStart = std::min(stepStart, we.window.start);
-    const bool leaves = std::any_of(we.events.begin(), we.events.end(), [](const WinEvent& e) { return leafCompute(e.kind); });
+    const bool leaves = std::any_of(we.events.begin(), we.events.end(),
+                                    [](const WinEvent& e) { return leafCompute(e.kind); });
     auto& list = byEnd[rank];
     for (const WinEvent& e : we.events) {
       if (!(e.comm || (e.compute && (leafCompute(e.kind) || !leaves)))) continue;
       list.push_back(&e);
       if (e.kind == EventKind::P2PSend && e.flow >= 0) sends[e.flow] = &e;
-      if (e.kind == EventKind::Collective && e.seq >= 0) collectives[{e.commHash, e.seq}].push_back({rank, &e});
+      if (e.kind == EventKind::Collective && e.seq >= 0)
+        collectives[{e.commHash, e.seq}].push_back({rank, &e});
     }
     std::sort(list.begin(), list.end(), [](const WinEvent* a, const WinEvent* b) {
       return a->end < b->end || (a->end == b->end && a->start < b->start);
@@ -52,7 +55,8 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
   };
   auto localPred = [&](RankId rank, int64_t t) -> Node {
     const auto& list = byEnd[rank];
-    auto it = std::upper_bound(list.begin(), list.end(), t, [](int64_t x, const WinEvent* e) { return x < e->end; });
+    auto it = std::upper_bound(list.begin(), list.end(), t,
+                               [](int64_t x, const WinEvent* e) { return x < e->end; });
     if (it == list.begin()) return {};
     return {rank, *std::prev(it)};
   };
@@ -74,12 +78,14 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
     auto send = e.flow >= 0 ? sends.find(e.flow) : sends.end();
     if (e.kind == EventKind::P2PRecv && send != sends.end()) {
       if (send->second->start > e.start) remote = {rankOf(send->second), send->second};
-    } else if (e.kind == EventKind::P2PRecv && e.peer >= 0 && e.peer != cur.rank && byEnd.count(static_cast<RankId>(e.peer))) {
+    } else if (e.kind == EventKind::P2PRecv && e.peer >= 0 && e.peer != cur.rank &&
+               byEnd.count(static_cast<RankId>(e.peer))) {
       const Node n = localPred(static_cast<RankId>(e.peer), e.end);
       if (n.e && n.e->end > e.start) producer = n;
     } else if (e.kind == EventKind::Collective && e.seq >= 0) {
       for (const Node& n : collectives[{e.commHash, e.seq}])
-        if (n.rank != cur.rank && n.e->start > e.start && (!remote.e || n.e->start > remote.e->start)) remote = n;
+        if (n.rank != cur.rank && n.e->start > e.start && (!remote.e || n.e->start > remote.e->start))
+          remote = n;
     }
     const int64_t segEnd = std::min(e.end, frontier);
     int64_t effStart = remote.e ? std::min(remote.e->start, segEnd) : producer.e ? producer.e->end : e.start;
@@ -92,7 +98,9 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step, const std::
     segs.push_back({cur.rank, e.kind, std::string(store.str(e.name)), effStart, segEnd, e.ref});
     frontier = effStart;
     if (busy <= 0) segs.pop_back();  // a receive that did not wait adds nothing to the path
-    cur = remote.e ? localPred(remote.rank, remote.e->start) : producer.e ? producer : localPred(cur.rank, effStart);
+    cur = remote.e     ? localPred(remote.rank, remote.e->start)
+          : producer.e ? producer
+                       : localPred(cur.rank, effStart);
     if (cur.e && cur.e->end <= stepStart) break;
   }
   wait += static_cast<double>(std::max<int64_t>(0, frontier - stepStart));

@@ -10,8 +10,10 @@ IntervalList unionOf(std::vector<Interval> v) {
   IntervalList out;
   out.reserve(v.size());
   for (const Interval& i : v) {
-    if (!out.empty() && i.start <= out.back().end) out.back().end = std::max(out.back().end, i.end);
-    else out.push_back(i);
+    if (!out.empty() && i.start <= out.back().end)
+      out.back().end = std::max(out.back().end, i.end);
+    else
+      out.push_back(i);
   }
   return out;
 }
@@ -24,8 +26,10 @@ IntervalList unionOf(const IntervalList& a, const IntervalList& b) {
   IntervalList out;
   out.reserve(all.size());
   for (const Interval& i : all) {
-    if (!out.empty() && i.start <= out.back().end) out.back().end = std::max(out.back().end, i.end);
-    else out.push_back(i);
+    if (!out.empty() && i.start <= out.back().end)
+      out.back().end = std::max(out.back().end, i.end);
+    else
+      out.push_back(i);
   }
   return out;
 }
@@ -37,8 +41,10 @@ IntervalList intersect(const IntervalList& a, const IntervalList& b) {
     const int64_t s = std::max(a[i].start, b[j].start);
     const int64_t e = std::min(a[i].end, b[j].end);
     if (s < e) out.push_back({s, e});
-    if (a[i].end < b[j].end) ++i;
-    else ++j;
+    if (a[i].end < b[j].end)
+      ++i;
+    else
+      ++j;
   }
   return out;
 }
@@ -61,7 +67,9 @@ IntervalList subtract(const IntervalList& a, const IntervalList& b) {
   return out;
 }
 
-IntervalList clip(const IntervalList& a, Interval w) { return intersect(a, IntervalList{w}); }
+IntervalList clip(const IntervalList& a, Interval w) {
+  return intersect(a, IntervalList{w});
+}
 
 IntervalList complementIn(const IntervalList& a, Interval w) {
   if (w.end <= w.start) return {};

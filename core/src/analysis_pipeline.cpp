@@ -10,7 +10,8 @@
 
 namespace trainscope::core {
 
-double bubbleFractionTheory(const std::string& schedule, int p, int m, int v, double tf, double tb, double tw) {
+double bubbleFractionTheory(const std::string& schedule, int p, int m, int v, double tf, double tb,
+                            double tw) {
   if (p < 1 || m < 1 || v < 1) return kNaN;
   const double pm1 = p - 1;
   if (schedule == "gpipe" || schedule == "1f1b" || schedule == "seq1f1b") return pm1 / (m + pm1);
@@ -29,7 +30,8 @@ void recordPipeline(const WindowEvents& we, RankStepRecord& r) {
   int64_t firstB = INT64_MAX, lastF = INT64_MIN, firstF = INT64_MAX;
   std::set<int64_t> mbs, chunks;
   for (const WinEvent& e : we.events) {
-    if (e.kind != EventKind::MicroBatchF && e.kind != EventKind::MicroBatchB && e.kind != EventKind::MicroBatchW)
+    if (e.kind != EventKind::MicroBatchF && e.kind != EventKind::MicroBatchB &&
+        e.kind != EventKind::MicroBatchW)
       continue;
     if (e.stage >= 0) ++stageVotes[e.stage];
     r.ops.push_back({e.kind, e.microBatch, e.chunk, e.end - e.start});
@@ -101,9 +103,13 @@ struct StageAcc {
   std::vector<EventRef> refs;
 };
 
-int opIndex(EventKind k) { return k == EventKind::MicroBatchF ? 0 : k == EventKind::MicroBatchB ? 1 : 2; }
+int opIndex(EventKind k) {
+  return k == EventKind::MicroBatchF ? 0 : k == EventKind::MicroBatchB ? 1 : 2;
+}
 
-double mean(double sum, int n) { return n > 0 ? sum / n : kNaN; }
+double mean(double sum, int n) {
+  return n > 0 ? sum / n : kNaN;
+}
 
 int parsePositive(const std::string& s) {
   try {
@@ -168,7 +174,8 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     }
     std::string schedule = knobAt(s, "pp.schedule", step);
     p.scheduleSource = schedule.empty() ? "inferred" : (s.knobs.empty() ? "metadata" : "knob");
-    if (schedule.empty()) schedule = anyW ? "zb-h1" : chunkMax > 1 ? "interleaved-1f1b" : gpipe ? "gpipe" : "1f1b";
+    if (schedule.empty())
+      schedule = anyW ? "zb-h1" : chunkMax > 1 ? "interleaved-1f1b" : gpipe ? "gpipe" : "1f1b";
     int m = parsePositive(knobAt(s, "pp.microbatches", step));
     if (m == 0) m = mbMax;
     int v = parsePositive(knobAt(s, "pp.virtual_stages", step));
@@ -177,8 +184,7 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     const int units = schedule == "seq1f1b" ? std::max(m, fOpsMax / std::max(1, v)) : m;
     const double tf = opCnt[0] ? opSum[0] / opCnt[0] : 1, tb = opCnt[1] ? opSum[1] / opCnt[1] : tf;
     const double tw = opCnt[2] ? opSum[2] / opCnt[2] : (schedule == "zb-h1" ? tf : 0);
-    const double th = bubbleFractionTheory(schedule, static_cast<int>(st.size()), units, v,
-                                           tf, tb, tw);
+    const double th = bubbleFractionTheory(schedule, static_cast<int>(st.size()), units, v, tf, tb, tw);
     p.schedule = schedule;
     p.stages = static_cast<int>(st.size());
     p.microbatches = units;
@@ -214,7 +220,8 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     r.wMs = mean(a.sum[2], a.cnt[2]);
     for (const auto& [key, slots] : a.mb) {
       r.microBatches.push_back({key.first, key.second, mean(slots[0].first, slots[0].second),
-                                mean(slots[1].first, slots[1].second), mean(slots[2].first, slots[2].second)});
+                                mean(slots[1].first, slots[1].second),
+                                mean(slots[2].first, slots[2].second)});
     }
     fracSum += r.bubbleFraction;
     out.sources["pipeline.per_stage[" + std::to_string(p.perStage.size()) + "]"] = std::move(a.refs);

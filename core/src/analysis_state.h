@@ -32,7 +32,7 @@ struct WindowEvents {
 
 struct BucketRecord {
   int64_t bucket = 0;
-  int64_t readyRel = -1;            // Bucket event start - window start, -1 when absent
+  int64_t readyRel = -1;  // Bucket event start - window start, -1 when absent
   int64_t commStartRel = 0, commEndRel = 0;
   int64_t comm = 0, hidden = 0;
   double bytes = 0;
@@ -99,9 +99,9 @@ class AnalyzerState {
   // Per rank: step number -> window (from Step events), rebuilt on each update.
   std::map<RankId, std::map<int64_t, Interval>> windows;
   int incompleteSteps = 0;
-  std::set<int64_t> done;                       // analysed step numbers
-  std::map<RankId, int64_t> lastWindowEnd;      // for outside_steps accounting
-  std::vector<RankStepRecord> records;          // in analysis order
+  std::set<int64_t> done;                   // analysed step numbers
+  std::map<RankId, int64_t> lastWindowEnd;  // for outside_steps accounting
+  std::vector<RankStepRecord> records;      // in analysis order
   std::map<int64_t, CriticalPathStep> critical;
   std::map<BwKey, BwAcc> bandwidth;
   std::map<int64_t, std::set<RankId>> commRanks;  // comm hash -> ranks seen

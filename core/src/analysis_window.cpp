@@ -21,17 +21,38 @@ void readAttrs(std::span<const Attr> attrs, WinEvent& e) {
     seen |= 1u << a.key;
     const int64_t v = a.type == AttrType::Double ? static_cast<int64_t>(a.asDouble()) : a.asInt();
     switch (static_cast<AttrKey>(a.key)) {
-      case AttrKey::MicroBatch: e.microBatch = v; break;
-      case AttrKey::Chunk: e.chunk = v; break;
-      case AttrKey::Stage: e.stage = v; break;
-      case AttrKey::Bucket: e.bucket = v; break;
-      case AttrKey::Layer: e.layer = v; break;
-      case AttrKey::Peer: e.peer = v; break;
-      case AttrKey::FlowId: e.flow = v; break;
-      case AttrKey::Seq: e.seq = v; break;
-      case AttrKey::CommHash: e.commHash = v; break;
-      case AttrKey::Bytes: e.bytes = a.type == AttrType::Double ? a.asDouble() : static_cast<double>(v); break;
-      default: break;
+      case AttrKey::MicroBatch:
+        e.microBatch = v;
+        break;
+      case AttrKey::Chunk:
+        e.chunk = v;
+        break;
+      case AttrKey::Stage:
+        e.stage = v;
+        break;
+      case AttrKey::Bucket:
+        e.bucket = v;
+        break;
+      case AttrKey::Layer:
+        e.layer = v;
+        break;
+      case AttrKey::Peer:
+        e.peer = v;
+        break;
+      case AttrKey::FlowId:
+        e.flow = v;
+        break;
+      case AttrKey::Seq:
+        e.seq = v;
+        break;
+      case AttrKey::CommHash:
+        e.commHash = v;
+        break;
+      case AttrKey::Bytes:
+        e.bytes = a.type == AttrType::Double ? a.asDouble() : static_cast<double>(v);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -90,8 +111,9 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
       we.events.push_back(e);
     });
   }
-  std::sort(we.events.begin(), we.events.end(),
-            [](const WinEvent& a, const WinEvent& b) { return a.start < b.start || (a.start == b.start && a.end > b.end); });
+  std::sort(we.events.begin(), we.events.end(), [](const WinEvent& a, const WinEvent& b) {
+    return a.start < b.start || (a.start == b.start && a.end > b.end);
+  });
   we.compute = unionOf(std::move(comp));
   we.comm = unionOf(std::move(comm));
   return we;

@@ -105,7 +105,8 @@ ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
   const std::vector<core::DiscoLayer> layers = r.disco;
   auto show = [view, layers](int i) {
     QChart* old = view->chart();
-    if (i >= 0 && i < static_cast<int>(layers.size())) view->setChart(discoChart(layers[static_cast<size_t>(i)]));
+    if (i >= 0 && i < static_cast<int>(layers.size()))
+      view->setChart(discoChart(layers[static_cast<size_t>(i)]));
     else {
       auto* empty = new QChart;
       empty->setTitle(QStringLiteral("DISCO trade-off (no DISCO layers in this session)"));
@@ -116,19 +117,29 @@ ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
   show(layers.empty() ? -1 : 0);
   QObject::connect(pick, &QComboBox::currentIndexChanged, view, show);
   auto* tab = new ChartTab(QStringLiteral("DISCO"), QStringLiteral("disco"), box);
-  QString csv = QStringLiteral("layer,nodes,kind,sparsity,l_comm_ms,l_comp_ms,pipelined_ms,wait_ms,accuracy\n");
+  QString csv =
+      QStringLiteral("layer,nodes,kind,sparsity,l_comm_ms,l_comp_ms,pipelined_ms,wait_ms,accuracy\n");
   for (const core::DiscoLayer& d : r.disco) {
     const Model m{d.commDenseMs, d.compDenseMs, static_cast<double>(std::max(1, d.nodes))};
     for (int i = 0; i <= 20; ++i) {
       const double s = i / 20.0;
-      csv += QStringLiteral("%1,%2,model,%3,%4,%5,%6,%7,\n").arg(d.layer).arg(d.nodes).arg(csvNumber(s), csvNumber(m.comm(s)),
-                 csvNumber(m.comp(s)), csvNumber(std::max(m.comm(s), m.comp(s))), csvNumber(m.comm(s) + m.comp(s)));
+      csv += QStringLiteral("%1,%2,model,%3,%4,%5,%6,%7,\n")
+                 .arg(d.layer)
+                 .arg(d.nodes)
+                 .arg(csvNumber(s), csvNumber(m.comm(s)), csvNumber(m.comp(s)),
+                      csvNumber(std::max(m.comm(s), m.comp(s))), csvNumber(m.comm(s) + m.comp(s)));
     }
     for (const core::DiscoPoint& p : d.bySparsity)
-      csv += QStringLiteral("%1,%2,measured,%3,%4,%5,%6,%7,%8\n").arg(d.layer).arg(d.nodes).arg(csvNumber(p.sparsity),
-                 csvNumber(p.lCommMs), csvNumber(p.lCompMs), csvNumber(std::max(p.lCommMs, p.lCompMs)),
-                 csvNumber(p.lCommMs + p.lCompMs), csvNumber(p.accuracy));
-    csv += QStringLiteral("%1,%2,equilibrium,%3,,,,,\n").arg(d.layer).arg(d.nodes).arg(csvNumber(d.equilibriumSparsity));
+      csv += QStringLiteral("%1,%2,measured,%3,%4,%5,%6,%7,%8\n")
+                 .arg(d.layer)
+                 .arg(d.nodes)
+                 .arg(csvNumber(p.sparsity), csvNumber(p.lCommMs), csvNumber(p.lCompMs),
+                      csvNumber(std::max(p.lCommMs, p.lCompMs)), csvNumber(p.lCommMs + p.lCompMs),
+                      csvNumber(p.accuracy));
+    csv += QStringLiteral("%1,%2,equilibrium,%3,,,,,\n")
+               .arg(d.layer)
+               .arg(d.nodes)
+               .arg(csvNumber(d.equilibriumSparsity));
   }
   tab->setCsv(csv);
   return tab;

@@ -1,4 +1,6 @@
 // Step time, breakdown, bubbles and bandwidth charts (Qt Charts).
+#include "analysis_charts.h"
+
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
@@ -12,8 +14,6 @@
 #include <cmath>
 #include <map>
 
-#include "analysis_charts.h"
-
 namespace trainscope::plots {
 namespace {
 
@@ -25,7 +25,9 @@ QChartView* viewOf(QChart* chart) {
   return v;
 }
 
-double orZero(double v) { return std::isnan(v) ? 0 : v; }
+double orZero(double v) {
+  return std::isnan(v) ? 0 : v;
+}
 
 QString knobText(const core::KnobChangeEntry& k) {
   QStringList parts;
@@ -48,7 +50,10 @@ ChartTab* makeStepTimeChart(const core::AnalysisResult& r) {
     line->append(static_cast<double>(s.step), s.timeMs);
     yMax = std::max(yMax, s.timeMs);
     auto it = knobs.find(s.step);
-    csv += QStringLiteral("%1,%2,%3,%4,\"%5\"\n").arg(s.step).arg(csvNumber(s.timeMs), csvNumber(s.spanMs)).arg(s.ranks)
+    csv += QStringLiteral("%1,%2,%3,%4,\"%5\"\n")
+               .arg(s.step)
+               .arg(csvNumber(s.timeMs), csvNumber(s.spanMs))
+               .arg(s.ranks)
                .arg(it == knobs.end() ? QString() : knobText(*it->second));
   }
   chart->addSeries(line);
@@ -84,22 +89,27 @@ ChartTab* makeBreakdownChart(const core::AnalysisResult& r) {
   auto* chart = new QChart;
   chart->setTitle(QStringLiteral("Breakdown per rank (ms per step)"));
   const char* names[] = {"compute", "overlapped comm", "exposed comm", "idle"};
-  const QColor colors[] = {QColor(70, 130, 180), QColor(120, 190, 120), QColor(220, 80, 60), QColor(200, 200, 200)};
+  const QColor colors[] = {QColor(70, 130, 180), QColor(120, 190, 120), QColor(220, 80, 60),
+                           QColor(200, 200, 200)};
   QBarSet* sets[4];
   for (int i = 0; i < 4; ++i) {
     sets[i] = new QBarSet(QString::fromLatin1(names[i]));
     sets[i]->setColor(colors[i]);
   }
   QStringList cats;
-  QString csv = QStringLiteral("rank,steps,step_ms,compute_ms,overlapped_comm_ms,exposed_comm_ms,idle_ms,outside_steps_ms\n");
+  QString csv = QStringLiteral(
+      "rank,steps,step_ms,compute_ms,overlapped_comm_ms,exposed_comm_ms,idle_ms,outside_steps_ms\n");
   for (const core::RankBreakdown& b : r.breakdown) {
     cats << QStringLiteral("rank %1").arg(b.rank);
     *sets[0] << orZero(b.computeMs);
     *sets[1] << orZero(b.overlappedCommMs);
     *sets[2] << orZero(b.exposedCommMs);
     *sets[3] << orZero(b.idleMs);
-    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8\n").arg(b.rank).arg(b.steps).arg(csvNumber(b.stepMs), csvNumber(b.computeMs),
-               csvNumber(b.overlappedCommMs), csvNumber(b.exposedCommMs), csvNumber(b.idleMs), csvNumber(b.outsideStepsMs));
+    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8\n")
+               .arg(b.rank)
+               .arg(b.steps)
+               .arg(csvNumber(b.stepMs), csvNumber(b.computeMs), csvNumber(b.overlappedCommMs),
+                    csvNumber(b.exposedCommMs), csvNumber(b.idleMs), csvNumber(b.outsideStepsMs));
   }
   auto* series = new QStackedBarSeries;
   for (QBarSet* s : sets) series->append(s);
@@ -124,21 +134,28 @@ ChartTab* makeBubbleChart(const core::AnalysisResult& r) {
   const core::PipelineResult& p = r.pipeline;
   auto* chart = new QChart;
   chart->setTitle(p.present ? QStringLiteral("Pipeline bubble per stage: %1, p=%2, m=%3, v=%4")
-                                  .arg(QString::fromStdString(p.schedule)).arg(p.stages).arg(p.microbatches).arg(p.virtualStages)
+                                  .arg(QString::fromStdString(p.schedule))
+                                  .arg(p.stages)
+                                  .arg(p.microbatches)
+                                  .arg(p.virtualStages)
                             : QStringLiteral("Pipeline bubble per stage (no pipeline in this session)"));
   auto* measured = new QBarSet(QStringLiteral("measured"));
   auto* theory = new QBarSet(QStringLiteral("theory"));
   measured->setColor(QColor(220, 120, 60));
   theory->setColor(QColor(150, 150, 150));
   QStringList cats;
-  QString csv = QStringLiteral("stage,bubble_fraction,bubble_fraction_theory,bubble_ms,warmup_ms,steady_ms,cooldown_ms,f_ms,b_ms,w_ms\n");
+  QString csv = QStringLiteral(
+      "stage,bubble_fraction,bubble_fraction_theory,bubble_ms,warmup_ms,steady_ms,cooldown_ms,f_ms,b_ms,w_"
+      "ms\n");
   for (const core::StageResult& s : p.perStage) {
     cats << QStringLiteral("stage %1").arg(s.stage);
     *measured << orZero(s.bubbleFraction);
     *theory << orZero(s.bubbleFractionTheory);
-    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10\n").arg(s.stage).arg(csvNumber(s.bubbleFraction),
-               csvNumber(s.bubbleFractionTheory), csvNumber(s.bubbleMs), csvNumber(s.warmupMs), csvNumber(s.steadyMs),
-               csvNumber(s.cooldownMs), csvNumber(s.fMs), csvNumber(s.bMs), csvNumber(s.wMs));
+    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10\n")
+               .arg(s.stage)
+               .arg(csvNumber(s.bubbleFraction), csvNumber(s.bubbleFractionTheory), csvNumber(s.bubbleMs),
+                    csvNumber(s.warmupMs), csvNumber(s.steadyMs), csvNumber(s.cooldownMs), csvNumber(s.fMs),
+                    csvNumber(s.bMs), csvNumber(s.wMs));
   }
   auto* series = new QBarSeries;
   series->append(measured);
@@ -173,12 +190,17 @@ ChartTab* makeBandwidthChart(const core::AnalysisResult& r) {
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
   std::map<std::string, std::pair<QLineSeries*, QScatterSeries*>> byType;
-  QString csv = QStringLiteral("collective,size_class_bytes,ranks,count,bytes,time_ms,algbw_gbps,busbw_gbps\n");
+  QString csv =
+      QStringLiteral("collective,size_class_bytes,ranks,count,bytes,time_ms,algbw_gbps,busbw_gbps\n");
   double yMax = 0, xMin = 1, xMax = 2;
   bool first = true;
   for (const core::BandwidthClass& b : r.collectives) {
-    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8\n").arg(QString::fromStdString(b.collective)).arg(b.sizeClassBytes).arg(b.ranks)
-               .arg(b.count).arg(csvNumber(b.bytes), csvNumber(b.timeMs), csvNumber(b.algbwGBps), csvNumber(b.busbwGBps));
+    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8\n")
+               .arg(QString::fromStdString(b.collective))
+               .arg(b.sizeClassBytes)
+               .arg(b.ranks)
+               .arg(b.count)
+               .arg(csvNumber(b.bytes), csvNumber(b.timeMs), csvNumber(b.algbwGBps), csvNumber(b.busbwGBps));
     if (b.sizeClassBytes < 1 || std::isnan(b.busbwGBps)) continue;
     auto& [line, dots] = byType[b.collective];
     if (!line) {
@@ -200,7 +222,8 @@ ChartTab* makeBandwidthChart(const core::AnalysisResult& r) {
   for (auto& [type, s] : byType) {
     chart->addSeries(s.first);
     chart->addSeries(s.second);
-    for (QAbstractSeries* series : {static_cast<QAbstractSeries*>(s.first), static_cast<QAbstractSeries*>(s.second)}) {
+    for (QAbstractSeries* series :
+         {static_cast<QAbstractSeries*>(s.first), static_cast<QAbstractSeries*>(s.second)}) {
       series->attachAxis(x);
       series->attachAxis(y);
     }

@@ -15,7 +15,9 @@
 
 namespace trainscope::plots {
 
-QString csvNumber(double v) { return std::isnan(v) ? QString() : QString::number(v, 'g', 12); }
+QString csvNumber(double v) {
+  return std::isnan(v) ? QString() : QString::number(v, 'g', 12);
+}
 
 ChartTab::ChartTab(const QString& title, const QString& slug, QWidget* chart, QWidget* parent)
     : QWidget(parent), title_(title), slug_(slug), chart_(chart) {
@@ -82,7 +84,9 @@ bool ChartTab::exportCsv(const QString& path) const {
   return f.error() == QFile::NoError;
 }
 
-AnalysisPanel::AnalysisPanel(QWidget* parent) : QTabWidget(parent) { setDocumentMode(true); }
+AnalysisPanel::AnalysisPanel(QWidget* parent) : QTabWidget(parent) {
+  setDocumentMode(true);
+}
 
 void AnalysisPanel::setResult(const core::AnalysisResult& r) {
   const int current = currentIndex();
@@ -91,15 +95,17 @@ void AnalysisPanel::setResult(const core::AnalysisResult& r) {
     removeTab(0);
     w->deleteLater();
   }
-  for (ChartTab* tab : {makeStepTimeChart(r), makeBreakdownChart(r), makeBubbleChart(r), makeBucketOverlapChart(r),
-                        makeBandwidthChart(r), makeDiscoChart(r)}) {
+  for (ChartTab* tab : {makeStepTimeChart(r), makeBreakdownChart(r), makeBubbleChart(r),
+                        makeBucketOverlapChart(r), makeBandwidthChart(r), makeDiscoChart(r)}) {
     connect(tab, &ChartTab::metricActivated, this, &AnalysisPanel::metricActivated);
     addTab(tab, tab->title());
   }
   if (current >= 0 && current < count()) setCurrentIndex(current);
 }
 
-ChartTab* AnalysisPanel::chart(int index) const { return qobject_cast<ChartTab*>(widget(index)); }
+ChartTab* AnalysisPanel::chart(int index) const {
+  return qobject_cast<ChartTab*>(widget(index));
+}
 
 ChartTab* AnalysisPanel::chart(const QString& slug) const {
   for (int i = 0; i < count(); ++i)

@@ -25,7 +25,8 @@ Spans intersectSpans(const Spans& a, const Spans& b) {
 
 }  // namespace
 
-BucketOverlapView::BucketOverlapView(const core::DataParallelResult& dp, QWidget* parent) : QWidget(parent), dp_(dp) {
+BucketOverlapView::BucketOverlapView(const core::DataParallelResult& dp, QWidget* parent)
+    : QWidget(parent), dp_(dp) {
   setMinimumSize(400, 250);
   setAutoFillBackground(true);
   QPalette pal = palette();
@@ -33,7 +34,9 @@ BucketOverlapView::BucketOverlapView(const core::DataParallelResult& dp, QWidget
   setPalette(pal);
 }
 
-QRectF BucketOverlapView::plotRect() const { return QRectF(110, 40, std::max(50, width() - 130), std::max(50, height() - 90)); }
+QRectF BucketOverlapView::plotRect() const {
+  return QRectF(110, 40, std::max(50, width() - 130), std::max(50, height() - 90));
+}
 
 double BucketOverlapView::rowHeight() const {
   const size_t rows = dp_.example.buckets.size() + 1;
@@ -54,7 +57,9 @@ void BucketOverlapView::paintEvent(QPaintEvent*) {
   }
   p.drawText(QRectF(0, 8, width(), 24), Qt::AlignHCenter,
              QStringLiteral("Bucket communication against compute: rank %1, step %2 (overlap %3 %)")
-                 .arg(ex.rank).arg(ex.step).arg(std::isnan(dp_.overlapRatio) ? 0.0 : 100 * dp_.overlapRatio, 0, 'f', 1));
+                 .arg(ex.rank)
+                 .arg(ex.step)
+                 .arg(std::isnan(dp_.overlapRatio) ? 0.0 : 100 * dp_.overlapRatio, 0, 'f', 1));
   p.setFont(font());
   const QRectF pr = plotRect();
   const double span = ex.stepMs > 0 ? ex.stepMs : 1;
@@ -64,15 +69,17 @@ void BucketOverlapView::paintEvent(QPaintEvent*) {
     const double y = pr.top() + row * rh;
     p.fillRect(QRectF(xOf(a), y + rh * shrink, std::max(1.0, xOf(b) - xOf(a)), rh * (1 - 2 * shrink)), c);
   };
-  p.drawText(QRectF(0, pr.top(), pr.left() - 8, rh), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("compute"));
+  p.drawText(QRectF(0, pr.top(), pr.left() - 8, rh), Qt::AlignRight | Qt::AlignVCenter,
+             QStringLiteral("compute"));
   for (const auto& [a, b] : ex.compute) bar(0, a, b, QColor(70, 130, 180), 0.15);
   int row = 1;
   for (const auto& [bucket, spans] : ex.buckets) {
     p.setPen(Qt::black);
     p.drawText(QRectF(0, pr.top() + row * rh, pr.left() - 8, rh), Qt::AlignRight | Qt::AlignVCenter,
                QStringLiteral("bucket %1").arg(bucket));
-    for (const auto& s : spans) bar(row, s.first, s.second, QColor(220, 80, 60), 0.25);          // exposed
-    for (const auto& s : intersectSpans(spans, ex.compute)) bar(row, s.first, s.second, QColor(90, 170, 90), 0.25);  // hidden
+    for (const auto& s : spans) bar(row, s.first, s.second, QColor(220, 80, 60), 0.25);  // exposed
+    for (const auto& s : intersectSpans(spans, ex.compute))
+      bar(row, s.first, s.second, QColor(90, 170, 90), 0.25);  // hidden
     auto ready = ex.ready.find(bucket);
     if (ready != ex.ready.end()) {
       p.setPen(QPen(Qt::black, 2));
@@ -89,8 +96,9 @@ void BucketOverlapView::paintEvent(QPaintEvent*) {
     p.drawLine(QPointF(x, pr.bottom()), QPointF(x, pr.bottom() + 4));
     p.drawText(QRectF(x - 40, pr.bottom() + 6, 80, 16), Qt::AlignHCenter, QString::number(ms, 'g', 4));
   }
-  p.drawText(QRectF(pr.left(), pr.bottom() + 22, pr.width(), 16), Qt::AlignHCenter,
-             QStringLiteral("ms from the step start   |  black tick: bucket ready   green: hidden   red: exposed"));
+  p.drawText(
+      QRectF(pr.left(), pr.bottom() + 22, pr.width(), 16), Qt::AlignHCenter,
+      QStringLiteral("ms from the step start   |  black tick: bucket ready   green: hidden   red: exposed"));
 }
 
 void BucketOverlapView::mousePressEvent(QMouseEvent* e) {
@@ -105,12 +113,17 @@ void BucketOverlapView::mousePressEvent(QMouseEvent* e) {
 ChartTab* makeBucketOverlapChart(const core::AnalysisResult& r) {
   auto* view = new BucketOverlapView(r.dataParallel);
   auto* tab = new ChartTab(QStringLiteral("Bucket overlap"), QStringLiteral("bucket_overlap"), view);
-  view->setOnBucketClicked([tab](int i) { emit tab->metricActivated(QStringLiteral("data_parallel.buckets[%1]").arg(i)); });
-  QString csv = QStringLiteral("bucket,samples,bytes,ready_ms,comm_start_ms,comm_end_ms,comm_ms,hidden_ms,exposed_ms,overlap_ratio\n");
+  view->setOnBucketClicked(
+      [tab](int i) { emit tab->metricActivated(QStringLiteral("data_parallel.buckets[%1]").arg(i)); });
+  QString csv = QStringLiteral(
+      "bucket,samples,bytes,ready_ms,comm_start_ms,comm_end_ms,comm_ms,hidden_ms,exposed_ms,overlap_ratio\n");
   for (const core::BucketResult& b : r.dataParallel.buckets)
-    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10\n").arg(b.bucket).arg(b.samples).arg(csvNumber(b.bytes), csvNumber(b.readyMs),
-               csvNumber(b.commStartMs), csvNumber(b.commEndMs), csvNumber(b.commMs), csvNumber(b.hiddenMs),
-               csvNumber(b.exposedMs), csvNumber(b.overlapRatio));
+    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10\n")
+               .arg(b.bucket)
+               .arg(b.samples)
+               .arg(csvNumber(b.bytes), csvNumber(b.readyMs), csvNumber(b.commStartMs),
+                    csvNumber(b.commEndMs), csvNumber(b.commMs), csvNumber(b.hiddenMs),
+                    csvNumber(b.exposedMs), csvNumber(b.overlapRatio));
   tab->setCsv(csv);
   return tab;
 }

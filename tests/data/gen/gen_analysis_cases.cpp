@@ -23,7 +23,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kOrigin = 1'000'000'000;
-int64_t ms(double x) { return kOrigin + std::llround(x * 1e6); }
+int64_t ms(double x) {
+  return kOrigin + std::llround(x * 1e6);
+}
 
 struct Case {
   TraceStore s;
@@ -59,8 +61,10 @@ struct Case {
   void write(const fs::path& dir, const std::string& name) {
     fs::create_directories(dir / name);
     auto st = exportChromeTraceFile(s, dir / name / "trace.json");
-    if (!st) std::fprintf(stderr, "%s: %s\n", name.c_str(), st.status().toString().c_str());
-    else std::printf("wrote %s/trace.json (%zu events)\n", (dir / name).c_str(), s.eventCount());
+    if (!st)
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), st.status().toString().c_str());
+    else
+      std::printf("wrote %s/trace.json (%zu events)\n", (dir / name).c_str(), s.eventCount());
   }
 };
 
@@ -73,8 +77,9 @@ struct Op {
 
 // Ranks 0..p-1 hold stage = rank; virtual stage of (rank, chunk) = chunk * p + rank.
 // slow[r] scales rank r's op times (unbalanced stages); empty = balanced.
-void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& order, double tf, double tb, double tw,
-                 int64_t stepNo, double t0, double windowEnd, const std::vector<double>& slow = {}) {
+void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& order, double tf, double tb,
+                 double tw, int64_t stepNo, double t0, double windowEnd,
+                 const std::vector<double>& slow = {}) {
   const int vs = p * v;
   std::map<std::tuple<char, int, int>, std::pair<double, int>> done;  // (kind, mb, vstage) -> end, rank
   std::vector<size_t> next(p, 0);
@@ -88,7 +93,9 @@ void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& orde
       const int vstage = op.chunk * p + r;
       std::tuple<char, int, int> dep{' ', 0, 0};
       if (op.kind == 'F' && vstage > 0) dep = {'F', op.mb, vstage - 1};
-      if (op.kind == 'B') dep = vstage == vs - 1 ? std::tuple<char, int, int>{'F', op.mb, vstage} : std::tuple<char, int, int>{'B', op.mb, vstage + 1};
+      if (op.kind == 'B')
+        dep = vstage == vs - 1 ? std::tuple<char, int, int>{'F', op.mb, vstage}
+                               : std::tuple<char, int, int>{'B', op.mb, vstage + 1};
       if (op.kind == 'W') dep = {'B', op.mb, vstage};
       double ready = free[r];
       int peer = -1;
@@ -102,11 +109,15 @@ void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& orde
       }
       if (peer >= 0 && peer != r)  // the stage waited for a peer's data: the receive it sat in
         c.ev(c.comm[r], EventKind::P2PRecv, "recv", free[r], ready,
-             {Attr::ofInt(AttrKey::Peer, peer), Attr::ofInt(AttrKey::MicroBatch, op.mb), Attr::ofInt(AttrKey::Bytes, 1 << 20)});
+             {Attr::ofInt(AttrKey::Peer, peer), Attr::ofInt(AttrKey::MicroBatch, op.mb),
+              Attr::ofInt(AttrKey::Bytes, 1 << 20)});
       const double dur = (op.kind == 'F' ? tf : op.kind == 'B' ? tb : tw) * (slow.empty() ? 1.0 : slow[r]);
-      const EventKind k = op.kind == 'F' ? EventKind::MicroBatchF : op.kind == 'B' ? EventKind::MicroBatchB : EventKind::MicroBatchW;
+      const EventKind k = op.kind == 'F'   ? EventKind::MicroBatchF
+                          : op.kind == 'B' ? EventKind::MicroBatchB
+                                           : EventKind::MicroBatchW;
       c.ev(c.gpu[r], k, std::string(1, op.kind) + std::to_string(op.mb), ready, ready + dur,
-           {Attr::ofInt(AttrKey::MicroBatch, op.mb), Attr::ofInt(AttrKey::Stage, r), Attr::ofInt(AttrKey::Chunk, op.chunk)});
+           {Attr::ofInt(AttrKey::MicroBatch, op.mb), Attr::ofInt(AttrKey::Stage, r),
+            Attr::ofInt(AttrKey::Chunk, op.chunk)});
       done[{op.kind, op.mb, vstage}] = {ready + dur, r};
       free[r] = ready + dur;
       ++next[r];
@@ -178,9 +189,22 @@ void pipelineInterleaved(const fs::path& dir) {
   c.s.metadata()["knob.pp.microbatches"] = "2";
   c.s.metadata()["knob.pp.virtual_stages"] = "2";
   // Megatron's interleaved order for p = 2, v = 2, m = 2 (warm-up 4 and 2 units).
-  std::vector<std::vector<Op>> o = {
-      {{'F', 0, 0}, {'F', 1, 0}, {'F', 0, 1}, {'F', 1, 1}, {'B', 0, 1}, {'B', 1, 1}, {'B', 0, 0}, {'B', 1, 0}},
-      {{'F', 0, 0}, {'F', 1, 0}, {'F', 0, 1}, {'B', 0, 1}, {'F', 1, 1}, {'B', 1, 1}, {'B', 0, 0}, {'B', 1, 0}}};
+  std::vector<std::vector<Op>> o = {{{'F', 0, 0},
+                                     {'F', 1, 0},
+                                     {'F', 0, 1},
+                                     {'F', 1, 1},
+                                     {'B', 0, 1},
+                                     {'B', 1, 1},
+                                     {'B', 0, 0},
+                                     {'B', 1, 0}},
+                                    {{'F', 0, 0},
+                                     {'F', 1, 0},
+                                     {'F', 0, 1},
+                                     {'B', 0, 1},
+                                     {'F', 1, 1},
+                                     {'B', 1, 1},
+                                     {'B', 0, 0},
+                                     {'B', 1, 0}}};
   runPipeline(c, 2, 2, o, 1, 1, 0, 0, 0, 10);
   c.write(dir, "pp_interleaved");
 }
@@ -206,22 +230,25 @@ void dataParallel(const fs::path& dir) {
     c.step(r, 0, o + 0, o + 10);
     c.ev(c.gpu[r], EventKind::Kernel, "backward_kernel", o + 0, o + bwdEnd);
     c.ev(c.gpu[r], EventKind::Kernel, "adam_kernel", o + 9, o + 9.5);
-    auto coll = [&](TrackId t, const char* name, double a, double b, int64_t bucket, int64_t bytes, int64_t seq) {
-      std::vector<Attr> at = {Attr::ofInt(AttrKey::Bytes, bytes), Attr::ofInt(AttrKey::CommHash, 7), Attr::ofInt(AttrKey::Seq, seq)};
+    auto coll = [&](TrackId t, const char* name, double a, double b, int64_t bucket, int64_t bytes,
+                    int64_t seq) {
+      std::vector<Attr> at = {Attr::ofInt(AttrKey::Bytes, bytes), Attr::ofInt(AttrKey::CommHash, 7),
+                              Attr::ofInt(AttrKey::Seq, seq)};
       if (bucket >= 0) at.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
       c.ev(t, EventKind::Collective, name, o + a, o + b, at);
     };
-    coll(c.comm[r], "allgather", 0.5, 1.5, -1, 8 << 20, 4);          // not a gradient collective
-    coll(c.comm[r], "allreduce", 2, 4, 0, 4 << 20, 0);               // hidden
-    coll(c.comm[r], "allreduce", 5, 7, 1, 4 << 20, 1);               // partly hidden on rank 0
-    coll(c.comm[r], "allreduce", 6, 8, 2, 1 << 20, 2);               // exposed ...
-    coll(c.secondComm(r), "allreduce", 7, 8.5, 2, 1 << 20, 3);       // ... on two streams at once
+    coll(c.comm[r], "allgather", 0.5, 1.5, -1, 8 << 20, 4);     // not a gradient collective
+    coll(c.comm[r], "allreduce", 2, 4, 0, 4 << 20, 0);          // hidden
+    coll(c.comm[r], "allreduce", 5, 7, 1, 4 << 20, 1);          // partly hidden on rank 0
+    coll(c.comm[r], "allreduce", 6, 8, 2, 1 << 20, 2);          // exposed ...
+    coll(c.secondComm(r), "allreduce", 7, 8.5, 2, 1 << 20, 3);  // ... on two streams at once
     for (int b = 0; b < 3; ++b)
       c.ev(c.cpu[r], EventKind::Bucket, "bucket", o + 2.0 * (b + 1), o + 2.0 * (b + 1) + 3,
            {Attr::ofInt(AttrKey::Bucket, b)});
   }
-  c.ev(c.gpu[0], EventKind::Kernel, "warmup_kernel", -2, -1);                       // outside steps
-  c.ev(c.comm[0], EventKind::Collective, "barrier", 10.5, 11, {Attr::ofInt(AttrKey::CommHash, 9)});  // outside
+  c.ev(c.gpu[0], EventKind::Kernel, "warmup_kernel", -2, -1);  // outside steps
+  c.ev(c.comm[0], EventKind::Collective, "barrier", 10.5, 11,
+       {Attr::ofInt(AttrKey::CommHash, 9)});  // outside
   c.write(dir, "dp_buckets");
 }
 
@@ -234,7 +261,8 @@ void straggler(const fs::path& dir) {
       c.step(r, n, t0[n], end[n]);
       c.ev(c.gpu[r], EventKind::Kernel, "gemm", t0[n], t0[n] + compute[n][r]);
       c.ev(c.comm[r], EventKind::Collective, "ncclAllReduce", t0[n] + compute[n][r], sync[n],
-           {Attr::ofInt(AttrKey::Bytes, 3'000'000), Attr::ofInt(AttrKey::CommHash, 5), Attr::ofInt(AttrKey::Seq, n)});
+           {Attr::ofInt(AttrKey::Bytes, 3'000'000), Attr::ofInt(AttrKey::CommHash, 5),
+            Attr::ofInt(AttrKey::Seq, n)});
     }
   c.write(dir, "straggler");
 }
@@ -282,14 +310,17 @@ void missingEnd(const fs::path& dir) {
 void kineto(const fs::path& dir) {
   fs::create_directories(dir / "kineto_steps");
   std::ofstream f(dir / "kineto_steps" / "trace.json");
-  auto x = [&](const char* cat, const char* name, int pid, int tid, double tsMs, double durMs, bool comma = true) {
+  auto x = [&](const char* cat, const char* name, int pid, int tid, double tsMs, double durMs,
+               bool comma = true) {
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "  {\"ph\": \"X\", \"cat\": \"%s\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {}}%s\n",
+                  "  {\"ph\": \"X\", \"cat\": \"%s\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": "
+                  "%.3f, \"dur\": %.3f, \"args\": {}}%s\n",
                   cat, name, pid, tid, 1718000000000000.0 + tsMs * 1000, durMs * 1000, comma ? "," : "");
     f << buf;
   };
-  f << "{\n \"schemaVersion\": 1,\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 1},\n"
+  f << "{\n \"schemaVersion\": 1,\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, "
+       "\"world_size\": 1},\n"
        " \"traceEvents\": [\n";
   x("user_annotation", "ProfilerStep#5", 4242, 4242, 0, 10);
   x("user_annotation", "ProfilerStep#6", 4242, 4242, 10, 8);

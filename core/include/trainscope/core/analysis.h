@@ -35,26 +35,26 @@ enum class OverlayKind : uint8_t { Bubble, ExposedComm, CriticalPath };
 struct Overlay {
   OverlayKind kind = OverlayKind::Bubble;
   RankId rank = 0;
-  int stage = -1;          // bubbles
+  int stage = -1;  // bubbles
   int64_t step = 0;
   int64_t startNs = 0;
   int64_t endNs = 0;
-  std::string label;       // "warm-up, waiting for rank 1"
+  std::string label;  // "warm-up, waiting for rank 1"
 };
 
 struct StepStat {
   int64_t step = 0;
-  int ranks = 0;           // ranks with this step's window
-  double timeMs = 0;       // mean over those ranks of the window length
-  double spanMs = 0;       // max end - min start over ranks
-  int64_t startNs = 0;     // min start over ranks
+  int ranks = 0;        // ranks with this step's window
+  double timeMs = 0;    // mean over those ranks of the window length
+  double spanMs = 0;    // max end - min start over ranks
+  int64_t startNs = 0;  // min start over ranks
 };
 
 struct StepsResult {
   int count = 0;
   double meanMs = kNaN;
   double p50Ms = kNaN;
-  int incomplete = 0;      // step events without a positive length (missing end)
+  int incomplete = 0;  // step events without a positive length (missing end)
   std::vector<StepStat> perStep;
 };
 
@@ -111,12 +111,12 @@ struct PipelineResult {
 
 struct BucketResult {
   int64_t bucket = 0;
-  int samples = 0;                      // (rank, step) pairs with this bucket's communication
-  double bytes = kNaN;                  // per step
-  double readyMs = kNaN;                // Bucket event start - step start, mean
+  int samples = 0;                              // (rank, step) pairs with this bucket's communication
+  double bytes = kNaN;                          // per step
+  double readyMs = kNaN;                        // Bucket event start - step start, mean
   double commStartMs = kNaN, commEndMs = kNaN;  // relative to the step start, mean
   double commMs = kNaN, hiddenMs = kNaN, exposedMs = kNaN;  // per step, mean
-  double overlapRatio = kNaN;           // per rank |comm ∩ compute| / |comm|, mean over ranks
+  double overlapRatio = kNaN;  // per rank |comm ∩ compute| / |comm|, mean over ranks
 };
 
 struct DpRank {
@@ -148,13 +148,13 @@ struct DataParallelResult {
 // One collective type and message-size class (powers of two). NCCL conventions:
 // algbw = bytes / time; busbw = algbw * factor(type, n).
 struct BandwidthClass {
-  std::string collective;     // allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv
-  int64_t sizeClassBytes = 0; // lower bound 2^k of [2^k, 2^(k+1))
-  int ranks = 0;              // n used for busbw
+  std::string collective;      // allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv
+  int64_t sizeClassBytes = 0;  // lower bound 2^k of [2^k, 2^(k+1))
+  int ranks = 0;               // n used for busbw
   uint64_t count = 0;
-  double bytes = 0;           // mean per operation
-  double timeMs = 0;          // mean per operation
-  double algbwGBps = 0;       // sum bytes / sum time
+  double bytes = 0;      // mean per operation
+  double timeMs = 0;     // mean per operation
+  double algbwGBps = 0;  // sum bytes / sum time
   double busbwGBps = 0;
 };
 
@@ -167,29 +167,29 @@ struct StragglerStep {
 
 struct StragglerResult {
   double meanSkewMs = kNaN;
-  RankId slowestRank = -1;              // straggler most often
+  RankId slowestRank = -1;  // straggler most often
   std::map<RankId, int> stragglerCounts;
   std::vector<StragglerStep> perStep;
 };
 
 struct DiscoPoint {
   double sparsity = 0;
-  int samples = 0;                       // (rank, step) pairs
+  int samples = 0;  // (rank, step) pairs
   double lCommMs = kNaN, lCompMs = kNaN, bytes = kNaN;
-  double accuracy = kNaN;                // mean `accuracy` counter over these steps
+  double accuracy = kNaN;  // mean `accuracy` counter over these steps
 };
 
 struct DiscoLayer {
   int64_t layer = 0;
-  int nodes = 0;                          // N: ranks exchanging this layer's features
-  double sparsity = 0;                    // in force at the last analysed step
+  int nodes = 0;                                        // N: ranks exchanging this layer's features
+  double sparsity = 0;                                  // in force at the last analysed step
   double lCommMs = kNaN, lCompMs = kNaN, bytes = kNaN;  // at that sparsity, per step
-  double bandwidthGBps = kNaN;            // B = bytes / l_comm
-  double commDenseMs = kNaN;              // F_s / B   = l_comm / (1 - S)
-  double compDenseMs = kNaN;              // C_c/(N C) = l_comp / (1 - (N-1)/N S)
-  double ratioA = kNaN;                   // A = commDense / compDense
-  double equilibriumSparsity = kNaN;      // (A N - N) / (A N - N + 1), 0 when A < 1
-  bool commBound = false;                 // A >= 1
+  double bandwidthGBps = kNaN;                          // B = bytes / l_comm
+  double commDenseMs = kNaN;                            // F_s / B   = l_comm / (1 - S)
+  double compDenseMs = kNaN;                            // C_c/(N C) = l_comp / (1 - (N-1)/N S)
+  double ratioA = kNaN;                                 // A = commDense / compDense
+  double equilibriumSparsity = kNaN;                    // (A N - N) / (A N - N + 1), 0 when A < 1
+  bool commBound = false;                               // A >= 1
   std::vector<DiscoPoint> bySparsity;
 };
 
@@ -263,8 +263,8 @@ std::string analysisToJson(const AnalysisResult& result, int indent = 2);
 // Theory: the bubble fraction of total time for a schedule (gpipe, 1f1b, interleaved-1f1b,
 // zb-h1, seq1f1b) with p stages, m micro-batches (for seq1f1b: m x segments), v virtual stages,
 // and for zb-h1 the F, B, W op times (all equal when not known). NaN for an unknown schedule.
-double bubbleFractionTheory(const std::string& schedule, int p, int m, int v, double tf = 1,
-                            double tb = 1, double tw = 1);
+double bubbleFractionTheory(const std::string& schedule, int p, int m, int v, double tf = 1, double tb = 1,
+                            double tw = 1);
 
 // NCCL's bus-bandwidth factor for a collective type over n ranks.
 double busBandwidthFactor(const std::string& collective, int n);
