@@ -111,6 +111,9 @@ class TstAnalysis : public QObject {
     QCOMPARE(r.pipeline.schedule, std::string("1f1b"));
     QCOMPARE(r.pipeline.scheduleSource, std::string("metadata"));
     QCOMPARE(r.pipeline.stages, 4);
+    QCOMPARE(stage(r, 2).perStep.size(), size_t{2});  // two steps of rank 2
+    QCOMPARE(stage(r, 2).perStep[1].step, int64_t{1});
+    NEAR(stage(r, 2).perStep[1].bubbleFraction, 9.0 / 21);
     QCOMPARE(r.pipeline.microbatches, 4);
     NEAR(r.pipeline.bubbleFraction, 3.0 / 7);
     NEAR(r.pipeline.bubbleFractionTheory, 3.0 / 7);
@@ -262,6 +265,9 @@ class TstAnalysis : public QObject {
     NEAR(r.pipeline.bubbleFraction, 1.0 / 7);
     NEAR(r.pipeline.bubbleFractionTheory, 1.0 / 7);
     NEAR(stage(r, 0).wMs, 1.0);
+    QCOMPARE(stage(r, 1).perStep.size(), size_t{1});
+    NEAR(stage(r, 1).perStep[0].bubbleMs, 1.0);
+    NEAR(stage(r, 1).perStep[0].bubbleFractionTheory, 1.0 / 7);
     QCOMPARE(r.knobChanges.size(), size_t{1});
     QCOMPARE(r.knobChanges[0].step, int64_t{0});
     QCOMPARE(r.knobChanges[0].values.at("pp.schedule"), std::string("zb-h1"));

@@ -63,12 +63,13 @@ double discoEquilibriumSparsity(double a, int n) {
   return x / (x + 1);
 }
 
-std::string knobAt(const AnalyzerState& s, const std::string& knob, int64_t step) {
+std::string knobAt(const AnalyzerState& s, const std::string& knob, int64_t step, const char** source) {
   const KnobEvent* best = nullptr;
   for (const KnobEvent& k : s.knobs) {
     if (k.knob != knob || k.step > step) continue;
     if (!best || k.step > best->step || (k.step == best->step && k.timeNs >= best->timeNs)) best = &k;
   }
+  if (source) *source = best ? "knob" : "metadata";
   if (best) return best->value;
   auto it = s.metadata.find("knob." + knob);
   return it == s.metadata.end() ? std::string() : it->second;

@@ -53,7 +53,13 @@ Json breakdownJson(const std::vector<RankBreakdown>& rows) {
 Json pipelineJson(const PipelineResult& p) {
   Json stages = Json::array();
   for (const StageResult& s : p.perStage) {
-    Json waits = Json::array(), mbs = Json::array();
+    Json waits = Json::array(), mbs = Json::array(), steps = Json::array();
+    for (const StageStep& st : s.perStep)
+      steps.push_back({{"step", st.step},
+                       {"rank", st.rank},
+                       {"bubble_ms", num(st.bubbleMs)},
+                       {"bubble_fraction", num(st.bubbleFraction)},
+                       {"bubble_fraction_theory", num(st.bubbleFractionTheory)}});
     for (const BubbleWait& w : s.waits)
       waits.push_back({{"peer", w.peer >= 0 ? Json(w.peer) : Json(nullptr)}, {"ms", num(w.ms)}});
     for (const MicroBatchTiming& m : s.microBatches)
@@ -76,7 +82,8 @@ Json pipelineJson(const PipelineResult& p) {
                       {"f_ms", num(s.fMs)},
                       {"b_ms", num(s.bMs)},
                       {"w_ms", num(s.wMs)},
-                      {"micro_batches", mbs}});
+                      {"micro_batches", mbs},
+                      {"per_step", steps}});
   }
   return {{"present", p.present},
           {"schedule", p.present ? Json(p.schedule) : Json(nullptr)},

@@ -154,26 +154,28 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
 
   double theorySum = 0;
   int theorySteps = 0;
+  std::map<int64_t, double> theoryAt;
   for (const auto& [step, recs] : bySteps) {
     std::set<int> st;
     int mbMax = 0, chunkMax = 1, fOpsMax = 0;
     bool anyW = false, gpipe = true;
     double opSum[3] = {0, 0, 0};
     int opCnt[3] = {0, 0, 0};
+    for (const RankStepRecord* r : recs) st.insert(r->stage);
     for (const RankStepRecord* r : recs) {
-      st.insert(r->stage);
       mbMax = std::max(mbMax, r->microBatches);
       chunkMax = std::max(chunkMax, r->chunks);
       fOpsMax = std::max(fOpsMax, r->fOps);
       anyW = anyW || r->wOps;
-      if (r->stage == *st.begin()) gpipe = gpipe && r->gpipeOrder;
+      if (r->stage == *st.begin()) gpipe = gpipe && r->gpipeOrder;  // the first stage decides
       for (const OpRecord& op : r->ops) {
         opSum[opIndex(op.kind)] += static_cast<double>(op.dur);
         ++opCnt[opIndex(op.kind)];
       }
     }
-    std::string schedule = knobAt(s, "pp.schedule", step);
-    p.scheduleSource = schedule.empty() ? "inferred" : (s.knobs.empty() ? "metadata" : "knob");
+    const char* source = "";
+    std::string schedule = knobAt(s, "pp.schedule", step, &source);
+    p.scheduleSource = schedule.empty() ? "inferred" : source;
     if (schedule.empty())
       schedule = anyW ? "zb-h1" : chunkMax > 1 ? "interleaved-1f1b" : gpipe ? "gpipe" : "1f1b";
     int m = parsePositive(knobAt(s, "pp.microbatches", step));
@@ -189,6 +191,7 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     p.stages = static_cast<int>(st.size());
     p.microbatches = units;
     p.virtualStages = v;
+    theoryAt[step] = th;
     if (!std::isnan(th)) {
       theorySum += th;
       ++theorySteps;
@@ -222,6 +225,12 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
       r.microBatches.push_back({key.first, key.second, mean(slots[0].first, slots[0].second),
                                 mean(slots[1].first, slots[1].second),
                                 mean(slots[2].first, slots[2].second)});
+    }
+    for (const RankStepRecord& rec : s.records) {
+      if (rec.stage != stage) continue;
+      const double w = static_cast<double>(rec.window.length());
+      r.perStep.push_back({rec.step, rec.rank, static_cast<double>(rec.bubble) / 1e6,
+                           w > 0 ? static_cast<double>(rec.bubble) / w : kNaN, theoryAt[rec.step]});
     }
     fracSum += r.bubbleFraction;
     out.sources["pipeline.per_stage[" + std::to_string(p.perStage.size()) + "]"] = std::move(a.refs);

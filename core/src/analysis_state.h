@@ -140,7 +140,9 @@ CriticalPathStep criticalPath(const TraceStore& store, int64_t step,
                               const std::map<RankId, WindowEvents>& perRank);
 // analysis_aggregate.cpp
 AnalysisResult aggregate(const AnalyzerState& s, const TraceStore& store);
-// knob value in force at a step ("" when never set)
-std::string knobAt(const AnalyzerState& s, const std::string& knob, int64_t step);
+// Knob value in force at a step ("" when never set): the latest KnobChange with Step <= step,
+// else the session metadata "knob.<name>"; *source says which ("knob" or "metadata").
+std::string knobAt(const AnalyzerState& s, const std::string& knob, int64_t step,
+                   const char** source = nullptr);
 
 }  // namespace trainscope::core

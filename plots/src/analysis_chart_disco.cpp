@@ -24,7 +24,7 @@ struct Model {
 
 QChart* discoChart(const core::DiscoLayer& d) {
   auto* chart = new QChart;
-  chart->setTitle(QStringLiteral("DISCO layer %1 (N=%2): latency vs sparsity").arg(d.layer).arg(d.nodes));
+  chart->setTitle(QStringLiteral("DISCO layer %1 (N=%2): latency vs sparsity; pipelined = max(L_comm, L_comp), wait = L_comm + L_comp").arg(d.layer).arg(d.nodes));
   auto* x = new QValueAxis;
   x->setRange(0, 1);
   x->setTitleText(QStringLiteral("communication sparsity"));
@@ -45,9 +45,9 @@ QChart* discoChart(const core::DiscoLayer& d) {
   const Model m{d.commDenseMs, d.compDenseMs, static_cast<double>(std::max(1, d.nodes))};
   if (!std::isnan(m.commDense) && !std::isnan(m.compDense)) {
     auto* pipe = new QLineSeries;
-    pipe->setName(QStringLiteral("pipelined max(L_comm, L_comp)"));
+    pipe->setName(QStringLiteral("pipelined"));
     auto* wait = new QLineSeries;
-    wait->setName(QStringLiteral("wait L_comm + L_comp"));
+    wait->setName(QStringLiteral("wait"));
     for (int i = 0; i <= 100; ++i) {
       const double s = i / 100.0;
       pipe->append(s, std::max(m.comm(s), m.comp(s)));
@@ -58,9 +58,9 @@ QChart* discoChart(const core::DiscoLayer& d) {
     add(wait, y);
   }
   auto* mp = new QScatterSeries;
-  mp->setName(QStringLiteral("measured pipelined"));
+  mp->setName(QStringLiteral("pipelined, measured"));
   auto* mw = new QScatterSeries;
-  mw->setName(QStringLiteral("measured wait"));
+  mw->setName(QStringLiteral("wait, measured"));
   auto* ma = new QLineSeries;
   ma->setName(QStringLiteral("accuracy"));
   for (const core::DiscoPoint& p : d.bySparsity) {
@@ -74,7 +74,7 @@ QChart* discoChart(const core::DiscoLayer& d) {
   add(ma, acc);
   if (d.commBound && !std::isnan(d.equilibriumSparsity)) {
     auto* eq = new QLineSeries;
-    eq->setName(QStringLiteral("equilibrium S = %1").arg(d.equilibriumSparsity, 0, 'f', 3));
+    eq->setName(QStringLiteral("S_eql %1").arg(d.equilibriumSparsity, 0, 'f', 3));
     eq->append(d.equilibriumSparsity, 0);
     eq->append(d.equilibriumSparsity, yMax > 0 ? yMax * 1.1 : 1);
     QPen pen(Qt::DashLine);

@@ -85,6 +85,12 @@ struct MicroBatchTiming {
   double fMs = kNaN, bMs = kNaN, wMs = kNaN;  // mean duration of the op
 };
 
+struct StageStep {
+  int64_t step = 0;
+  RankId rank = 0;
+  double bubbleMs = kNaN, bubbleFraction = kNaN, bubbleFractionTheory = kNaN;
+};
+
 struct StageResult {
   int stage = 0;
   std::vector<RankId> ranks;
@@ -97,6 +103,7 @@ struct StageResult {
   std::vector<BubbleWait> waits;                      // mean per step, by peer
   double fMs = kNaN, bMs = kNaN, wMs = kNaN;          // mean op durations
   std::vector<MicroBatchTiming> microBatches;
+  std::vector<StageStep> perStep;  // each (rank, step) window of the stage
 };
 
 struct PipelineResult {
