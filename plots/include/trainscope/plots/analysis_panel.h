@@ -1,8 +1,9 @@
 // AnalysisPanel: the charts of an analysis result (docs/ANALYSIS.md) as tabs -- step time with
 // knob changes, breakdown per rank, bubbles per stage, bucket overlap, bandwidth vs size, DISCO
-// trade-off. Every chart exports PNG, SVG and CSV. Clicking a bar emits metricActivated with
-// the metric key of AnalysisResult::sources ("pipeline.per_stage[1]"), so the window can select
-// the events it came from.
+// trade-off. Every chart exports PNG, SVG and CSV. Clicking a bar emits metricActivated with a
+// metric key: "pipeline.per_stage[i]" and "data_parallel.buckets[i]" are keys of
+// AnalysisResult::sources (the events to select); "breakdown.per_rank[i]" names
+// result.breakdown[i], whose time the ExposedComm overlays of that rank show on the timeline.
 #pragma once
 
 #include <QPainter>
