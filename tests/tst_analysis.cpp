@@ -221,6 +221,22 @@ class TstAnalysis : public QObject {
     NEAR(stage(r, 3).cooldownMs, 6.0);
   }
 
+  // GPipe, p = 2, m = 2, stage 0 F = B = 1 ms, stage 1 F = B = 2 ms; window 0-10:
+  //   stage 0: F0 0-1 F1 1-2 | B0 7-8 B1 9-10;   stage 1: F0 1-3 F1 3-5 B0 5-7 B1 7-9
+  // Stage 0 bubble 6/10: 2-7 warm-up 5 (before its first B), 8-9 cool-down 1; stage 1 2/10:
+  // 0-1 warm-up, 9-10 cool-down. Mean 0.4; theory (p-1)/(m+p-1) = 1/3.
+  void pipelineGpipeUnbalanced() {
+    const AnalysisResult r = analyse("pp_gpipe_unbalanced");
+    QCOMPARE(r.pipeline.schedule, std::string("gpipe"));
+    NEAR(r.pipeline.bubbleFraction, 0.4);
+    NEAR(r.pipeline.bubbleFractionTheory, 1.0 / 3);
+    NEAR(stage(r, 0).bubbleFraction, 0.6);
+    NEAR(stage(r, 0).warmupMs, 5.0);
+    NEAR(stage(r, 0).cooldownMs, 1.0);
+    NEAR(stage(r, 1).bubbleFraction, 0.2);
+    NEAR(stage(r, 1).bMs, 2.0);
+  }
+
   // Seq1F1B, p = 2, pp.microbatches = 1 cut into 2 segments, F = B = 1 ms:
   //   stage 0: S0f 0-1 S1f 1-2 S0b 3-4 S1b 5-6; stage 1: S0f 1-2 S0b 2-3 S1f 3-4 S1b 4-5
   // Busy 4 of 6 per stage -> 1/3 = (p-1)/(m' + p - 1) with m' = 2 pipelined units (the forward

@@ -167,6 +167,12 @@ void pipeline1f1bUnbalanced(const fs::path& dir) {
   c.write(dir, "pp_1f1b_unbalanced");
 }
 
+void pipelineGpipeUnbalanced(const fs::path& dir) {
+  Case c(2);  // inferred schedule
+  runPipeline(c, 2, 1, orderGpipe(2, 2), 1, 1, 0, 0, 0, 10, {1, 2});  // stage 1 twice as slow
+  c.write(dir, "pp_gpipe_unbalanced");
+}
+
 // Seq1F1B: one micro-batch cut into 2 sequence segments, pipelined 1F1B-style (the segments are
 // the pipelined units: forward ops 0 and 1 of the same micro-batch).
 void pipelineSeq1f1b(const fs::path& dir) {
@@ -347,6 +353,7 @@ int main(int argc, char** argv) {
   pipeline1f1bUnbalanced(dir);
   pipelineGpipe(dir);
   pipelineSeq1f1b(dir);
+  pipelineGpipeUnbalanced(dir);
   pipelineInterleaved(dir);
   pipelineZbh1(dir);
   dataParallel(dir);
