@@ -332,6 +332,9 @@ class TstAnalysis : public QObject {
     NEAR(dp.perRank[1].overlapRatio, 2.0 / 5.5);
     NEAR(dp.overlapRatio, 5.0 / 11);
     NEAR(dp.exposedCommMs, 3.0);
+    QCOMPARE(dp.perStep.size(), size_t{1});
+    NEAR(dp.perStep[0].commMs, 5.5);
+    NEAR(dp.perStep[0].exposedCommMs, 3.0);  // (2.5 + 3.5) / 2
     QCOMPARE(dp.buckets.size(), size_t{3});
     NEAR(dp.buckets[0].overlapRatio, 1.0);
     NEAR(dp.buckets[0].readyMs, 2.0);

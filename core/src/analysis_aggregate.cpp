@@ -160,6 +160,17 @@ void aggregateDataParallel(const AnalyzerState& s, AnalysisResult& out) {
     dp.perRank.push_back(d);
   }
   dp.present = !dp.perRank.empty();
+  std::map<int64_t, std::tuple<int64_t, int64_t, int>> bySteps;  // comm, exposed, ranks
+  for (const RankStepRecord& r : s.records) {
+    auto it = ranks.find(r.rank);
+    if (std::get<1>(it->second) <= 0) continue;  // ranks without gradient communication
+    auto& [comm, exposed, n] = bySteps[r.step];
+    comm += r.gradComm;
+    exposed += r.gradComm - r.gradHidden;
+    ++n;
+  }
+  for (const auto& [step, v] : bySteps)
+    dp.perStep.push_back({step, ms(std::get<0>(v)) / std::get<2>(v), ms(std::get<1>(v)) / std::get<2>(v)});
   dp.overlapRatio = meanOr(ratioSum, static_cast<int>(dp.perRank.size()));
   dp.exposedCommMs = meanOr(exposedSum, static_cast<int>(dp.perRank.size()));
   for (auto& [k, a] : buckets) {

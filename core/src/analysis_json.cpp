@@ -97,7 +97,10 @@ Json pipelineJson(const PipelineResult& p) {
 }
 
 Json dataParallelJson(const DataParallelResult& dp) {
-  Json ranks = Json::array(), buckets = Json::array();
+  Json ranks = Json::array(), buckets = Json::array(), steps = Json::array();
+  for (const DpStep& st : dp.perStep)
+    steps.push_back(
+        {{"step", st.step}, {"comm_ms", num(st.commMs)}, {"exposed_comm_ms", num(st.exposedCommMs)}});
   for (const DpRank& r : dp.perRank)
     ranks.push_back({{"rank", r.rank},
                      {"overlap_ratio", num(r.overlapRatio)},
@@ -118,6 +121,7 @@ Json dataParallelJson(const DataParallelResult& dp) {
           {"overlap_ratio", num(dp.overlapRatio)},
           {"exposed_comm_ms", num(dp.exposedCommMs)},
           {"per_rank", ranks},
+          {"per_step", steps},
           {"buckets", buckets}};
 }
 

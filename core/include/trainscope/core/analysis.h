@@ -143,9 +143,15 @@ struct DpExample {
   std::map<int64_t, double> ready;
 };
 
+struct DpStep {
+  int64_t step = 0;
+  double commMs = 0, exposedCommMs = 0;  // gradient communication, mean over ranks
+};
+
 struct DataParallelResult {
   bool present = false;
   DpExample example;
+  std::vector<DpStep> perStep;
   double overlapRatio = kNaN;   // mean over ranks
   double exposedCommMs = kNaN;  // per step, mean over ranks
   std::vector<DpRank> perRank;
