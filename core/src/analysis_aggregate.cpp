@@ -317,10 +317,9 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
 void aggregateKnobs(const AnalyzerState& s, AnalysisResult& out) {
   std::map<int64_t, KnobChangeEntry> bySteps;
   for (const KnobEvent& k : s.knobs) {
-    auto [it, fresh] = bySteps.try_emplace(k.step, KnobChangeEntry{k.step, k.timeNs, {}});
+    auto it = bySteps.try_emplace(k.step, KnobChangeEntry{k.step, k.timeNs, {}}).first;
     it->second.timeNs = std::min(it->second.timeNs, k.timeNs);
     it->second.values[k.knob] = k.value;
-    (void)fresh;
   }
   for (auto& [step, e] : bySteps) out.knobChanges.push_back(std::move(e));
 }

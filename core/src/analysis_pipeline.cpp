@@ -27,7 +27,7 @@ double bubbleFractionTheory(const std::string& schedule, int p, int m, int v, do
 
 void recordPipeline(const WindowEvents& we, RankStepRecord& r) {
   std::map<int64_t, int> stageVotes;
-  int64_t firstB = INT64_MAX, lastF = INT64_MIN, firstF = INT64_MAX;
+  int64_t firstB = INT64_MAX, lastF = INT64_MIN;
   std::set<int64_t> mbs, chunks;
   for (const WinEvent& e : we.events) {
     if (e.kind != EventKind::MicroBatchF && e.kind != EventKind::MicroBatchB &&
@@ -41,7 +41,6 @@ void recordPipeline(const WindowEvents& we, RankStepRecord& r) {
       ++r.fOps;
       mbs.insert(e.microBatch);
       lastF = std::max(lastF, e.end);
-      firstF = std::min(firstF, e.start);
     } else if (e.kind == EventKind::MicroBatchB) {
       firstB = std::min(firstB, e.start);
     } else {
@@ -55,7 +54,6 @@ void recordPipeline(const WindowEvents& we, RankStepRecord& r) {
   r.microBatches = static_cast<int>(mbs.size());
   r.chunks = static_cast<int>(chunks.size());
   r.gpipeOrder = firstB == INT64_MAX || lastF == INT64_MIN || firstB >= lastF;
-  (void)firstF;
 
   const IntervalList gaps = complementIn(we.compute, we.window);
   r.bubble = totalLength(gaps);
