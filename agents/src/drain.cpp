@@ -181,7 +181,19 @@ size_t Drain::pollOnce() {
     }
     if (batch_.events.size() >= cfg_.maxBatchEvents) publish();
   }
-  return total;
+  return total + pollExternal();
+}
+
+size_t Drain::pollExternal() {
+  ExternalQueue::instance().take(external_);
+  for (const profiler::ExternalEvent& x : external_) {
+    auto [it, fresh] = externalTracks_.try_emplace(ExternalKey{x.trackKind, x.trackId}, 0);
+    if (fresh) it->second = newTrack(x.trackKind, x.trackId, StringTable::instance().text(x.trackName));
+    auto& e = add(it->second, x.kind, x.startNs, std::max(x.startNs, x.endNs), x.name);
+    e.attrs.assign(x.attrs, x.attrs + x.attrCount);
+    if (batch_.events.size() >= cfg_.maxBatchEvents) publish();
+  }
+  return external_.size();
 }
 
 uint32_t Drain::newTrack(TrackKind kind, int64_t externalId, std::string name) {
