@@ -72,6 +72,17 @@ class TstGpuLaunch : public QObject {
       QVERIFY2(n.startsWith("ts_") || gpu.contains(n), qPrintable("unexpected export " + n));
   }
 
+  // Preloaded into jobs that bring their own NCCL (PyTorch wheels): the agent must not pull in a
+  // libnccl.so.2 of its own, which the loader would then hand to the job by soname.
+  void agentDoesNotLinkNccl() {
+    QProcess p;
+    p.start("readelf", {"-d", agentLib()});
+    QVERIFY(p.waitForFinished(30000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(out.contains("NEEDED"), qPrintable(out));
+    QVERIFY2(!out.contains("libnccl"), qPrintable(out));
+  }
+
 #if TRAINSCOPE_HAVE_GPU
   // What NCCL does: dlopen the plugin library and dlsym the versioned table.
   void ncclFindsThePluginTables() {
