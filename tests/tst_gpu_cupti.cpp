@@ -194,6 +194,35 @@ class TstGpuCupti : public QObject {
     QCOMPARE(sink.events[1].startNs, sink.events[1].endNs);
   }
 
+  // C++ kernel names are demangled (as Nsight and Kineto show them); C names stay as they are.
+  void kernelNamesAreDemangled() {
+    CollectingSink sink;
+    prof::CuptiTranslator t(sink);
+    auto k = kernelRecord(1, 10, 20);
+    k.name = "_Z10iotaKernelPii";
+    QCOMPARE(t.translate(asRecord(&k)), 1);
+    QCOMPARE(t.translate(asRecord(&k)), 1);  // cached
+    QCOMPARE(sink.text(sink.events[0].name), std::string("iotaKernel(int*, int)"));
+    QCOMPARE(sink.events[1].name, sink.events[0].name);
+    k.name = "_Znot a mangled name";
+    QCOMPARE(t.translate(asRecord(&k)), 1);
+    QCOMPARE(sink.text(sink.events[2].name), std::string("_Znot a mangled name"));
+  }
+
+  // CUDA calls InitializeInjection in a process where the preload did not start the agent
+  // (CUDA_INJECTION64_PATH alone): it starts the agent from the environment.
+  void injectionStartsTheAgent() {
+    QVERIFY(!ts_is_active());
+    ::setenv("TRAINSCOPE_LISTEN", "none", 1);
+    ::setenv("TRAINSCOPE_JOB_ID", "tst-injection", 1);
+    QCOMPARE(InitializeInjection(), 1);
+    QCOMPARE(ts_is_active(), 1);
+    ts_shutdown();
+    QCOMPARE(ts_is_active(), 0);
+    ::unsetenv("TRAINSCOPE_LISTEN");
+    ::unsetenv("TRAINSCOPE_JOB_ID");
+  }
+
   void unknownRecordsAreCountedNotTranslated() {
     CollectingSink sink;
     prof::CuptiTranslator t(sink);

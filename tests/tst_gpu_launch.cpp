@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <QProcess>
+#include <QStandardPaths>
 
 namespace {
 QString agentLib() { return QString(TRAINSCOPE_LIB_DIR) + "/libtrainscope_agent.so"; }
@@ -43,6 +44,23 @@ class TstGpuLaunch : public QObject {
     QVERIFY2(env.value("NVTX_INJECTION64_PATH").contains("libcupti"), qPrintable(env.value("NVTX_INJECTION64_PATH")));
 #else
     QVERIFY(!env.contains("CUDA_INJECTION64_PATH"));
+#endif
+  }
+
+  // Under mpirun every rank gets the variables (forwarded with -x), and mpirun itself does not
+  // preload the agent.
+  void everyRankGetsTheEnvironment() {
+    if (QStandardPaths::findExecutable("mpirun").isEmpty()) QSKIP("mpirun not installed");
+    QProcess p;
+    p.start(QString(TRAINSCOPE_BIN_DIR) + "/trainscope-cli", {"launch", "--ranks", "2", "--", "env"});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 0);
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QCOMPARE(out.count("TRAINSCOPE_JOB_ID="), 2);
+    QCOMPARE(out.count("LD_PRELOAD="), 2);
+#if TRAINSCOPE_HAVE_GPU
+    for (const char* v : {"CUDA_INJECTION64_PATH=", "NCCL_PROFILER_PLUGIN=", "NCCL_TUNER_PLUGIN=", "NVTX_INJECTION64_PATH="})
+      QVERIFY2(out.count(v) >= 2, v);
 #endif
   }
 

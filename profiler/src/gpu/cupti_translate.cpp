@@ -1,6 +1,10 @@
 #include "trainscope/profiler/cupti_translate.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace trainscope::profiler {
 
@@ -107,6 +111,18 @@ void CuptiTranslator::correlate(ExternalEvent& e, uint32_t correlationId) {
   e.add(Attr::ofInt(AttrKey::FlowId, cudaFlowId(correlationId)));
 }
 
+uint32_t CuptiTranslator::kernelName(const char* raw) {
+  if (!raw) return sink_.intern("kernel");
+  if (auto it = kernelNames_.find(raw); it != kernelNames_.end() && it->second.raw == raw) return it->second.id;
+  if (kernelNames_.size() >= 65536) kernelNames_.clear();  // bounded; names come back on demand
+  int status = -1;
+  char* demangled = (raw[0] == '_' && raw[1] == 'Z') ? abi::__cxa_demangle(raw, nullptr, nullptr, &status) : nullptr;
+  const uint32_t id = sink_.intern(status == 0 && demangled ? demangled : raw);
+  std::free(demangled);
+  kernelNames_[raw] = {raw, id};
+  return id;
+}
+
 int CuptiTranslator::translate(const CUpti_Activity* record) {
   if (!record) return 0;
   ExternalEvent e;
@@ -117,7 +133,7 @@ int CuptiTranslator::translate(const CUpti_Activity* record) {
       e.kind = EventKind::Kernel;
       e.startNs = ns(k->start);
       e.endNs = ns(k->end);
-      e.name = sink_.intern(k->name ? k->name : "kernel");
+      e.name = kernelName(k->name);
       onStream(e, k->deviceId, k->streamId);
       correlate(e, k->correlationId);
       break;

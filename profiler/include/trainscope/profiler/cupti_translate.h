@@ -4,6 +4,7 @@
 //
 //   record                              event kind   track                          attributes
 //   CONCURRENT_KERNEL (Kernel10)        Kernel       CudaStream "GPU d stream s"    Stream Device CorrelationId FlowId
+//                                       (name demangled: "void gemm<float>(float*, int)")
 //   MEMCPY (Memcpy6)                    Memcpy       CudaStream                     + Bytes
 //   MEMSET (Memset4)                    Memset       CudaStream                     + Bytes
 //   RUNTIME (API), launches and syncs   Range        CpuThread "cuda (tid)"         CorrelationId FlowId
@@ -43,6 +44,7 @@ class CuptiTranslator {
     uint32_t threadId = 0;
   };
   uint32_t cached(std::unordered_map<uint64_t, uint32_t>& cache, uint64_t key, const std::string& text);
+  uint32_t kernelName(const char* raw);  // demangled, interned, cached by CUPTI's name pointer
   void onStream(ExternalEvent& e, uint32_t device, uint32_t stream);
   void onThread(ExternalEvent& e, uint32_t threadId);
   static void correlate(ExternalEvent& e, uint32_t correlationId);
@@ -51,6 +53,11 @@ class CuptiTranslator {
   std::unordered_map<uint64_t, uint32_t> trackNames_;   // track key -> interned name
   std::unordered_map<uint64_t, uint32_t> fixedNames_;   // small fixed set (memcpy kinds, API names)
   std::unordered_map<uint32_t, OpenMarker> openMarkers_;  // NVTX start/end pairs by id (bounded)
+  struct KernelName {
+    std::string raw;  // checked on every hit: a pointer may be reused after a module unloads
+    uint32_t id = 0;
+  };
+  std::unordered_map<const char*, KernelName> kernelNames_;  // bounded (cleared when full)
   uint64_t unknown_ = 0;
 };
 
