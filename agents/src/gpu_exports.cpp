@@ -129,6 +129,7 @@ extern "C" {
 // CUDA_INJECTION64_PATH entry point: called once by the CUDA driver during cuInit.
 TS_AGENT_API int InitializeInjection(void) {
   try {
+    if (!trainscope::agent::runtime() && trainscope::agent::isLauncherProcess()) return 1;  // not a rank
     trainscope::agent::g_injected.store(true);
     if (!trainscope::agent::runtime()) {
       const int rc = ts_init_from_env();  // starts CUPTI too (gpuAfterStart)
