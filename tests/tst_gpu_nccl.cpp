@@ -202,12 +202,22 @@ class TstGpuNccl : public QObject {
     QCOMPARE(ncclProfiler_v5.startEvent(ctx, &h, &op), nccl::Success);
     QVERIFY(h == nullptr);  // not in the mask: no handle
     ts_step_begin(g_step);
-    changeKnob("nccl.profile_mask", "15");
+    changeKnob("nccl.profile_mask", "31");  // + proxy op (8) + proxy step (16)
     QCOMPARE(mask, 7);  // not before the step boundary
     stepBoundary();
-    QCOMPARE(mask, 15);
+    QCOMPARE(mask, 31);
     QCOMPARE(ncclProfiler_v5.startEvent(ctx, &h, &op), nccl::Success);
     QVERIFY(h != nullptr);
+    nccl::ProfilerEventDescr_v5 st{};  // a proxy step of that op: same channel track, bytes from its state
+    st.type = nccl::ProfileProxyStep;
+    st.parentObj = h;
+    st.proxyStep.step = 2;
+    void* sh = nullptr;
+    QCOMPARE(ncclProfiler_v5.startEvent(ctx, &sh, &st), nccl::Success);
+    nccl::ProfilerEventStateArgs_v5 args{};
+    args.proxyStep.transSize = 65536;
+    QCOMPARE(ncclProfiler_v5.recordEventState(sh, nccl::ProxyStepSendWait, &args), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.stopEvent(sh), nccl::Success);
     QCOMPARE(ncclProfiler_v5.stopEvent(h), nccl::Success);
     changeKnob("nccl.profile_mask", "7");
     stepBoundary();
@@ -219,6 +229,11 @@ class TstGpuNccl : public QObject {
     QCOMPARE(attr(ops[0], AttrKey::Peer), int64_t{5});
     QCOMPARE(rec.tracks.at(ops[0].track).name.substr(0, 5), std::string("nccl "));
     QVERIFY(rec.tracks.at(ops[0].track).name.find("ch 3") != std::string::npos);
+    const auto steps = rec.named("proxy step");
+    QCOMPARE(steps.size(), size_t{1});
+    QCOMPARE(steps[0].track, ops[0].track);
+    QCOMPARE(attr(steps[0], AttrKey::Bytes), int64_t{65536});
+    QVERIFY(steps[0].startNs >= ops[0].startNs && steps[0].endNs <= ops[0].endNs);
   }
 
   void v6TableReadsTheSameCollFields() {

@@ -29,6 +29,8 @@ struct Comm {
   int rank = 0, nranks = 0;
   int* ncclMask = nullptr;  // NCCL's activation mask; it reads it at every group start
   uint32_t trackName = 0;
+  // Per-channel track names, interned on first use (proxy steps are frequent: no intern each).
+  std::atomic<uint32_t> channelNames[256] = {};
 };
 
 struct Handle {
@@ -118,11 +120,17 @@ void onCommTrack(ExternalEvent& e, const Comm& c) {
   e.trackName = c.trackName;
 }
 
-void onChannelTrack(ExternalEvent& e, const Comm& c, EventSink& sink, unsigned channel) {
+void onChannelTrack(ExternalEvent& e, Comm& c, EventSink& sink, unsigned channel) {
   e.trackKind = TrackKind::Communicator;
   // Distinct from the communicator's own track id, stable per (communicator, channel).
   e.trackId = static_cast<int64_t>((c.hash * 0x9E3779B97F4A7C15ull) ^ (uint64_t{channel} + 1));
-  e.trackName = sink.intern("nccl " + hex(c.hash).substr(0, 8) + " ch " + std::to_string(channel));
+  auto& cached = c.channelNames[channel & 0xff];
+  uint32_t name = cached.load(std::memory_order_relaxed);
+  if (name == 0) {  // two threads may both intern it: the same id either way
+    name = sink.intern("nccl " + hex(c.hash).substr(0, 8) + " ch " + std::to_string(channel));
+    cached.store(name, std::memory_order_relaxed);
+  }
+  e.trackName = name;
   e.add(Attr::custom(names(sink).channel, AttrType::Int, channel));
 }
 
@@ -134,7 +142,7 @@ void addString(ExternalEvent& e, EventSink& sink, AttrKey k, const char* s) {
 template <typename Descr>
 bool describe(Handle& h, EventSink& sink, const Descr& d) {
   ExternalEvent& e = h.ev;
-  const Comm& c = *h.comm;
+  Comm& c = *h.comm;
   const Names& n = names(sink);
   switch (d.type) {
     case nccl::ProfileGroup:
