@@ -1,6 +1,6 @@
 // GPU sources off the GPU: what translating one CUPTI kernel record costs (CuptiTranslator with
 // a sink that only counts), one NCCL collective through the exported profiler table
-// (startEvent + stopEvent, handle pool, attribute building), one tuner getCollInfo on a 7x3 cost
+// (startEvent + stopEvent, then 8 kernel-channel children that end it: 9 events), one tuner getCollInfo on a 7x3 cost
 // table, and one complete event through the agent's ExternalQueue with the drain running (pushes
 // from one thread, counted as recorded by the drain). Runs on machines without a GPU: the records
 // and descriptors are filled in here.
@@ -77,11 +77,20 @@ void BM_NcclCollectiveStartStop(benchmark::State& state) {
   d.coll.algo = "RING";
   d.coll.proto = "SIMPLE";
   d.coll.nChannels = 8;
+  nccl::ProfilerEventDescr_v5 k{};
+  k.type = nccl::ProfileKernelCh;
   for (auto _ : state) {
     ++d.coll.seqNumber;
     void* h = nullptr;
     ncclProfiler_v5.startEvent(ctx, &h, &d);
-    ncclProfiler_v5.stopEvent(h);
+    ncclProfiler_v5.stopEvent(h);  // enqueued
+    k.parentObj = h;
+    for (uint8_t c = 0; c < 8; ++c) {  // the proxy thread reports each channel; the last ends it
+      void* kh = nullptr;
+      k.kernelCh.channelId = c;
+      ncclProfiler_v5.startEvent(ctx, &kh, &k);
+      ncclProfiler_v5.stopEvent(kh);
+    }
   }
   ncclProfiler_v5.finalize(ctx);
   prof::NcclProfiler::setSink(nullptr);

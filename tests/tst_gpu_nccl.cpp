@@ -4,6 +4,7 @@
 // the flight recorder; knob changes go through the registry and apply at the agreed step.
 #include <QtTest>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "agent_test_support.h"
@@ -121,14 +122,15 @@ class TstGpuNccl : public QObject {
     QVERIFY(ncclTunerPlugin_v6.getChunkSize == nullptr);  // optional: NCCL keeps its own
   }
 
-  // Group > collective, and a send: the events, their track and the attributes NCCL gave.
+  // Group > collective, and a send: the events, their track and the attributes NCCL gave. The
+  // collective ends when its last kernel channel does (NCCL's stop only means "enqueued").
   void collectiveAndP2pEvents() {
     agent_test::ScopedAgent agent(agent_test::Env{{"TRAINSCOPE_LISTEN", "none"}});
     int mask = 0;
     void* ctx = nullptr;
     QCOMPARE(ncclProfiler_v5.init(&ctx, kHash, &mask, "world", 1, 2, 0, nullptr), nccl::Success);
     QVERIFY(ctx);
-    QCOMPARE(mask, int{nccl::ProfileGroup | nccl::ProfileColl | nccl::ProfileP2p});
+    QCOMPARE(mask, int{nccl::ProfileGroup | nccl::ProfileColl | nccl::ProfileP2p | nccl::ProfileKernelCh});
 
     nccl::ProfilerEventDescr_v5 g{};
     g.type = nccl::ProfileGroup;
@@ -148,13 +150,30 @@ class TstGpuNccl : public QObject {
     p.p2p.nChannels = 2;
     void* send = nullptr;
     QCOMPARE(ncclProfiler_v5.startEvent(ctx, &send, &p), nccl::Success);
-    nccl::ProfilerEventStateArgs_v5 args{};
-    QCOMPARE(ncclProfiler_v5.recordEventState(coll, nccl::KernelChStop, &args), nccl::Success);
-    QCOMPARE(ncclProfiler_v5.stopEvent(coll), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.stopEvent(coll), nccl::Success);  // enqueued
     QCOMPARE(ncclProfiler_v5.stopEvent(send), nccl::Success);
     QCOMPARE(ncclProfiler_v5.stopEvent(group), nccl::Success);
     QCOMPARE(ncclProfiler_v5.stopEvent(nullptr), nccl::Success);  // a handle NCCL got as null
-    QCOMPARE(ncclProfiler_v5.finalize(ctx), nccl::Success);
+
+    // The proxy thread reports the collective's 4 channels.
+    void* ch[4] = {};
+    for (int i = 0; i < 4; ++i) {
+      nccl::ProfilerEventDescr_v5 k{};
+      k.type = nccl::ProfileKernelCh;
+      k.parentObj = coll;
+      k.kernelCh.channelId = static_cast<uint8_t>(i);
+      QCOMPARE(ncclProfiler_v5.startEvent(ctx, &ch[i], &k), nccl::Success);
+      QVERIFY(ch[i]);
+    }
+    nccl::ProfilerEventStateArgs_v5 args{};
+    args.kernelCh.pTimer = 12345;
+    for (int i = 0; i < 3; ++i) {
+      QCOMPARE(ncclProfiler_v5.recordEventState(ch[i], nccl::KernelChStop, &args), nccl::Success);
+      QCOMPARE(ncclProfiler_v5.stopEvent(ch[i]), nccl::Success);
+    }
+    QCOMPARE(agent_test::recorded().named("AllReduce").size(), size_t{0});  // one channel still running
+    QCOMPARE(ncclProfiler_v5.stopEvent(ch[3]), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.finalize(ctx), nccl::Success);  // the send never reported channels
 
     const auto rec = agent_test::recorded();
     const auto colls = rec.named("AllReduce");
@@ -172,6 +191,11 @@ class TstGpuNccl : public QObject {
     QCOMPARE(track.kind, TrackKind::Communicator);
     QCOMPARE(static_cast<uint64_t>(track.externalId), kHash);
     QCOMPARE(track.name, std::string("nccl world"));
+    const auto channels = rec.named("kernel channel");
+    QCOMPARE(channels.size(), size_t{4});
+    int64_t lastChannelEnd = 0;
+    for (const auto& k : channels) lastChannelEnd = std::max(lastChannelEnd, k.endNs);
+    QCOMPARE(e.endNs, lastChannelEnd);
 
     const auto sends = rec.named("Send");
     QCOMPARE(sends.size(), size_t{1});
@@ -182,8 +206,40 @@ class TstGpuNccl : public QObject {
 
     const auto groups = rec.named("nccl group");
     QCOMPARE(groups.size(), size_t{1});
-    QVERIFY(groups[0].startNs <= e.startNs && groups[0].endNs >= e.endNs);  // encloses
-    QVERIFY(e.endNs >= e.startNs);
+    QVERIFY(groups[0].startNs <= e.startNs);
+    QVERIFY(e.endNs > e.startNs);
+  }
+
+  // Collectives of a communicator complete in order: one whose channel never reports is finished
+  // when a later one is, with what is known of it.
+  void olderCollectivesFinishInOrder() {
+    agent_test::ScopedAgent agent(agent_test::Env{{"TRAINSCOPE_LISTEN", "none"}});
+    int mask = 0;
+    void* ctx = nullptr;
+    QCOMPARE(ncclProfiler_v5.init(&ctx, kHash + 3, &mask, "order", 1, 2, 0, nullptr), nccl::Success);
+    auto d1 = collDescr(1, nullptr);
+    d1.coll.nChannels = 2;
+    auto d2 = collDescr(2, nullptr);
+    d2.coll.nChannels = 1;
+    d2.coll.func = "AllGather";
+    void *c1 = nullptr, *c2 = nullptr, *k1 = nullptr, *k2 = nullptr;
+    QCOMPARE(ncclProfiler_v5.startEvent(ctx, &c1, &d1), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.stopEvent(c1), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.startEvent(ctx, &c2, &d2), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.stopEvent(c2), nccl::Success);
+    nccl::ProfilerEventDescr_v5 k{};
+    k.type = nccl::ProfileKernelCh;
+    k.parentObj = c1;
+    QCOMPARE(ncclProfiler_v5.startEvent(ctx, &k1, &k), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.stopEvent(k1), nccl::Success);  // c1's second channel never comes
+    k.parentObj = c2;
+    QCOMPARE(ncclProfiler_v5.startEvent(ctx, &k2, &k), nccl::Success);
+    QCOMPARE(ncclProfiler_v5.stopEvent(k2), nccl::Success);
+    const auto rec = agent_test::recorded();  // before finalize: finished by c2
+    QCOMPARE(rec.named("AllReduce").size(), size_t{1});
+    QCOMPARE(rec.named("AllGather").size(), size_t{1});
+    QVERIFY(rec.named("AllReduce")[0].endNs <= rec.named("AllGather")[0].endNs);
+    QCOMPARE(ncclProfiler_v5.finalize(ctx), nccl::Success);
   }
 
   // nccl.profile_mask: proxy events are off by default; a knob change turns them on at the
@@ -202,10 +258,10 @@ class TstGpuNccl : public QObject {
     QCOMPARE(ncclProfiler_v5.startEvent(ctx, &h, &op), nccl::Success);
     QVERIFY(h == nullptr);  // not in the mask: no handle
     ts_step_begin(g_step);
-    changeKnob("nccl.profile_mask", "31");  // + proxy op (8) + proxy step (16)
-    QCOMPARE(mask, 7);  // not before the step boundary
+    changeKnob("nccl.profile_mask", "95");  // default 71 + proxy op (8) + proxy step (16)
+    QCOMPARE(mask, 71);  // not before the step boundary
     stepBoundary();
-    QCOMPARE(mask, 31);
+    QCOMPARE(mask, 95);
     QCOMPARE(ncclProfiler_v5.startEvent(ctx, &h, &op), nccl::Success);
     QVERIFY(h != nullptr);
     nccl::ProfilerEventDescr_v5 st{};  // a proxy step of that op: same channel track, bytes from its state
@@ -219,9 +275,9 @@ class TstGpuNccl : public QObject {
     QCOMPARE(ncclProfiler_v5.recordEventState(sh, nccl::ProxyStepSendWait, &args), nccl::Success);
     QCOMPARE(ncclProfiler_v5.stopEvent(sh), nccl::Success);
     QCOMPARE(ncclProfiler_v5.stopEvent(h), nccl::Success);
-    changeKnob("nccl.profile_mask", "7");
+    changeKnob("nccl.profile_mask", "71");
     stepBoundary();
-    QCOMPARE(mask, 7);
+    QCOMPARE(mask, 71);
     QCOMPARE(ncclProfiler_v5.finalize(ctx), nccl::Success);
     const auto rec = agent_test::recorded();
     const auto ops = rec.named("proxy send");

@@ -1,6 +1,13 @@
 // The NCCL profiler plugin (ABI v5 and v6). NCCL calls startEvent/stopEvent from the thread that
 // enqueues work and from its proxy thread; handles come from a bounded pool under one mutex
 // (a few hundred ns per collective, nothing per byte).
+//
+// When a collective ends: NCCL's stopEvent for a Coll/P2p only says it was *enqueued*. With
+// kernel-channel events in the mask (the default), a Coll/P2p stays open until a KernelCh child
+// has stopped for each of its channels (and no child is still running); its end is then the
+// last child's end -- when the proxy thread saw the GPU finish. Collectives of one communicator
+// complete in order, so finishing one also finishes any older one still waiting (a channel that
+// never reported). Without kernel-channel events the event spans the enqueue only.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +31,8 @@ namespace {
 
 constexpr size_t kMaxHandles = 16384;  // events in flight at once (about 3.5 MB at most)
 
+struct Handle;
+
 struct Comm {
   uint64_t hash = 0;
   int rank = 0, nranks = 0;
@@ -31,13 +40,27 @@ struct Comm {
   uint32_t trackName = 0;
   // Per-channel track names, interned on first use (proxy steps are frequent: no intern each).
   std::atomic<uint32_t> channelNames[256] = {};
+  std::deque<Handle*> waiting;  // stopped (enqueued) Coll/P2p events waiting for their channels
 };
+
+constexpr size_t kMaxWaiting = 1024;  // per communicator; the oldest is finished beyond it
 
 struct Handle {
   Comm* comm = nullptr;
   uint64_t type = 0;
   ExternalEvent ev;
+  uint32_t gen = 0;  // bumped at every reuse: a child's link to a finished parent goes stale
+  bool live = false;
+  // As a Coll/P2p parent:
+  bool selfStopped = false;
+  int openChildren = 0, kernelDone = 0, kernelExpected = 0;
+  int64_t childEnd = INT64_MIN;
+  // As a KernelCh/ProxyOp child:
+  Handle* parent = nullptr;
+  uint32_t parentGen = 0;
 };
+
+bool isTask(uint64_t type) { return type == nccl::ProfileColl || type == nccl::ProfileP2p; }
 
 struct State {
   std::atomic<EventSink*> sink{nullptr};
@@ -76,15 +99,46 @@ Handle* acquireHandle() {
     return nullptr;
   }
   s.inUse.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t gen = h->gen + 1;
+  *h = Handle{};
+  h->gen = gen;
+  h->live = true;
   return h;
+}
+
+void releaseLocked(State& s, Handle* h) {
+  h->live = false;
+  s.freeList.push_back(h);  // capacity reserved for every handle that exists
+  s.inUse.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void releaseHandle(Handle* h) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  s.freeList.push_back(h);  // capacity reserved for every handle that exists
-  s.inUse.fetch_sub(1, std::memory_order_relaxed);
+  releaseLocked(s, h);
 }
+
+// Under s.mu. Emits a finished Coll/P2p (end extended to its children's) and releases it.
+void emitTaskLocked(State& s, EventSink* sink, Handle* h) {
+  h->ev.endNs = std::max(h->ev.endNs, h->childEnd);
+  if (sink) sink->push(h->ev);
+  releaseLocked(s, h);
+}
+
+// Under s.mu. Finishes h and every older task of its communicator still waiting (in-order
+// completion), then h itself.
+void finishTaskLocked(State& s, EventSink* sink, Handle* h) {
+  auto& w = h->comm->waiting;
+  while (!w.empty()) {
+    Handle* q = w.front();
+    w.pop_front();
+    if (q == h) break;
+    emitTaskLocked(s, sink, q);
+  }
+  emitTaskLocked(s, sink, h);
+}
+
+bool taskReady(const Handle& h) { return h.openChildren == 0 && h.kernelDone >= h.kernelExpected; }
 
 // Interned strings the plugin uses over and over, per sink.
 struct Names {
@@ -245,6 +299,20 @@ nccl::Result startEvent(void* context, void** eHandle, Descr* d) {
     return nccl::Success;
   }
   h->ev.startNs = sink->nowNs();
+  {
+    std::lock_guard lock(s.mu);
+    if (isTask(h->type)) {
+      const int channels = d->type == nccl::ProfileColl ? d->coll.nChannels : d->p2p.nChannels;
+      if (s.mask.load(std::memory_order_relaxed) & nccl::ProfileKernelCh) h->kernelExpected = std::max(1, channels);
+    } else if ((h->type == nccl::ProfileKernelCh || h->type == nccl::ProfileProxyOp) && d->parentObj) {
+      auto* p = static_cast<Handle*>(d->parentObj);
+      if (p->live && isTask(p->type)) {
+        h->parent = p;
+        h->parentGen = p->gen;
+        ++p->openChildren;
+      }
+    }
+  }
   *eHandle = h;
   return nccl::Success;
 }
@@ -319,11 +387,35 @@ nccl::Result NcclProfiler::startEventV6(void* context, void** eHandle, nccl::Pro
 nccl::Result NcclProfiler::stopEvent(void* eHandle) {
   auto* h = static_cast<Handle*>(eHandle);
   if (!h) return nccl::Success;
-  if (EventSink* sink = state().sink.load(std::memory_order_acquire)) {
-    h->ev.endNs = std::max(h->ev.startNs, sink->nowNs());
-    sink->push(h->ev);
+  State& s = state();
+  EventSink* sink = s.sink.load(std::memory_order_acquire);
+  const int64_t now = sink ? sink->nowNs() : h->ev.startNs;
+  std::lock_guard lock(s.mu);
+  if (!h->live) return nccl::Success;  // stopped twice: nothing to do
+  h->ev.endNs = std::max(h->ev.startNs, now);
+  if (isTask(h->type)) {  // enqueued; done when its channels are
+    h->selfStopped = true;
+    if (taskReady(*h)) {
+      finishTaskLocked(s, sink, h);
+    } else {
+      try {
+        h->comm->waiting.push_back(h);
+      } catch (...) {
+        finishTaskLocked(s, sink, h);
+        return nccl::Success;
+      }
+      if (h->comm->waiting.size() > kMaxWaiting) finishTaskLocked(s, sink, h->comm->waiting.front());
+    }
+    return nccl::Success;
   }
-  releaseHandle(h);
+  if (sink) sink->push(h->ev);
+  if (Handle* p = h->parent; p && p->live && p->gen == h->parentGen) {
+    --p->openChildren;
+    p->childEnd = std::max(p->childEnd, h->ev.endNs);
+    if (h->type == nccl::ProfileKernelCh) ++p->kernelDone;
+    if (p->selfStopped && taskReady(*p)) finishTaskLocked(s, sink, p);
+  }
+  releaseLocked(s, h);
   return nccl::Success;
 }
 
@@ -346,9 +438,14 @@ nccl::Result NcclProfiler::finalize(void* context) {
   {
     std::lock_guard lock(s.mu);
     std::erase(s.comms, c);
+    // Tasks still waiting for channels that will not report any more: what we know of them.
+    EventSink* sink = s.sink.load(std::memory_order_acquire);
+    while (!c->waiting.empty()) {
+      Handle* h = c->waiting.front();
+      c->waiting.pop_front();
+      emitTaskLocked(s, sink, h);
+    }
   }
-  // Handles still open for this communicator keep a dangling pointer only if NCCL stops events
-  // after finalize, which it does not; the Comm is freed here.
   delete c;
   return nccl::Success;
 }

@@ -8,8 +8,9 @@
 // Protocol, Channels, Seq, CommHash; P2p -> P2PSend / P2PRecv with Peer, Bytes, Datatype,
 // Channels, CommHash; the v5 API events (GroupApi, CollApi, P2pApi, KernelLaunch) -> Range
 // "nccl<Func>"; ProxyOp / ProxyStep / KernelCh -> Range on a per-channel track "nccl <hash>
-// ch <c>". Timestamps are the agent clock at startEvent / stopEvent. The activation mask is the
-// agent's nccl.profile_mask knob: written into NCCL's mask at init and whenever it changes.
+// ch <c>". Timestamps are the agent clock at startEvent / stopEvent; a Coll/P2p ends when the
+// last of its kernel channels has (NCCL's own stop only means "enqueued"). The activation mask
+// is the agent's nccl.profile_mask knob: written into NCCL's mask at init and whenever it changes.
 //
 // Tuner: see NcclTuner below and docs/GPU.md ("Tuner and rank agreement").
 #pragma once
@@ -24,7 +25,9 @@ namespace trainscope::profiler {
 
 namespace nccl = ::trainscope::nccl_abi;
 
-inline constexpr int kDefaultNcclProfileMask = nccl::ProfileGroup | nccl::ProfileColl | nccl::ProfileP2p;
+// Group, Coll, P2p and kernel channels (which give collectives their real end, see the .cpp).
+inline constexpr int kDefaultNcclProfileMask =
+    nccl::ProfileGroup | nccl::ProfileColl | nccl::ProfileP2p | nccl::ProfileKernelCh;
 
 // Bytes per element of an NCCL datatype name ("ncclFloat32", "ncclBfloat16", ...); 0 if unknown.
 int ncclDatatypeSize(const char* datatype);
