@@ -1,15 +1,14 @@
 // GPU sources off the GPU: what translating one CUPTI kernel record costs (CuptiTranslator with
 // a sink that only counts), one NCCL collective through the exported profiler table
-// (startEvent + stopEvent, then 8 kernel-channel children that end it: 9 events), one tuner getCollInfo on a 7x3 cost
-// table, and one complete event through the agent's ExternalQueue with the drain running (pushes
+// (startEvent + stopEvent, then 8 kernel-channel children that end it: 9 events), one tuner getCollInfo on a
+// 7x3 cost table, and one complete event through the agent's ExternalQueue with the drain running (pushes
 // from one thread, counted as recorded by the drain). Runs on machines without a GPU: the records
 // and descriptors are filled in here.
 #include <benchmark/benchmark.h>
+#include <cupti.h>
 
 #include <string>
 #include <vector>
-
-#include <cupti.h>
 
 #include "external.h"
 #include "runtime.h"
@@ -147,7 +146,8 @@ void BM_ExternalQueueThroughAgent(benchmark::State& state) {
   }
   trainscope::agent::runtime()->drain().flushNow();
   state.counters["recorded"] =
-      static_cast<double>(trainscope::agent::runtime()->drain().eventsRecorded() - before) / static_cast<double>(n);
+      static_cast<double>(trainscope::agent::runtime()->drain().eventsRecorded() - before) /
+      static_cast<double>(n);
   trainscope::agent::shutdownRuntime();
   state.SetItemsProcessed(state.iterations());
 }

@@ -31,9 +31,9 @@ class TstCollectiveMatch : public QObject {
       coll(s, r1, end - 70'000, end + 5'000 + jitter1[k], 77, k);
       if (k < 3) coll(s, r2, end - 60'000, end - 2'000 + jitter2[k], 77, k);
     }
-    coll(s, r0, 10, 20, 88, 0);            // another communicator, seen on one rank only
+    coll(s, r0, 10, 20, 88, 0);  // another communicator, seen on one rank only
     s.append(r1, {30, 40, s.intern("x"), EventKind::Collective});  // no CommHash/Seq: ignored
-    coll(s, r1, 50, 60, 77, 4);            // rank 1 reports seq 4 twice: the first counts
+    coll(s, r1, 50, 60, 77, 4);  // rank 1 reports seq 4 twice: the first counts
 
     const auto m = matchCollectives(s);
     QCOMPARE(m.size(), size_t{5});
@@ -70,7 +70,7 @@ class TstCollectiveMatch : public QObject {
     coll(s, r1, 0, 230, 5, 2);
     const auto skew = estimateSkewFromCollectives(matchCollectives(s), 0);
     QCOMPARE(skew.size(), size_t{1});
-    QCOMPARE(skew[0].offsetNs, int64_t{20});  // deltas 10, 30 -> 20
+    QCOMPARE(skew[0].offsetNs, int64_t{20});                               // deltas 10, 30 -> 20
     QVERIFY(estimateSkewFromCollectives(matchCollectives(s), 7).empty());  // no such rank
     QVERIFY(matchCollectives(TraceStore{}).empty());
   }

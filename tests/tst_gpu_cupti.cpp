@@ -50,7 +50,9 @@ CUpti_ActivityAPI launchRecord(uint32_t corr, uint64_t start, uint64_t end) {
   a.correlationId = corr;
   return a;
 }
-const CUpti_Activity* asRecord(const void* p) { return static_cast<const CUpti_Activity*>(p); }
+const CUpti_Activity* asRecord(const void* p) {
+  return static_cast<const CUpti_Activity*>(p);
+}
 }  // namespace
 #endif
 
@@ -58,7 +60,9 @@ class TstGpuCupti : public QObject {
   Q_OBJECT
  private slots:
 #if !TRAINSCOPE_HAVE_GPU
-  void cuptiTranslation() { QSKIP("built without GPU support (TRAINSCOPE_GPU=OFF or no CUDA toolkit)"); }
+  void cuptiTranslation() {
+    QSKIP("built without GPU support (TRAINSCOPE_GPU=OFF or no CUDA toolkit)");
+  }
 #else
   void kernelOnItsStreamWithCorrelation() {
     CollectingSink sink;

@@ -2,20 +2,22 @@
 // makes CUDA load the agent (CUDA_INJECTION64_PATH -> InitializeInjection), NCCL load its
 // profiler and tuner plugins from it, NVTX report to CUPTI, and the agent preload; the library
 // exports exactly those entry points next to the C API (what CUDA and NCCL dlsym).
-#include <QtTest>
-
 #include <dlfcn.h>
 
 #include <QProcess>
 #include <QStandardPaths>
+#include <QtTest>
 
 namespace {
-QString agentLib() { return QString(TRAINSCOPE_LIB_DIR) + "/libtrainscope_agent.so"; }
+QString agentLib() {
+  return QString(TRAINSCOPE_LIB_DIR) + "/libtrainscope_agent.so";
+}
 
 QMap<QString, QString> launchEnv(const QStringList& extra) {
   QProcess p;
   QStringList args = {"launch"};
-  args << extra << "--" << "env";
+  args << extra << "--"
+       << "env";
   p.start(QString(TRAINSCOPE_BIN_DIR) + "/trainscope-cli", args);
   if (!p.waitForFinished(30000)) return {};
   QMap<QString, QString> env;
@@ -41,7 +43,8 @@ class TstGpuLaunch : public QObject {
     QCOMPARE(env.value("CUDA_INJECTION64_PATH"), lib);
     QCOMPARE(env.value("NCCL_PROFILER_PLUGIN"), lib);
     QCOMPARE(env.value("NCCL_TUNER_PLUGIN"), lib);
-    QVERIFY2(env.value("NVTX_INJECTION64_PATH").contains("libcupti"), qPrintable(env.value("NVTX_INJECTION64_PATH")));
+    QVERIFY2(env.value("NVTX_INJECTION64_PATH").contains("libcupti"),
+             qPrintable(env.value("NVTX_INJECTION64_PATH")));
 #else
     QVERIFY(!env.contains("CUDA_INJECTION64_PATH"));
 #endif
@@ -59,7 +62,8 @@ class TstGpuLaunch : public QObject {
     QCOMPARE(out.count("TRAINSCOPE_JOB_ID="), 2);
     QCOMPARE(out.count("LD_PRELOAD="), 2);
 #if TRAINSCOPE_HAVE_GPU
-    for (const char* v : {"CUDA_INJECTION64_PATH=", "NCCL_PROFILER_PLUGIN=", "NCCL_TUNER_PLUGIN=", "NVTX_INJECTION64_PATH="})
+    for (const char* v :
+         {"CUDA_INJECTION64_PATH=", "NCCL_PROFILER_PLUGIN=", "NCCL_TUNER_PLUGIN=", "NVTX_INJECTION64_PATH="})
       QVERIFY2(out.count(v) >= 2, v);
 #endif
   }
@@ -83,8 +87,8 @@ class TstGpuLaunch : public QObject {
       if (f.size() >= 3) names << f[2].section('@', 0, 0);
     }
     QVERIFY(names.contains("ts_init"));
-    const QStringList gpu = {"InitializeInjection", "ncclProfiler_v5", "ncclProfiler_v6", "ncclTunerPlugin_v5",
-                             "ncclTunerPlugin_v6"};
+    const QStringList gpu = {"InitializeInjection", "ncclProfiler_v5", "ncclProfiler_v6",
+                             "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"};
     for (const QString& s : gpu) QCOMPARE(names.contains(s), bool(TRAINSCOPE_HAVE_GPU));
     for (const QString& n : names)
       QVERIFY2(n.startsWith("ts_") || gpu.contains(n), qPrintable("unexpected export " + n));
@@ -109,7 +113,8 @@ class TstGpuLaunch : public QObject {
     struct Named {
       const char* name;
     };
-    for (const char* sym : {"ncclProfiler_v5", "ncclProfiler_v6", "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"}) {
+    for (const char* sym :
+         {"ncclProfiler_v5", "ncclProfiler_v6", "ncclTunerPlugin_v5", "ncclTunerPlugin_v6"}) {
       const auto* t = static_cast<const Named*>(::dlsym(h, sym));
       QVERIFY2(t, sym);
       QCOMPARE(QString(t->name), QString("trainscope"));

@@ -3,7 +3,6 @@
 // and cost tables laid out as the declared ABI says. Events go through the agent's pipeline to
 // the flight recorder; knob changes go through the registry and apply at the agreed step.
 #include <QtTest>
-
 #include <algorithm>
 #include <cstdlib>
 
@@ -71,13 +70,13 @@ nccl::ProfilerEventDescr_v5 collDescr(uint64_t seq, void* parent) {
 // NCCL's cost table for one collective: [algorithm][protocol] in microseconds, -1 = ignored.
 struct CostTable {
   float cost[nccl::kNumAlgorithms][nccl::kNumProtocols] = {
-      {10.f, 8.f, 12.f},  // tree: ll, ll128, simple
-      {9.f, 7.f, 5.f},    // ring
-      {-1.f, -1.f, -1.f}, // collnet direct
-      {-1.f, -1.f, -1.f}, // collnet chain
-      {-1.f, -1.f, -1.f}, // nvls
-      {-1.f, -1.f, -1.f}, // nvls tree
-      {20.f, -1.f, 30.f}, // pat
+      {10.f, 8.f, 12.f},   // tree: ll, ll128, simple
+      {9.f, 7.f, 5.f},     // ring
+      {-1.f, -1.f, -1.f},  // collnet direct
+      {-1.f, -1.f, -1.f},  // collnet chain
+      {-1.f, -1.f, -1.f},  // nvls
+      {-1.f, -1.f, -1.f},  // nvls tree
+      {20.f, -1.f, 30.f},  // pat
   };
   float* rows[nccl::kNumAlgorithms];
   CostTable() {
@@ -99,8 +98,8 @@ struct CostTable {
 std::pair<std::pair<int, int>, int> ask(void* ctx) {
   CostTable t;
   int channels = 0;
-  const auto rc = ncclTunerPlugin_v5.getCollInfo(ctx, nccl::FuncAllReduce, 1 << 20, 1, t.rows, nccl::kNumAlgorithms,
-                                                 nccl::kNumProtocols, 0, &channels);
+  const auto rc = ncclTunerPlugin_v5.getCollInfo(ctx, nccl::FuncAllReduce, 1 << 20, 1, t.rows,
+                                                 nccl::kNumAlgorithms, nccl::kNumProtocols, 0, &channels);
   if (rc != nccl::Success) return {{-2, -2}, -2};
   return {t.argmin(), channels};
 }
@@ -111,9 +110,13 @@ class TstGpuNccl : public QObject {
   Q_OBJECT
  private slots:
 #if !TRAINSCOPE_HAVE_GPU
-  void ncclPlugins() { QSKIP("built without GPU support (TRAINSCOPE_GPU=OFF or no CUDA toolkit)"); }
+  void ncclPlugins() {
+    QSKIP("built without GPU support (TRAINSCOPE_GPU=OFF or no CUDA toolkit)");
+  }
 #else
-  void initTestCase() { trainscope::agent::KnobRegistry::instance().resetChangesForTest(); }
+  void initTestCase() {
+    trainscope::agent::KnobRegistry::instance().resetChangesForTest();
+  }
 
   void tablesAreNamed() {
     QCOMPARE(std::string(ncclProfiler_v5.name), std::string("trainscope"));
@@ -259,7 +262,7 @@ class TstGpuNccl : public QObject {
     QVERIFY(h == nullptr);  // not in the mask: no handle
     ts_step_begin(g_step);
     changeKnob("nccl.profile_mask", "95");  // default 71 + proxy op (8) + proxy step (16)
-    QCOMPARE(mask, 71);  // not before the step boundary
+    QCOMPARE(mask, 71);                     // not before the step boundary
     stepBoundary();
     QCOMPARE(mask, 95);
     QCOMPARE(ncclProfiler_v5.startEvent(ctx, &h, &op), nccl::Success);

@@ -12,7 +12,9 @@ ExternalQueue& ExternalQueue::instance() {
   return *q;
 }
 
-uint32_t ExternalQueue::intern(std::string_view s) { return StringTable::instance().intern(s); }
+uint32_t ExternalQueue::intern(std::string_view s) {
+  return StringTable::instance().intern(s);
+}
 
 bool ExternalQueue::push(const profiler::ExternalEvent& e) noexcept {
   if (!g_captureActive.load(std::memory_order_relaxed)) return false;
@@ -30,11 +32,17 @@ bool ExternalQueue::push(const profiler::ExternalEvent& e) noexcept {
   }
 }
 
-void ExternalQueue::countDropped(uint64_t n) noexcept { Capture::instance().countDrops(n); }
+void ExternalQueue::countDropped(uint64_t n) noexcept {
+  Capture::instance().countDrops(n);
+}
 
-int64_t ExternalQueue::nowNs() noexcept { return agent::nowNs(); }
+int64_t ExternalQueue::nowNs() noexcept {
+  return agent::nowNs();
+}
 
-void ExternalQueue::log(const char* line) noexcept { logLine("%s", line); }
+void ExternalQueue::log(const char* line) noexcept {
+  logLine("%s", line);
+}
 
 void ExternalQueue::take(std::vector<profiler::ExternalEvent>& out) {
   out.clear();

@@ -34,7 +34,8 @@ void startCupti() {
   if (std::strcmp(cuptiMode(), "0") == 0) return;
   prof::CuptiConfig cfg;
   if (const char* mb = std::getenv("TRAINSCOPE_CUPTI_BUFFER_MB"); mb && std::atoi(mb) > 0)
-    cfg.maxBuffers = std::max<size_t>(2, static_cast<size_t>(std::atoi(mb)) * (size_t{1} << 20) / cfg.bufferBytes);
+    cfg.maxBuffers =
+        std::max<size_t>(2, static_cast<size_t>(std::atoi(mb)) * (size_t{1} << 20) / cfg.bufferBytes);
   prof::CuptiSource::instance().start(ExternalQueue::instance(), cfg);
 }
 
@@ -51,7 +52,9 @@ void publishChoice(ts_knob_t, void*) {
   prof::NcclTuner::publish(c);
 }
 
-void applyMask(ts_knob_t k, void*) { prof::NcclProfiler::setMask(static_cast<int>(ts_knob_get_int(k))); }
+void applyMask(ts_knob_t k, void*) {
+  prof::NcclProfiler::setMask(static_cast<int>(ts_knob_get_int(k)));
+}
 
 void setUpNccl() {
   static std::once_flag once;
@@ -62,8 +65,8 @@ void setUpNccl() {
                          "NCCL profiler event mask: 1 group, 2 coll, 4 p2p, 8 proxy op, 16 proxy step, "
                          "64 kernel channel, 256 group API, 512 coll API, 1024 p2p API, 2048 kernel launch",
                          0);
-    static const char* const kAlgos[] = {"auto", "tree", "ring", "collnet_direct", "collnet_chain",
-                                         "nvls", "nvls_tree", "pat"};
+    static const char* const kAlgos[] = {"auto",          "tree", "ring",      "collnet_direct",
+                                         "collnet_chain", "nvls", "nvls_tree", "pat"};
     static const char* const kProtos[] = {"auto", "ll", "ll128", "simple"};
     g_algo = ts_knob_enum("nccl.algorithm", kAlgos, 8, 0, "NCCL algorithm for collectives (tuner plugin)", 0);
     g_proto = ts_knob_enum("nccl.protocol", kProtos, 4, 0, "NCCL protocol for collectives (tuner plugin)", 0);
@@ -80,8 +83,8 @@ bool agentDisabled() {
   return d && *d && std::strcmp(d, "0") != 0;
 }
 
-nccl::Result profilerInit(void** context, uint64_t commId, int* mask, const char* commName, int nNodes, int nranks,
-                          int rank, nccl::DebugLogger logfn) {
+nccl::Result profilerInit(void** context, uint64_t commId, int* mask, const char* commName, int nNodes,
+                          int nranks, int rank, nccl::DebugLogger logfn) {
   if (context) *context = nullptr;
   if (agentDisabled()) return nccl::InvalidUsage;  // NCCL goes on without the plugin
   try {
@@ -114,7 +117,9 @@ void gpuAfterStart() noexcept {
   }
 }
 
-void gpuBeforeStop() noexcept { prof::CuptiSource::instance().stop(); }
+void gpuBeforeStop() noexcept {
+  prof::CuptiSource::instance().stop();
+}
 
 }  // namespace trainscope::agent
 
@@ -144,20 +149,27 @@ TS_AGENT_API int InitializeInjection(void) {
 }
 
 TS_AGENT_API extern const nccl_abi::Profiler_v5 ncclProfiler_v5;
-const nccl_abi::Profiler_v5 ncclProfiler_v5 = {"trainscope", profilerInit, NcclProfiler::startEventV5,
-                                               NcclProfiler::stopEvent, NcclProfiler::recordEventState,
+const nccl_abi::Profiler_v5 ncclProfiler_v5 = {"trainscope",
+                                               profilerInit,
+                                               NcclProfiler::startEventV5,
+                                               NcclProfiler::stopEvent,
+                                               NcclProfiler::recordEventState,
                                                NcclProfiler::finalize};
 
 TS_AGENT_API extern const nccl_abi::Profiler_v6 ncclProfiler_v6;
-const nccl_abi::Profiler_v6 ncclProfiler_v6 = {"trainscope", profilerInit, NcclProfiler::startEventV6,
-                                               NcclProfiler::stopEvent, NcclProfiler::recordEventState,
+const nccl_abi::Profiler_v6 ncclProfiler_v6 = {"trainscope",
+                                               profilerInit,
+                                               NcclProfiler::startEventV6,
+                                               NcclProfiler::stopEvent,
+                                               NcclProfiler::recordEventState,
                                                NcclProfiler::finalize};
 
 TS_AGENT_API extern const nccl_abi::Tuner_v5 ncclTunerPlugin_v5;
-const nccl_abi::Tuner_v5 ncclTunerPlugin_v5 = {"trainscope", tunerInit, NcclTuner::getCollInfo, NcclTuner::finalize};
+const nccl_abi::Tuner_v5 ncclTunerPlugin_v5 = {"trainscope", tunerInit, NcclTuner::getCollInfo,
+                                               NcclTuner::finalize};
 
 TS_AGENT_API extern const nccl_abi::Tuner_v6 ncclTunerPlugin_v6;
-const nccl_abi::Tuner_v6 ncclTunerPlugin_v6 = {"trainscope", tunerInit, NcclTuner::getCollInfo, NcclTuner::finalize,
-                                               nullptr};
+const nccl_abi::Tuner_v6 ncclTunerPlugin_v6 = {"trainscope", tunerInit, NcclTuner::getCollInfo,
+                                               NcclTuner::finalize, nullptr};
 
 }  // extern "C"

@@ -29,7 +29,8 @@ void CUPTIAPI onCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const vo
 
 std::string resultText(CUptiResult r) {
   const char* s = nullptr;
-  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) return "CUPTI error " + std::to_string(static_cast<int>(r));
+  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+    return "CUPTI error " + std::to_string(static_cast<int>(r));
   return s;
 }
 
@@ -64,10 +65,14 @@ struct CuptiSource::Impl {
 
 const char* cuptiStateName(CuptiState s) {
   switch (s) {
-    case CuptiState::Off: return "off";
-    case CuptiState::Running: return "running";
-    case CuptiState::Unavailable: return "unavailable";
-    case CuptiState::HeldByOther: return "held by another tool";
+    case CuptiState::Off:
+      return "off";
+    case CuptiState::Running:
+      return "running";
+    case CuptiState::Unavailable:
+      return "unavailable";
+    case CuptiState::HeldByOther:
+      return "held by another tool";
   }
   return "?";
 }
@@ -90,7 +95,8 @@ std::string CuptiSource::message() const {
 CuptiState CuptiSource::start(EventSink& sink, const CuptiConfig& cfg) noexcept {
   std::lock_guard lock(mu_);
   // Running: nothing to do. Unavailable (no driver/GPU): it will not appear later; one report.
-  if (const CuptiState st = state_.load(); st == CuptiState::Running || st == CuptiState::Unavailable) return st;
+  if (const CuptiState st = state_.load(); st == CuptiState::Running || st == CuptiState::Unavailable)
+    return st;
   try {
     // The pool and translator stay alive after stop: CUPTI may hand back a buffer late.
     if (!impl_) impl_ = std::make_unique<Impl>(sink, cfg);
@@ -144,7 +150,8 @@ CuptiState CuptiSource::start(EventSink& sink, const CuptiConfig& cfg) noexcept 
     }
     cuptiActivityFlushPeriod(cfg.flushPeriodMs);
     std::string msg = "CUPTI activity tracing on (" + std::to_string(im.enabled.size()) + " kinds, " +
-                      std::to_string(cfg.maxBuffers) + " x " + std::to_string(cfg.bufferBytes >> 10) + " KiB buffers)";
+                      std::to_string(cfg.maxBuffers) + " x " + std::to_string(cfg.bufferBytes >> 10) +
+                      " KiB buffers)";
     if (!problems.empty()) msg += "; partly:" + problems;
     setMessage(msg);
     sink.log(msg.c_str());

@@ -18,37 +18,52 @@ constexpr size_t kMaxOpenMarkers = 65536;  // NVTX starts without an end must no
 
 const char* memcpyName(uint8_t copyKind) {
   switch (copyKind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "memcpy DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "memcpy DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "memcpy HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "memcpy PtoP";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "memcpy PtoP";
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "memcpy array";
-    default: return "memcpy";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return "memcpy array";
+    default:
+      return "memcpy";
   }
 }
 
 const char* syncName(CUpti_ActivitySynchronizationType t) {
   switch (t) {
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "event synchronize";
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return "stream wait event";
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "stream synchronize";
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "context synchronize";
-    default: return "synchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+      return "event synchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
+      return "stream wait event";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+      return "stream synchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+      return "context synchronize";
+    default:
+      return "synchronize";
   }
 }
 
-int64_t ns(uint64_t t) { return static_cast<int64_t>(t); }
+int64_t ns(uint64_t t) {
+  return static_cast<int64_t>(t);
+}
 }  // namespace
 
 const char* keptRuntimeCallName(CUpti_CallbackId cbid) {
   switch (cbid) {
-#define TS_KEEP(id, text) \
-  case CUPTI_RUNTIME_TRACE_CBID_##id: return text;
+#define TS_KEEP(id, text)             \
+  case CUPTI_RUNTIME_TRACE_CBID_##id: \
+    return text;
     TS_KEEP(cudaLaunchKernel_v7000, "cudaLaunchKernel")
     TS_KEEP(cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel")
     TS_KEEP(cudaLaunchKernelExC_v11060, "cudaLaunchKernelExC")
@@ -79,7 +94,8 @@ const char* keptRuntimeCallName(CUpti_CallbackId cbid) {
     TS_KEEP(cudaStreamWaitEvent_v3020, "cudaStreamWaitEvent")
     TS_KEEP(cudaStreamWaitEvent_ptsz_v7000, "cudaStreamWaitEvent")
 #undef TS_KEEP
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -102,7 +118,8 @@ void CuptiTranslator::onStream(ExternalEvent& e, uint32_t device, uint32_t strea
 void CuptiTranslator::onThread(ExternalEvent& e, uint32_t threadId) {
   e.trackKind = TrackKind::CpuThread;
   e.trackId = threadId;
-  e.trackName = cached(trackNames_, (uint64_t{1} << 63) | threadId, "cuda (" + std::to_string(threadId) + ")");
+  e.trackName =
+      cached(trackNames_, (uint64_t{1} << 63) | threadId, "cuda (" + std::to_string(threadId) + ")");
 }
 
 void CuptiTranslator::correlate(ExternalEvent& e, uint32_t correlationId) {
@@ -113,10 +130,12 @@ void CuptiTranslator::correlate(ExternalEvent& e, uint32_t correlationId) {
 
 uint32_t CuptiTranslator::kernelName(const char* raw) {
   if (!raw) return sink_.intern("kernel");
-  if (auto it = kernelNames_.find(raw); it != kernelNames_.end() && it->second.raw == raw) return it->second.id;
+  if (auto it = kernelNames_.find(raw); it != kernelNames_.end() && it->second.raw == raw)
+    return it->second.id;
   if (kernelNames_.size() >= 65536) kernelNames_.clear();  // bounded; names come back on demand
   int status = -1;
-  char* demangled = (raw[0] == '_' && raw[1] == 'Z') ? abi::__cxa_demangle(raw, nullptr, nullptr, &status) : nullptr;
+  char* demangled =
+      (raw[0] == '_' && raw[1] == 'Z') ? abi::__cxa_demangle(raw, nullptr, nullptr, &status) : nullptr;
   const uint32_t id = sink_.intern(status == 0 && demangled ? demangled : raw);
   std::free(demangled);
   kernelNames_[raw] = {raw, id};
@@ -180,8 +199,10 @@ int CuptiTranslator::translate(const CUpti_Activity* record) {
       e.name = cached(fixedNames_, 3000 + static_cast<uint64_t>(s->type), syncName(s->type));
       e.trackKind = TrackKind::CudaStream;
       e.trackId = (int64_t{1} << 62) | s->contextId;  // one sync track per context
-      e.trackName = cached(trackNames_, static_cast<uint64_t>(e.trackId), "GPU ctx " + std::to_string(s->contextId) + " sync");
-      if (s->streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) e.add(Attr::ofInt(AttrKey::Stream, s->streamId));
+      e.trackName = cached(trackNames_, static_cast<uint64_t>(e.trackId),
+                           "GPU ctx " + std::to_string(s->contextId) + " sync");
+      if (s->streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE)
+        e.add(Attr::ofInt(AttrKey::Stream, s->streamId));
       correlate(e, s->correlationId);
       break;
     }

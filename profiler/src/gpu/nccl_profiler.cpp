@@ -60,13 +60,15 @@ struct Handle {
   uint32_t parentGen = 0;
 };
 
-bool isTask(uint64_t type) { return type == nccl::ProfileColl || type == nccl::ProfileP2p; }
+bool isTask(uint64_t type) {
+  return type == nccl::ProfileColl || type == nccl::ProfileP2p;
+}
 
 struct State {
   std::atomic<EventSink*> sink{nullptr};
   std::atomic<int> mask{kDefaultNcclProfileMask};
-  std::mutex mu;                  // handles, comms
-  std::deque<Handle> storage;     // stable addresses
+  std::mutex mu;               // handles, comms
+  std::deque<Handle> storage;  // stable addresses
   std::vector<Handle*> freeList;
   std::vector<Comm*> comms;
   std::atomic<uint64_t> dropped{0};
@@ -138,7 +140,9 @@ void finishTaskLocked(State& s, EventSink* sink, Handle* h) {
   emitTaskLocked(s, sink, h);
 }
 
-bool taskReady(const Handle& h) { return h.openChildren == 0 && h.kernelDone >= h.kernelExpected; }
+bool taskReady(const Handle& h) {
+  return h.openChildren == 0 && h.kernelDone >= h.kernelExpected;
+}
 
 // Interned strings the plugin uses over and over, per sink.
 struct Names {
@@ -261,7 +265,8 @@ bool describe(Handle& h, EventSink& sink, const Descr& d) {
       e.name = n.proxyStep;
       // The parent proxy op knows the channel; without it the step goes to channel 0's track.
       const auto* parent = static_cast<const Handle*>(d.parentObj);
-      const core::Attr* ch = parent ? parent->ev.find(static_cast<AttrKey>(core::kCustomAttrBase + n.channel)) : nullptr;
+      const core::Attr* ch =
+          parent ? parent->ev.find(static_cast<AttrKey>(core::kCustomAttrBase + n.channel)) : nullptr;
       onChannelTrack(e, c, sink, ch ? static_cast<unsigned>(ch->bits) : 0u);
       e.add(Attr::custom(n.step, AttrType::Int, d.proxyStep.step));
       return true;
@@ -303,7 +308,8 @@ nccl::Result startEvent(void* context, void** eHandle, Descr* d) {
     std::lock_guard lock(s.mu);
     if (isTask(h->type)) {
       const int channels = d->type == nccl::ProfileColl ? d->coll.nChannels : d->p2p.nChannels;
-      if (s.mask.load(std::memory_order_relaxed) & nccl::ProfileKernelCh) h->kernelExpected = std::max(1, channels);
+      if (s.mask.load(std::memory_order_relaxed) & nccl::ProfileKernelCh)
+        h->kernelExpected = std::max(1, channels);
     } else if ((h->type == nccl::ProfileKernelCh || h->type == nccl::ProfileProxyOp) && d->parentObj) {
       auto* p = static_cast<Handle*>(d->parentObj);
       if (p->live && isTask(p->type)) {
@@ -325,16 +331,18 @@ int ncclDatatypeSize(const char* t) {
   static const struct {
     const char* name;
     int size;
-  } kSizes[] = {{"Int8", 1},     {"Char", 1},     {"Uint8", 1},    {"Float8e4m3", 1}, {"Float8e5m2", 1},
-                {"Float16", 2},  {"Half", 2},     {"Bfloat16", 2}, {"Int32", 4},      {"Int", 4},
-                {"Uint32", 4},   {"Float32", 4},  {"Float", 4},    {"Int64", 8},      {"Uint64", 8},
-                {"Float64", 8},  {"Double", 8}};
+  } kSizes[] = {{"Int8", 1},    {"Char", 1},    {"Uint8", 1},    {"Float8e4m3", 1}, {"Float8e5m2", 1},
+                {"Float16", 2}, {"Half", 2},    {"Bfloat16", 2}, {"Int32", 4},      {"Int", 4},
+                {"Uint32", 4},  {"Float32", 4}, {"Float", 4},    {"Int64", 8},      {"Uint64", 8},
+                {"Float64", 8}, {"Double", 8}};
   for (const auto& s : kSizes)
     if (std::strcmp(t, s.name) == 0) return s.size;
   return 0;
 }
 
-void NcclProfiler::setSink(EventSink* sink) { state().sink.store(sink, std::memory_order_release); }
+void NcclProfiler::setSink(EventSink* sink) {
+  state().sink.store(sink, std::memory_order_release);
+}
 
 void NcclProfiler::setMask(int mask) {
   State& s = state();
@@ -344,9 +352,15 @@ void NcclProfiler::setMask(int mask) {
     if (c->ncclMask) __atomic_store_n(c->ncclMask, mask, __ATOMIC_RELAXED);
 }
 
-int NcclProfiler::mask() { return state().mask.load(); }
-uint64_t NcclProfiler::droppedHandles() { return state().dropped.load(); }
-uint64_t NcclProfiler::handlesInUse() { return state().inUse.load(); }
+int NcclProfiler::mask() {
+  return state().mask.load();
+}
+uint64_t NcclProfiler::droppedHandles() {
+  return state().dropped.load();
+}
+uint64_t NcclProfiler::handlesInUse() {
+  return state().inUse.load();
+}
 
 nccl::Result NcclProfiler::init(void** context, uint64_t commId, int* eActivationMask, const char* commName,
                                 int /*nNodes*/, int nranks, int rank, nccl::DebugLogger /*logfn*/) {
@@ -425,7 +439,8 @@ nccl::Result NcclProfiler::recordEventState(void* eHandle, nccl::ProfilerEventSt
   if (!h || !args) return nccl::Success;
   // A proxy step learns how many bytes it moved while it runs.
   if (h->type == nccl::ProfileProxyStep &&
-      (st == nccl::ProxyStepSendWait || st == nccl::ProxyStepRecvFlushWait || st == nccl::ProxyStepRecvGPUWait) &&
+      (st == nccl::ProxyStepSendWait || st == nccl::ProxyStepRecvFlushWait ||
+       st == nccl::ProxyStepRecvGPUWait) &&
       !h->ev.find(AttrKey::Bytes))
     h->ev.add(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(args->proxyStep.transSize)));
   return nccl::Success;

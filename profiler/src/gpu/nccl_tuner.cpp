@@ -47,12 +47,15 @@ struct TunerComm {
   uint64_t snapshot = 0;
 };
 
-bool usable(float** t, int a, int p) { return t[a][p] >= 0.0f; }  // NCCL marks ignored entries -1
+bool usable(float** t, int a, int p) {
+  return t[a][p] >= 0.0f;
+}  // NCCL marks ignored entries -1
 
 }  // namespace
 
 const char* ncclAlgorithmName(int a) {
-  static const char* const kNames[] = {"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"};
+  static const char* const kNames[] = {"tree",      "ring", "collnet_direct", "collnet_chain", "nvls",
+                                       "nvls_tree", "pat"};
   return a >= 0 && a < 7 ? kNames[a] : "auto";
 }
 
@@ -61,9 +64,15 @@ const char* ncclProtocolName(int p) {
   return p >= 0 && p < 3 ? kNames[p] : "auto";
 }
 
-void NcclTuner::publish(const NcclChoice& c) { g_word.store(pack(c), std::memory_order_release); }
-NcclChoice NcclTuner::published() { return unpack(g_word.load(std::memory_order_acquire)); }
-void NcclTuner::setSink(EventSink* sink) { g_sink.store(sink); }
+void NcclTuner::publish(const NcclChoice& c) {
+  g_word.store(pack(c), std::memory_order_release);
+}
+NcclChoice NcclTuner::published() {
+  return unpack(g_word.load(std::memory_order_acquire));
+}
+void NcclTuner::setSink(EventSink* sink) {
+  g_sink.store(sink);
+}
 
 std::pair<int, int> NcclTuner::applyChoice(const NcclChoice& c, float** table, int numAlgo, int numProto,
                                            int* nChannels) {
@@ -99,8 +108,8 @@ nccl::Result NcclTuner::init(void** ctx, uint64_t commId, size_t nRanks, size_t,
   return nccl::Success;
 }
 
-nccl::Result NcclTuner::getCollInfo(void* context, nccl::Func, size_t, int, float** collCostTable, int numAlgo,
-                                    int numProto, int, int* nChannels) {
+nccl::Result NcclTuner::getCollInfo(void* context, nccl::Func, size_t, int, float** collCostTable,
+                                    int numAlgo, int numProto, int, int* nChannels) {
   auto* c = static_cast<TunerComm*>(context);
   if (!c) return nccl::Success;
   const uint64_t w = g_word.load(std::memory_order_acquire);
@@ -109,9 +118,11 @@ nccl::Result NcclTuner::getCollInfo(void* context, nccl::Func, size_t, int, floa
     if (EventSink* sink = g_sink.load()) {
       const NcclChoice n = unpack(w);
       char line[200];
-      std::snprintf(line, sizeof line, "nccl tuner: communicator %016llx uses algorithm=%s protocol=%s channels=%d from step %lld",
-                    static_cast<unsigned long long>(c->commId), ncclAlgorithmName(n.algorithm),
-                    ncclProtocolName(n.protocol), n.channels, static_cast<long long>(n.step));
+      std::snprintf(
+          line, sizeof line,
+          "nccl tuner: communicator %016llx uses algorithm=%s protocol=%s channels=%d from step %lld",
+          static_cast<unsigned long long>(c->commId), ncclAlgorithmName(n.algorithm),
+          ncclProtocolName(n.protocol), n.channels, static_cast<long long>(n.step));
       sink->log(line);
     }
   }

@@ -23,9 +23,9 @@ namespace trainscope::profiler {
 
 struct CuptiConfig {
   size_t bufferBytes = size_t{4} << 20;  // one activity buffer
-  size_t maxBuffers = 8;                  // pool bound: 32 MiB by default
-  uint32_t flushPeriodMs = 100;           // CUPTI delivers buffers at least this often
-  bool nvtx = true;                       // CUPTI_ACTIVITY_KIND_MARKER
+  size_t maxBuffers = 8;                 // pool bound: 32 MiB by default
+  uint32_t flushPeriodMs = 100;          // CUPTI delivers buffers at least this often
+  bool nvtx = true;                      // CUPTI_ACTIVITY_KIND_MARKER
 };
 
 enum class CuptiState { Off, Running, Unavailable, HeldByOther };
@@ -44,7 +44,7 @@ class CuptiSource {
   void stop() noexcept;
 
   CuptiState state() const { return state_.load(); }
-  std::string message() const;       // why the state is what it is (for logs and tests)
+  std::string message() const;  // why the state is what it is (for logs and tests)
   uint64_t recordsSeen() const { return records_.load(); }
   uint64_t recordsDropped() const { return dropped_.load(); }  // CUPTI's own counts
 

@@ -3,13 +3,14 @@
 // hand (no GPU, no driver). Only built with TRAINSCOPE_GPU (needs cupti.h).
 //
 //   record                              event kind   track                          attributes
-//   CONCURRENT_KERNEL (Kernel10)        Kernel       CudaStream "GPU d stream s"    Stream Device CorrelationId FlowId
+//   CONCURRENT_KERNEL (Kernel10)        Kernel       CudaStream "GPU d stream s"    Stream Device
+//   CorrelationId FlowId
 //                                       (name demangled: "void gemm<float>(float*, int)")
 //   MEMCPY (Memcpy6)                    Memcpy       CudaStream                     + Bytes
 //   MEMSET (Memset4)                    Memset       CudaStream                     + Bytes
 //   RUNTIME (API), launches and syncs   Range        CpuThread "cuda (tid)"         CorrelationId FlowId
-//   SYNCHRONIZATION (Synchronization2)  Range        CudaStream "GPU ctx c sync"    CorrelationId FlowId Stream
-//   MARKER (Marker2, NVTX)              Range/Marker CpuThread "cuda (tid)"         --
+//   SYNCHRONIZATION (Synchronization2)  Range        CudaStream "GPU ctx c sync"    CorrelationId FlowId
+//   Stream MARKER (Marker2, NVTX)              Range/Marker CpuThread "cuda (tid)"         --
 //
 // A kernel and the runtime call that launched it carry the same FlowId (cudaFlowId(correlation
 // id)): the timeline draws the launch -> kernel flow. Other runtime calls are filtered out.
@@ -50,8 +51,8 @@ class CuptiTranslator {
   static void correlate(ExternalEvent& e, uint32_t correlationId);
 
   EventSink& sink_;
-  std::unordered_map<uint64_t, uint32_t> trackNames_;   // track key -> interned name
-  std::unordered_map<uint64_t, uint32_t> fixedNames_;   // small fixed set (memcpy kinds, API names)
+  std::unordered_map<uint64_t, uint32_t> trackNames_;     // track key -> interned name
+  std::unordered_map<uint64_t, uint32_t> fixedNames_;     // small fixed set (memcpy kinds, API names)
   std::unordered_map<uint32_t, OpenMarker> openMarkers_;  // NVTX start/end pairs by id (bounded)
   struct KernelName {
     std::string raw;  // checked on every hit: a pointer may be reused after a module unloads

@@ -23,7 +23,7 @@ struct ExternalEvent {
   core::EventKind kind = core::EventKind::Kernel;
   int64_t startNs = 0;  // agent clock
   int64_t endNs = 0;
-  uint32_t name = 0;    // interned string
+  uint32_t name = 0;  // interned string
   uint8_t attrCount = 0;
   core::Attr attrs[kMaxAttrs];
 
@@ -57,6 +57,8 @@ class EventSink {
 
 // Flow ids for launch -> kernel links: the CUDA correlation id in its own id space (bit 62),
 // so it never collides with flows other producers number from 0.
-inline int64_t cudaFlowId(uint32_t correlationId) { return (int64_t{1} << 62) | correlationId; }
+inline int64_t cudaFlowId(uint32_t correlationId) {
+  return (int64_t{1} << 62) | correlationId;
+}
 
 }  // namespace trainscope::profiler

@@ -26,8 +26,16 @@ enum Result : int {  // ncclResult_t
   RemoteError = 6,
 };
 
-typedef enum { LogNone = 0, LogVersion = 1, LogWarn = 2, LogInfo = 3, LogAbort = 4, LogTrace = 5 } DebugLogLevel;
-typedef void (*DebugLogger)(DebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...);
+typedef enum {
+  LogNone = 0,
+  LogVersion = 1,
+  LogWarn = 2,
+  LogInfo = 3,
+  LogAbort = 4,
+  LogTrace = 5
+} DebugLogLevel;
+typedef void (*DebugLogger)(DebugLogLevel level, unsigned long flags, const char* file, int line,
+                            const char* fmt, ...);
 
 // ---- profiler --------------------------------------------------------------------------------
 
@@ -44,9 +52,9 @@ enum : uint64_t {  // event types (ncclProfile*), also the bits of the activatio
   ProfileCollApi = 1 << 9,
   ProfileP2pApi = 1 << 10,
   ProfileKernelLaunch = 1 << 11,
-  ProfileCeColl = 1 << 12,  // v6
-  ProfileCeSync = 1 << 13,  // v6
-  ProfileCeBatch = 1 << 14, // v6
+  ProfileCeColl = 1 << 12,   // v6
+  ProfileCeSync = 1 << 13,   // v6
+  ProfileCeBatch = 1 << 14,  // v6
 };
 
 typedef enum {  // ncclProfilerEventState_t (v4 and later values)

@@ -55,10 +55,11 @@ class NcclProfiler {
 // What the tuner makes NCCL use. -1 / 0 mean "NCCL decides". All three travel in one atomic word,
 // so a collective never sees the algorithm of one change with the protocol of another.
 struct NcclChoice {
-  int algorithm = -1;  // NCCL_ALGO_* (0 tree, 1 ring, 2 collnet_direct, 3 collnet_chain, 4 nvls, 5 nvls_tree, 6 pat)
-  int protocol = -1;   // NCCL_PROTO_* (0 ll, 1 ll128, 2 simple)
-  int channels = 0;    // > 0: number of channels
-  int64_t step = -1;   // the step at which it took effect (for messages)
+  int algorithm =
+      -1;  // NCCL_ALGO_* (0 tree, 1 ring, 2 collnet_direct, 3 collnet_chain, 4 nvls, 5 nvls_tree, 6 pat)
+  int protocol = -1;  // NCCL_PROTO_* (0 ll, 1 ll128, 2 simple)
+  int channels = 0;   // > 0: number of channels
+  int64_t step = -1;  // the step at which it took effect (for messages)
   bool operator==(const NcclChoice&) const = default;
 };
 
@@ -76,10 +77,12 @@ class NcclTuner {
   static std::pair<int, int> applyChoice(const NcclChoice& c, float** table, int numAlgo, int numProto,
                                          int* nChannels);
 
-  static nccl::Result init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, nccl::DebugLogger logFunction,
-                           nccl::NvlDomainInfo_v5* nvlDomainInfo, nccl::TunerConstants_v5* constants);
+  static nccl::Result init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                           nccl::DebugLogger logFunction, nccl::NvlDomainInfo_v5* nvlDomainInfo,
+                           nccl::TunerConstants_v5* constants);
   static nccl::Result getCollInfo(void* context, nccl::Func collType, size_t nBytes, int numPipeOps,
-                                  float** collCostTable, int numAlgo, int numProto, int regBuff, int* nChannels);
+                                  float** collCostTable, int numAlgo, int numProto, int regBuff,
+                                  int* nChannels);
   static nccl::Result finalize(void* context);
 };
 
