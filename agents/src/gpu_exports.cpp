@@ -4,6 +4,8 @@
 //  - ncclProfiler_v5 / ncclProfiler_v6 and ncclTunerPlugin_v5 / ncclTunerPlugin_v6: the tables
 //    NCCL finds with dlsym when NCCL_PROFILER_PLUGIN / NCCL_TUNER_PLUGIN name this library.
 //  - the nccl.* knobs, registered when NCCL first initializes a plugin, and their callbacks.
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
