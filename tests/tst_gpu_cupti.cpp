@@ -4,6 +4,8 @@
 // translated events through the agent's external queue and drain to the flight recorder.
 #include <QtTest>
 
+#include <unistd.h>
+
 #include "agent_test_support.h"
 #include "gpu_test_support.h"
 #include "trainscope/agent.h"
@@ -266,8 +268,10 @@ class TstGpuCupti : public QObject {
     QVERIFY(!q.push(prof::ExternalEvent{}));  // agent off: refused
     agent_test::ScopedAgent agent(agent_test::Env{{"TRAINSCOPE_LISTEN", "none"}});
     prof::CuptiTranslator t(q);
+    ts_marker(ts_name("before-launch"));  // this thread's own track exists
     const int64_t now = q.nowNs();
-    const auto a = launchRecord(77, static_cast<uint64_t>(now), static_cast<uint64_t>(now + 5'000));
+    auto a = launchRecord(77, static_cast<uint64_t>(now), static_cast<uint64_t>(now + 5'000));
+    a.threadId = static_cast<uint32_t>(::gettid());
     const auto k = kernelRecord(77, static_cast<uint64_t>(now + 8'000), static_cast<uint64_t>(now + 90'000));
     QCOMPARE(t.translate(asRecord(&a)), 1);
     QCOMPARE(t.translate(asRecord(&k)), 1);
@@ -287,6 +291,8 @@ class TstGpuCupti : public QObject {
       if (at.key == static_cast<uint32_t>(AttrKey::FlowId)) f2 = at.bits;
     QVERIFY(f1 != 0);
     QCOMPARE(f1, f2);
+    // The launch joined the thread's track (CUPTI thread ids are gettid()).
+    QCOMPARE(launches[0].track, rec.named("before-launch").at(0).track);
   }
 #endif
 

@@ -187,9 +187,15 @@ size_t Drain::pollOnce() {
 size_t Drain::pollExternal() {
   ExternalQueue::instance().take(external_);
   for (const profiler::ExternalEvent& x : external_) {
-    auto [it, fresh] = externalTracks_.try_emplace(ExternalKey{x.trackKind, x.trackId}, 0);
-    if (fresh) it->second = newTrack(x.trackKind, x.trackId, StringTable::instance().text(x.trackName));
-    auto& e = add(it->second, x.kind, x.startNs, std::max(x.startNs, x.endNs), x.name);
+    uint32_t track = UINT32_MAX;
+    if (x.trackKind == TrackKind::CpuThread)
+      if (auto t = cpuTrackByTid_.find(x.trackId); t != cpuTrackByTid_.end()) track = t->second;
+    if (track == UINT32_MAX) {
+      auto [it, fresh] = externalTracks_.try_emplace(ExternalKey{x.trackKind, x.trackId}, 0);
+      if (fresh) it->second = newTrack(x.trackKind, x.trackId, StringTable::instance().text(x.trackName));
+      track = it->second;
+    }
+    auto& e = add(track, x.kind, x.startNs, std::max(x.startNs, x.endNs), x.name);
     e.attrs.assign(x.attrs, x.attrs + x.attrCount);
     if (batch_.events.size() >= cfg_.maxBatchEvents) publish();
   }
@@ -207,6 +213,7 @@ uint32_t Drain::cpuTrack(ThreadRing& ring, ThreadState& st) {
     std::string name = ring.threadName.empty() ? "thread" : ring.threadName;
     name += " (" + std::to_string(ring.tid) + ")";
     st.cpuTrack = newTrack(TrackKind::CpuThread, ring.tid, std::move(name));
+    cpuTrackByTid_[ring.tid] = st.cpuTrack;
   }
   return st.cpuTrack;
 }

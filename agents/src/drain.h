@@ -101,6 +101,9 @@ class Drain {
     }
   };
   std::unordered_map<ExternalKey, uint32_t, ExternalKeyHash> externalTracks_;
+  // Ring CPU tracks by thread id (gettid), newest thread of that id: CUPTI's runtime calls and
+  // NVTX ranges of a thread land on the same track as its C API events.
+  std::unordered_map<int64_t, uint32_t> cpuTrackByTid_;
   std::vector<profiler::ExternalEvent> external_;  // reused between passes
   uint32_t bucketTrack_ = UINT32_MAX;
   uint32_t nextTrack_ = 0;

@@ -119,6 +119,9 @@ CuptiState CuptiSource::start(EventSink& sink, const CuptiConfig& cfg) noexcept 
       im.subscriber = nullptr;
       problems += " cuptiSubscribe: " + resultText(r) + ";";
     }
+    // gettid(), as the agent's thread tracks: runtime calls and NVTX ranges join their thread.
+    if ((r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)) != CUPTI_SUCCESS)
+      problems += " thread id type: " + resultText(r) + ";";
     if ((r = cuptiActivityRegisterTimestampCallback(agentTimestamp)) != CUPTI_SUCCESS)
       problems += " timestamp callback: " + resultText(r) + " (GPU times stay on CUPTI's clock);";
     if ((r = cuptiActivityRegisterCallbacks(onRequested, onCompleted)) != CUPTI_SUCCESS)

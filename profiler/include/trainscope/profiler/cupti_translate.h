@@ -2,15 +2,18 @@
 // EventSink, and never calls CUPTI, so tests feed it real CUpti_Activity* structs filled in by
 // hand (no GPU, no driver). Only built with TRAINSCOPE_GPU (needs cupti.h).
 //
-//   record                              event kind   track                          attributes
-//   CONCURRENT_KERNEL (Kernel10)        Kernel       CudaStream "GPU d stream s"    Stream Device
-//   CorrelationId FlowId
+// clang-format off
+//   record                              event         track                       attributes
+//   CONCURRENT_KERNEL (Kernel10)        Kernel        CudaStream "GPU d stream s" Stream Device CorrelationId FlowId
 //                                       (name demangled: "void gemm<float>(float*, int)")
-//   MEMCPY (Memcpy6)                    Memcpy       CudaStream                     + Bytes
-//   MEMSET (Memset4)                    Memset       CudaStream                     + Bytes
-//   RUNTIME (API), launches and syncs   Range        CpuThread "cuda (tid)"         CorrelationId FlowId
-//   SYNCHRONIZATION (Synchronization2)  Range        CudaStream "GPU ctx c sync"    CorrelationId FlowId
-//   Stream MARKER (Marker2, NVTX)              Range/Marker CpuThread "cuda (tid)"         --
+//   MEMCPY (Memcpy6)                    Memcpy        CudaStream                  + Bytes
+//   MEMSET (Memset4)                    Memset        CudaStream                  + Bytes
+//   RUNTIME (API), launches and syncs   Range         CpuThread tid "cuda (tid)"  CorrelationId FlowId
+//   SYNCHRONIZATION (Synchronization2)  Range         CudaStream "GPU ctx c sync" CorrelationId FlowId Stream
+//   MARKER (Marker2, NVTX)              Range, Marker CpuThread tid "cuda (tid)"  --
+// clang-format on
+// Thread ids are gettid() (CuptiSource sets CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), so the agent
+// puts runtime calls and NVTX ranges on the thread's own track when it has one.
 //
 // A kernel and the runtime call that launched it carry the same FlowId (cudaFlowId(correlation
 // id)): the timeline draws the launch -> kernel flow. Other runtime calls are filtered out.
