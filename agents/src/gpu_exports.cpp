@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "external.h"
 #include "gpu.h"
@@ -25,6 +26,7 @@ namespace prof = trainscope::profiler;
 namespace nccl = trainscope::nccl_abi;
 
 std::atomic<bool> g_injected{false};  // CUDA called InitializeInjection: trace CUDA from now on
+std::atomic<bool> g_cuptiNoted{false};  // this agent start put CUPTI's failure into the trace
 
 // TRAINSCOPE_CUPTI: "0" never, "1" also at ts_init, anything else (auto) only when injected.
 const char* cuptiMode() {
@@ -38,7 +40,11 @@ void startCupti() {
   if (const char* mb = std::getenv("TRAINSCOPE_CUPTI_BUFFER_MB"); mb && std::atoi(mb) > 0)
     cfg.maxBuffers =
         std::max<size_t>(2, static_cast<size_t>(std::atoi(mb)) * (size_t{1} << 20) / cfg.bufferBytes);
-  prof::CuptiSource::instance().start(ExternalQueue::instance(), cfg);
+  auto& cupti = prof::CuptiSource::instance();
+  const prof::CuptiState st = cupti.start(ExternalQueue::instance(), cfg);
+  // Also in the trace, once per agent start: a recording without GPU events says why.
+  if (st != prof::CuptiState::Running && !g_cuptiNoted.exchange(true))
+    ts_marker(ts_name(("CUPTI " + std::string(prof::cuptiStateName(st)) + ": " + cupti.message()).c_str()));
 }
 
 // ---- nccl.* knobs ---------------------------------------------------------------------------
@@ -112,6 +118,7 @@ nccl::Result tunerInit(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes
 }  // namespace
 
 void gpuAfterStart() noexcept {
+  g_cuptiNoted.store(false);
   try {
     if (g_injected.load() || std::strcmp(cuptiMode(), "1") == 0) startCupti();
   } catch (...) {
