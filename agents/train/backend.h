@@ -60,6 +60,9 @@ std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why);
 // fails at once with "no CUDA device".
 bool cudaBackendAvailable(std::string* why);
 std::unique_ptr<Backend> makeCudaBackend(std::string* why);
+// cuBLAS on its own compute stream, on the current device (no MPI, no NCCL): for checks. Null
+// in a build without the cuda backend.
+std::unique_ptr<Compute> makeCudaCompute();
 
 // OpenBLAS on one thread (no MPI needed): the CPU backend's compute, also for unit tests.
 std::unique_ptr<Compute> makeCpuCompute();

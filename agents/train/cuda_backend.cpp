@@ -86,6 +86,13 @@ class CudaCompute final : public Compute {
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
             int ldb, float beta, float* c, int ldc) override {
     if (m <= 0 || n <= 0) return;
+    if (k <= 0) {  // C = beta C (0 when beta is 0, as BLAS); A and B may be empty
+      for (int r = 0; r < m; ++r) {
+        float* cr = c + static_cast<size_t>(r) * static_cast<size_t>(ldc);
+        for (int j = 0; j < n; ++j) cr[j] = beta == 0.0f ? 0.0f : beta * cr[j];
+      }
+      return;
+    }
     const auto span = [](int rows, int cols, int ld) {
       return rows > 0 ? static_cast<size_t>(rows - 1) * static_cast<size_t>(ld) + static_cast<size_t>(cols) : 0;
     };
@@ -317,6 +324,10 @@ bool cudaBackendAvailable(std::string* why) {
     return false;
   }
   return true;
+}
+
+std::unique_ptr<Compute> makeCudaCompute() {
+  return std::make_unique<CudaCompute>(std::make_shared<ComputeStream>());
 }
 
 std::unique_ptr<Backend> makeCudaBackend(std::string* why) {

@@ -1,7 +1,7 @@
 // trainscope-cuda-check: runs the kernels of cuda_kernels.cu on the GPU and compares them with
 // their host references: the compression kernels byte for byte with gpu_codec_ref (which the
 // no-GPU test tst_train_gpu_codecs compares with the CPU codecs), the model pieces with the CPU
-// formulas to 1e-5. Then measures the compression kernels' throughput. Exit 0: all equal;
+// formulas to 1e-5, cuBLAS GEMMs through the backend with OpenBLAS. Then measures the compression kernels' throughput. Exit 0: all equal;
 // 1: a mismatch; 2: no device.
 #include <cuda_runtime.h>
 
@@ -189,6 +189,26 @@ void checkRows() {
   expect(maxAbsDiff(ddp.host(), dp) < 1e-5f, "causal softmax backward");
 }
 
+// cuBLAS through the backend's row-major mapping against OpenBLAS: every transpose, strided
+// leading dimensions, accumulation (beta 1) and overwrite (beta 0).
+void checkGemm() {
+  auto gpu = makeCudaCompute();
+  auto cpu = makeCpuCompute();
+  const int m = 33, n = 17, k = 45, pad = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (float beta : {0.0f, 1.0f}) {
+        const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+        const auto a = randomVec(static_cast<size_t>((ta ? k : m) * lda), 21, 1.0f);
+        const auto b = randomVec(static_cast<size_t>((tb ? n : k) * ldb), 22, 1.0f);
+        auto c1 = randomVec(static_cast<size_t>(m * ldc), 23, 1.0f), c2 = c1;
+        cpu->gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c1.data(), ldc);
+        gpu->gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c2.data(), ldc);
+        expect(maxAbsDiff(c1, c2) < 1e-4f, "cuBLAS gemm transA=" + std::to_string(ta) + " transB=" +
+                                               std::to_string(tb) + " beta=" + std::to_string(beta));
+      }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +231,7 @@ int main(int argc, char** argv) {
     for (size_t n : {size_t{0}, size_t{1}, size_t{37}, size_t{1000}, (size_t{1} << 20) + 5}) checkCodec(c, n);
   }
   checkRows();
+  checkGemm();
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) expect(false, std::string("CUDA error: ") + cudaGetErrorString(e));
   for (int k = 1; k < 5; ++k) {
     Codec c;

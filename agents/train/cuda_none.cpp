@@ -19,4 +19,8 @@ std::unique_ptr<Backend> makeCudaBackend(std::string* why) {
   return nullptr;
 }
 
+std::unique_ptr<Compute> makeCudaCompute() {
+  return nullptr;
+}
+
 }  // namespace trainscope::train
