@@ -4,7 +4,7 @@
 // (summed in the kernels' reduction order) to float rounding; the fixed-order sum against a
 // hand-computed one. (2) `trainscope-train --backend cuda` on a machine without a driver exits
 // 2 with "no CUDA device" (or, in a -DTRAINSCOPE_GPU=OFF build, says it was built without it),
-// quickly and before MPI. (3) With GPU=ON the backend's objects are built and the program does
+// before MPI; so does trainscope-cuda-check. (3) With GPU=ON the backend's objects are built and the program does
 // not need the driver library.
 #include <QtTest>
 #include <cstring>
@@ -91,6 +91,12 @@ class TstTrainCuda : public QObject {
     else
       QVERIFY2(err.contains("built without the cuda backend"), qPrintable(err));
     QVERIFY2(!err.contains("MPI"), qPrintable(err));  // refused before MPI started
+    if (!TRAINSCOPE_HAVE_GPU) return;
+    QProcess check;  // the GPU check program refuses the same way
+    check.start(QStringLiteral(TRAINSCOPE_BIN_DIR "/trainscope-cuda-check"), {});
+    QVERIFY(check.waitForFinished(60000));
+    QCOMPARE(check.exitCode(), 2);
+    QVERIFY(QString::fromUtf8(check.readAllStandardError()).contains("no CUDA device"));
   }
 
   void cudaBackendIsBuiltWithGpu() {
