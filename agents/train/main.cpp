@@ -10,6 +10,8 @@
 
 #include "dp_knobs.h"
 #include "options.h"
+#include "pipeline.h"
+#include "pp_knobs.h"
 #include "trainer.h"
 #include "trainscope/agent.h"
 
@@ -25,7 +27,7 @@ int64_t agreeMin(int64_t local, void* /*ctx*/) {
 
 int g_rank = 0;
 
-int run(const Options& o, const DpKnobs& knobs, int rank, int world) {
+int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, int rank, int world) {
   std::string why;
   auto backend = makeBackend(o.backend, &why);
   if (!backend) {
@@ -40,7 +42,12 @@ int run(const Options& o, const DpKnobs& knobs, int rank, int world) {
     if (rc < 0 && rank == 0)
       std::fprintf(stderr, "trainscope-train: agent start returned %d (training goes on)\n", rc);
   }
-  Trainer t(*backend, o);
+  std::unique_ptr<Trainer> trainer;
+  if (o.mode == "pp" || o.mode == "hybrid")
+    trainer = std::make_unique<PipelineTrainer>(*backend, o, o.noAgent ? nullptr : &ppKnobs);
+  else
+    trainer = std::make_unique<Trainer>(*backend, o);
+  Trainer& t = *trainer;
   if (rank == 0)
     std::printf("trainscope-train: %d rank(s), model %s, %zu parameters, backend %s\n", world,
                 o.model.c_str(), t.model().params().size(), backend->name.c_str());
@@ -76,6 +83,7 @@ int main(int argc, char** argv) {
   // Registered with the agreement function before MPI_Init (the slow part of start-up): an agent
   // started at load time lists them, and accepts changes, from the start.
   const DpKnobs knobs = registerDpKnobs(o, &g_rank);
+  const PpKnobs ppKnobs = o.mode == "pp" || o.mode == "hybrid" ? registerPpKnobs(o) : PpKnobs{};
   if (!o.noAgent) ts_set_agree_fn(agreeMin, nullptr);  // only called from ts_step_end, after MPI_Init
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
@@ -87,7 +95,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  code = run(o, knobs, rank, world);
+  code = run(o, knobs, ppKnobs, rank, world);
   ts_shutdown();
   MPI_Finalize();
   return code;
