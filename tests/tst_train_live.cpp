@@ -115,7 +115,7 @@ class TstTrainLive : public QObject {
   }
 
   void demoRefusesOtherModes() {
-    const Run r = cli({"demo", "--mode", "pp"});
+    const Run r = cli({"demo", "--mode", "disco"});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("not yet"), qPrintable(r.err));
   }

@@ -1,0 +1,162 @@
+// Issue 5's "done when" for pipelines through the real CLI: `trainscope-cli demo --mode pp
+// --ranks 4` starts the pipeline job; `record` captures it while `set` switches pp.schedule
+// (1f1b -> zb-h1 -> interleaved-1f1b with pp.virtual_stages=2) and tries an invalid
+// pp.microbatches. In the .tsdb every switch shows at the acknowledged step on all 4 ranks and
+// not before: W ops appear with zb-h1, chunk 1 ops with interleaved; the invalid micro-batch
+// count never shows (the job keeps its schedule and says so). The job is stopped with the pid
+// `demo` printed.
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <csignal>
+
+#include "live_test_support.h"
+#include "trainscope/core/session_db.h"
+
+using namespace live_test;
+
+namespace {
+
+constexpr int kRanks = 4;
+
+struct Op {
+  int64_t step = -1;
+  EventKind kind = EventKind::MicroBatchF;
+  int64_t microBatch = 0, chunk = 0, stage = 0;
+};
+
+// Pipeline ops per rank, each with the step whose window holds it.
+std::map<RankId, std::vector<Op>> pipelineOps(TraceStore& s) {
+  std::map<RankId, std::map<int64_t, std::pair<int64_t, int64_t>>> windows;
+  std::map<RankId, std::vector<std::pair<int64_t, Op>>> raw;
+  for (TrackId t = 0; t < s.trackCount(); ++t) {
+    const TrackEvents& ev = s.events(t);
+    const RankId r = s.track(t).rank;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      const EventKind k = ev.kind(i);
+      if (k == EventKind::Step) {
+        if (const Attr* a = ev.findAttr(i, AttrKey::Step)) windows[r][a->asInt()] = {ev.start(i), ev.end(i)};
+      } else if (k == EventKind::MicroBatchF || k == EventKind::MicroBatchB || k == EventKind::MicroBatchW) {
+        Op op;
+        op.kind = k;
+        if (const Attr* a = ev.findAttr(i, AttrKey::MicroBatch)) op.microBatch = a->asInt();
+        if (const Attr* a = ev.findAttr(i, AttrKey::Chunk)) op.chunk = a->asInt();
+        if (const Attr* a = ev.findAttr(i, AttrKey::Stage)) op.stage = a->asInt();
+        raw[r].emplace_back(ev.start(i), op);
+      }
+    }
+  }
+  std::map<RankId, std::vector<Op>> out;
+  for (auto& [r, ops] : raw)
+    for (auto& [t, op] : ops) {
+      for (const auto& [step, w] : windows[r])
+        if (t >= w.first && t <= w.second) op.step = step;
+      if (op.step >= 0) out[r].push_back(op);
+    }
+  return out;
+}
+
+}  // namespace
+
+class TstTrainPpLive : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString jobId_, log_;
+  qint64 launcher_ = -1;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-train"))) QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    QDir().mkpath(dir_.filePath("run"));
+    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+  }
+
+  void demoStartsAPipeline() {
+    const Run r = cli({"demo", "--ranks", QString::number(kRanks), "--mode", "pp", "--steps", "100000", "--",
+                       "--step-delay-ms", "2"});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    jobId_ = QRegularExpression("job (\\S+)").match(r.out).captured(1);
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
+    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(r.out + r.err));
+    launcher_ = pid.captured(1).toLongLong();
+    log_ = QRegularExpression("log (\\S+)").match(r.err).captured(1);
+    bool listed = false;
+    for (int i = 0; i < 200 && !listed; ++i) {
+      const Run k = cli({"knobs", "--job", jobId_, "--json"});
+      listed = k.code == 0 && k.out.contains("pp.schedule") && k.out.contains("pp.virtual_stages");
+      if (!listed) QTest::qWait(100);
+    }
+    QVERIFY(listed);
+  }
+
+  void scheduleSwitchesAtTheAckedStep() {
+    QVERIFY(!jobId_.isEmpty());
+    const QString file = dir_.filePath("pp.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "5", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QTest::qWait(800);
+    std::map<QString, int64_t> stepOf;
+    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("pp.virtual_stages=2"),
+                              QString("pp.schedule=interleaved-1f1b"), QString("pp.microbatches=5")}) {
+      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+      const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
+      QVERIFY(a["same_step"].toBool());
+      stepOf[kv] = a["step"].toInteger();
+      QTest::qWait(700);
+    }
+    QVERIFY(rec.waitForFinished(60000));
+    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    const auto ops = pipelineOps(session.value());
+    QCOMPARE(int(ops.size()), kRanks);
+    const int64_t zb = stepOf["pp.schedule=zb-h1"], il = stepOf["pp.schedule=interleaved-1f1b"],
+                  bad = stepOf["pp.microbatches=5"];
+    QVERIFY(zb < il && il < bad);
+    for (const auto& [rank, list] : ops) {
+      int64_t firstW = -1, lastW = -1, firstChunk1 = -1, maxMb = 0, stagesSeen = -1;
+      bool before = false;
+      for (const Op& op : list) {
+        before |= op.step < zb;
+        if (op.kind == EventKind::MicroBatchW) {
+          if (firstW < 0) firstW = op.step;
+          lastW = op.step;
+        }
+        if (op.chunk == 1 && firstChunk1 < 0) firstChunk1 = op.step;
+        if (op.step >= il) maxMb = std::max(maxMb, op.microBatch);
+        stagesSeen = op.stage;
+      }
+      QVERIFY2(before, "the recording starts before the first switch");
+      QCOMPARE(firstW, zb);             // W ops exist from the acked step on, not before
+      QCOMPARE(lastW, il - 1);          // and stop when interleaved (no split backward) starts
+      QCOMPARE(firstChunk1, il);        // two chunks per stage from that step on
+      QCOMPARE(maxMb, int64_t{3});      // 4 micro-batches throughout: 5 was refused
+      QCOMPARE(stagesSeen, int64_t(rank));
+    }
+    QFile log(log_);
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(log.readAll());
+    QVERIFY2(text.contains(QString("refused pp.schedule=interleaved-1f1b pp.microbatches=5")), qPrintable(text.right(2000)));
+    QVERIFY(text.contains(QString("rank 3 applied pp.schedule=zb-h1 pp.microbatches=4 pp.virtual_stages=1 at step %1").arg(zb)));
+  }
+
+  void cleanupTestCase() {
+    if (launcher_ <= 0) return;
+    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !cli({"jobs", "--json"}).out.contains(jobId_);
+      if (!gone) QTest::qWait(100);
+    }
+    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
+  }
+};
+
+QTEST_GUILESS_MAIN(TstTrainPpLive)
+#include "tst_train_pp_live.moc"
