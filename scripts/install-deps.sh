@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config
-  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6sql6-sqlite libqt6opengl6-dev libgl-dev
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6sql6-sqlite libqt6opengl6-dev libgl-dev
   libsqlite3-dev sqlite3
   nlohmann-json3-dev libcli11-dev libzstd-dev
   libopenmpi-dev openmpi-bin

@@ -237,10 +237,10 @@ TS_AGENT_API void ts_set_agree_fn(ts_agree_fn fn, void* ctx) {
 
 }  // extern "C"
 
-namespace {
 // LD_PRELOAD alone must work: start at load time when the job id is in the environment. The
-// launchers themselves (mpirun, orted, ...) inherit the same environment and are skipped.
-bool isLauncher() {
+// launchers themselves (mpirun, orted, ...) inherit the same environment and are skipped (also
+// by InitializeInjection: a CUDA-aware mpirun/orted calls cuInit too).
+bool trainscope::agent::isLauncherProcess() {
   char comm[32] = {};
   if (prctl(PR_GET_NAME, comm) != 0) return false;
   // Launchers and the shells/wrappers that commonly sit between them and the job: they would
@@ -255,10 +255,12 @@ bool isLauncher() {
   return false;
 }
 
+namespace {
+
 __attribute__((constructor)) void autoInit() {
   const char* job = std::getenv("TRAINSCOPE_JOB_ID");
   const char* off = std::getenv("TRAINSCOPE_AUTOSTART");
-  if (!job || !*job || (off && std::strcmp(off, "0") == 0) || disabledByEnv() || isLauncher()) return;
+  if (!job || !*job || (off && std::strcmp(off, "0") == 0) || disabledByEnv() || isLauncherProcess()) return;
   ts_init_from_env();
 }
 }  // namespace

@@ -43,6 +43,7 @@ class Capture {
 
   // Drops without a ring to count them in (over budget, thread exiting, drain-side limits).
   void countDrop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
+  void countDrops(uint64_t n) { dropped_.fetch_add(n, std::memory_order_relaxed); }
   // All drops so far: the shared counter plus every ring's own (takes the registration lock).
   uint64_t dropped() const;
 

@@ -198,7 +198,25 @@ size_t Drain::pollOnce() {
     }
     if (batch_.events.size() >= cfg_.maxBatchEvents) publish();
   }
-  return total;
+  return total + pollExternal();
+}
+
+size_t Drain::pollExternal() {
+  ExternalQueue::instance().take(external_);
+  for (const profiler::ExternalEvent& x : external_) {
+    uint32_t track = UINT32_MAX;
+    if (x.trackKind == TrackKind::CpuThread)
+      if (auto t = cpuTrackByTid_.find(x.trackId); t != cpuTrackByTid_.end()) track = t->second;
+    if (track == UINT32_MAX) {
+      auto [it, fresh] = externalTracks_.try_emplace(ExternalKey{x.trackKind, x.trackId}, 0);
+      if (fresh) it->second = newTrack(x.trackKind, x.trackId, StringTable::instance().text(x.trackName));
+      track = it->second;
+    }
+    auto& e = add(track, x.kind, x.startNs, std::max(x.startNs, x.endNs), x.name);
+    e.attrs.assign(x.attrs, x.attrs + x.attrCount);
+    if (batch_.events.size() >= cfg_.maxBatchEvents) publish();
+  }
+  return external_.size();
 }
 
 uint32_t Drain::newTrack(TrackKind kind, int64_t externalId, std::string name) {
@@ -212,6 +230,7 @@ uint32_t Drain::cpuTrack(ThreadRing& ring, ThreadState& st) {
     std::string name = ring.threadName.empty() ? "thread" : ring.threadName;
     name += " (" + std::to_string(ring.tid) + ")";
     st.cpuTrack = newTrack(TrackKind::CpuThread, ring.tid, std::move(name));
+    cpuTrackByTid_[ring.tid] = st.cpuTrack;
   }
   return st.cpuTrack;
 }

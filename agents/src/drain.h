@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capture.h"
+#include "external.h"
 #include "hub.h"
 #include "trainscope/core/wire.h"
 
@@ -60,6 +61,7 @@ class Drain {
 
   void run();
   size_t pollOnce();  // records consumed
+  size_t pollExternal();  // events taken from ExternalQueue (CUPTI, NCCL)
   // Takes a new calibration pair when one is due (or when force and not ready yet).
   void calibrate(int64_t nowMonoNs, bool force);
   int64_t toAgentNs(const Record& r, ThreadState& st);
@@ -91,6 +93,22 @@ class Drain {
   std::unordered_map<uint64_t, int64_t> earlyEnds_;  // ts_range_end seen before its begin
   std::unordered_map<int32_t, BucketState> buckets_;
   std::unordered_map<uint32_t, uint32_t> counterTracks_;
+  // External sources' tracks by (kind, external id).
+  struct ExternalKey {
+    core::TrackKind kind;
+    int64_t id;
+    bool operator==(const ExternalKey&) const = default;
+  };
+  struct ExternalKeyHash {
+    size_t operator()(const ExternalKey& k) const {
+      return std::hash<int64_t>()(k.id) * 31 + static_cast<size_t>(k.kind);
+    }
+  };
+  std::unordered_map<ExternalKey, uint32_t, ExternalKeyHash> externalTracks_;
+  // Ring CPU tracks by thread id (gettid), newest thread of that id: CUPTI's runtime calls and
+  // NVTX ranges of a thread land on the same track as its C API events.
+  std::unordered_map<int64_t, uint32_t> cpuTrackByTid_;
+  std::vector<profiler::ExternalEvent> external_;  // reused between passes
   uint32_t bucketTrack_ = UINT32_MAX;
   uint32_t nextTrack_ = 0;
   size_t stringsSent_ = 0;

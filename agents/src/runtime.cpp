@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "capture.h"
+#include "gpu.h"
 #include "knobs.h"
 #include "log.h"
 
@@ -55,6 +56,7 @@ int Runtime::start() {
   cap.configure(cfg_.ringRecords, cfg_.bufferBytes - cfg_.flightBytes);
   drain_.start();
   cap.setActive(true);
+  gpuAfterStart();  // CUPTI, when asked for or injected (no-op without GPU support)
   if (cfg_.listen == "none") return TS_OK;  // capture only (tests, or a job that wants no server)
   if (core::Status s = server_.listen(); !s) {
     logLine("control server disabled: %s", s.toString().c_str());
@@ -78,6 +80,7 @@ int Runtime::start() {
 }
 
 void Runtime::stop() {
+  gpuBeforeStop();  // CUPTI's last buffers, then cuptiFinalize: the job is not left slower
   Capture::instance().setActive(false);
   drain_.stop();   // the last records become the last batch, queued to subscribers
   server_.stop();  // which the server flushes briefly before closing

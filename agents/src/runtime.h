@@ -53,5 +53,8 @@ Globals& globals();
 int initRuntime(const ts_init_params* p);
 void shutdownRuntime();
 Runtime* runtime();  // nullptr when not running; valid only while nobody calls shutdown
+// mpirun, orted, srun, shells, env, our own tools...: processes that carry the job's environment
+// but are not a rank (c_api.cpp).
+bool isLauncherProcess();
 
 }  // namespace trainscope::agent

@@ -1,5 +1,12 @@
-// `trainscope-cli launch [--ranks N] [--tcp] [--gpu] -- CMD ARGS...`: run any command with the
+// `trainscope-cli launch [--ranks N] [--tcp] [--no-gpu] -- CMD ARGS...`: run any command with the
 // agent preloaded, under mpirun when N > 1, and forward its exit code.
+//
+// With GPU support (the default when the agent was built with it) the same library is also
+// named in CUDA_INJECTION64_PATH (CUDA calls its InitializeInjection at cuInit: CUPTI tracing),
+// NCCL_PROFILER_PLUGIN and NCCL_TUNER_PLUGIN (NCCL finds ncclProfiler_v5/_v6 and
+// ncclTunerPlugin_v5/_v6 in it), and NVTX_INJECTION64_PATH names CUPTI (NVTX ranges become
+// CUPTI marker records), so an unmodified CUDA/NCCL program -- PyTorch included -- is traced.
+// Variables the user already set are left alone.
 //
 // The agent is configured only through the environment (TRAINSCOPE_JOB_ID, TRAINSCOPE_LISTEN,
 // TRAINSCOPE_SECRET_FILE, TRAINSCOPE_RUNTIME_DIR). LD_PRELOAD is handed to the ranks with
@@ -27,6 +34,10 @@ namespace trainscope::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+#ifndef TRAINSCOPE_CUPTI_LIB
+#define TRAINSCOPE_CUPTI_LIB ""
+#endif
 
 pid_t gChild = -1;
 void forwardSignal(int sig) {
@@ -118,9 +129,12 @@ int runLaunch(const LaunchOptions& o) {
   std::string preload = lib->string();
   if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
   if (o.gpu) {  // CUPTI injection and the NCCL plugins live in the same library
-    ::setenv("CUDA_INJECTION64_PATH", lib->c_str(), 1);
-    ::setenv("NCCL_PROFILER_PLUGIN", lib->c_str(), 1);
-    ::setenv("NCCL_TUNER_PLUGIN", lib->c_str(), 1);
+    setDefault("CUDA_INJECTION64_PATH", lib->string());
+    setDefault("NCCL_PROFILER_PLUGIN", lib->string());
+    setDefault("NCCL_TUNER_PLUGIN", lib->string());
+    std::error_code ec;
+    if (const fs::path cupti = TRAINSCOPE_CUPTI_LIB; !cupti.empty() && fs::exists(cupti, ec))
+      setDefault("NVTX_INJECTION64_PATH", cupti.string());
   }
 
   std::vector<std::string> argv;
@@ -140,14 +154,15 @@ int runLaunch(const LaunchOptions& o) {
     argv.insert(argv.end(), {"-x", "LD_PRELOAD=" + preload, "-x", "TRAINSCOPE_JOB_ID"});
     for (const char* v :
          {"TRAINSCOPE_LISTEN", "TRAINSCOPE_SECRET_FILE", "TRAINSCOPE_RUNTIME_DIR", "TRAINSCOPE_DISABLE",
-          "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN", "NCCL_TUNER_PLUGIN"})
+          "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN", "NCCL_TUNER_PLUGIN", "NVTX_INJECTION64_PATH",
+          "TRAINSCOPE_CUPTI"})
       if (std::getenv(v)) argv.insert(argv.end(), {"-x", v});
     argv.insert(argv.end(), o.command.begin(), o.command.end());
   }
   std::printf("job %s\n", jobId.c_str());
   std::fflush(stdout);
-  std::fprintf(stderr, "trainscope-cli: job %s: %d rank(s)%s, agent %s\n", jobId.c_str(), o.ranks,
-               o.tcp ? ", tcp with secret" : "", lib->c_str());
+  std::fprintf(stderr, "trainscope-cli: job %s: %d rank(s)%s%s, agent %s\n", jobId.c_str(), o.ranks,
+               o.tcp ? ", tcp with secret" : "", o.gpu ? ", CUDA injection + NCCL plugins" : "", lib->c_str());
 
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
@@ -187,8 +202,9 @@ void addLaunchCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--ranks", opts->ranks, "Number of ranks (mpirun -np)")->capture_default_str();
   cmd->add_flag("--tcp", opts->tcp,
                 "Agents listen on TCP 127.0.0.1 with a random shared secret (default: Unix sockets)");
-  cmd->add_flag("--gpu", opts->gpu,
-                "Also set CUDA_INJECTION64_PATH and the NCCL profiler/tuner plugin paths");
+  cmd->add_flag("--gpu,!--no-gpu", opts->gpu,
+                "Set CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN, NCCL_TUNER_PLUGIN (to the agent) and "
+                "NVTX_INJECTION64_PATH (to CUPTI); on by default when built with GPU support");
   cmd->add_option("--job-id", opts->jobId, "Use this job id instead of a generated one");
   cmd->add_option("COMMAND", opts->command, "Command and arguments (after --)")->required();
   cmd->callback([opts, &run] { run = [opts] { return runLaunch(*opts); }; });

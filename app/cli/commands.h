@@ -24,6 +24,7 @@ void addSynthCommand(CLI::App& app, Runner& run);
 void addEnvCommand(CLI::App& app, Runner& run);
 // Pipeline schedule preview (docs/SCHEDULES.md).
 void addScheduleCommand(CLI::App& app, Runner& run);
+void addAnalyzeCommand(CLI::App& app, Runner& run);
 // Live jobs (docs/ARCHITECTURE.md, "Protocol").
 void addJobsCommand(CLI::App& app, Runner& run);
 void addRecordCommand(CLI::App& app, Runner& run);

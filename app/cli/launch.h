@@ -7,12 +7,16 @@
 
 #include "trainscope/core/status.h"
 
+#ifndef TRAINSCOPE_HAVE_GPU
+#define TRAINSCOPE_HAVE_GPU 0
+#endif
+
 namespace trainscope::cli {
 
 struct LaunchOptions {
   int ranks = 1;
   bool tcp = false;
-  bool gpu = false;
+  bool gpu = TRAINSCOPE_HAVE_GPU != 0;  // CUDA injection + NCCL plugins (see cmd_launch.cpp)
   std::string jobId;
   std::vector<std::string> command;
 };

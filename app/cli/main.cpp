@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   addSynthCommand(app, run);
   addEnvCommand(app, run);
   addScheduleCommand(app, run);
+  addAnalyzeCommand(app, run);
   addLaunchCommand(app, run);
   addDemoCommand(app, run);
   addJobsCommand(app, run);

@@ -3,10 +3,29 @@
 #if TRAINSCOPE_HAVE_GPU
 #include <cuda_runtime_api.h>
 #include <cupti.h>
-#include <nccl.h>
+#include <dlfcn.h>
 #endif
 
 namespace trainscope::profiler {
+
+#if TRAINSCOPE_HAVE_GPU
+namespace {
+// NCCL is looked up, never linked: the agent is preloaded into jobs that bring their own NCCL
+// (PyTorch wheels), and a libnccl.so.2 among the agent's dependencies would be found first by
+// soname and silently replace the job's. The process's NCCL when loaded, else the system's,
+// opened only for the call.
+int ncclVersionOfProcess() {
+  void* h = ::dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) h = ::dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return 0;
+  int v = 0;
+  using GetVersion = int (*)(int*);  // ncclResult_t ncclGetVersion(int*), ncclSuccess == 0
+  if (auto fn = reinterpret_cast<GetVersion>(::dlsym(h, "ncclGetVersion")); !fn || fn(&v) != 0) v = 0;
+  ::dlclose(h);
+  return v;
+}
+}  // namespace
+#endif
 
 GpuEnvironment probeGpuEnvironment() noexcept {
   GpuEnvironment env;
@@ -27,8 +46,7 @@ GpuEnvironment probeGpuEnvironment() noexcept {
   }
   uint32_t cupti = 0;
   if (cuptiGetVersion(&cupti) == CUPTI_SUCCESS) env.cuptiApiVersion = cupti;
-  int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess) env.ncclVersion = nccl;
+  env.ncclVersion = ncclVersionOfProcess();
 #else
   env.deviceError = "built without GPU support (TRAINSCOPE_GPU=OFF or no CUDA toolkit)";
 #endif

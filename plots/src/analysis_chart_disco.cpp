@@ -1,0 +1,148 @@
+// DISCO trade-off: for one split layer, latency against communication sparsity in pipelined
+// mode max(L_comm, L_comp) and wait mode L_comm + L_comp (the cost model of background.md 1 fed
+// with the layer's measured dense times), the measured points, held-out accuracy on the right
+// axis, and the equilibrium sparsity where L_comm = L_comp.
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <cmath>
+
+#include "analysis_charts.h"
+
+namespace trainscope::plots {
+namespace {
+
+struct Model {
+  double commDense, compDense, n;
+  double comm(double s) const { return commDense * (1 - s); }
+  double comp(double s) const { return compDense * (1 - (n - 1) / n * s); }
+};
+
+QChart* discoChart(const core::DiscoLayer& d) {
+  auto* chart = new QChart;
+  chart->setTitle(QStringLiteral("DISCO layer %1 (N=%2): latency vs sparsity; pipelined = max(L_comm, L_comp), wait = L_comm + L_comp").arg(d.layer).arg(d.nodes));
+  auto* x = new QValueAxis;
+  x->setRange(0, 1);
+  x->setTitleText(QStringLiteral("communication sparsity"));
+  auto* y = new QValueAxis;
+  y->setTitleText(QStringLiteral("layer latency, ms"));
+  auto* acc = new QValueAxis;
+  acc->setRange(0, 1);
+  acc->setTitleText(QStringLiteral("accuracy"));
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  chart->addAxis(acc, Qt::AlignRight);
+  auto add = [&](QXYSeries* s, QValueAxis* ax) {
+    chart->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(ax);
+  };
+  double yMax = 0;
+  const Model m{d.commDenseMs, d.compDenseMs, static_cast<double>(std::max(1, d.nodes))};
+  if (!std::isnan(m.commDense) && !std::isnan(m.compDense)) {
+    auto* pipe = new QLineSeries;
+    pipe->setName(QStringLiteral("pipelined"));
+    auto* wait = new QLineSeries;
+    wait->setName(QStringLiteral("wait"));
+    for (int i = 0; i <= 100; ++i) {
+      const double s = i / 100.0;
+      pipe->append(s, std::max(m.comm(s), m.comp(s)));
+      wait->append(s, m.comm(s) + m.comp(s));
+      yMax = std::max(yMax, m.comm(s) + m.comp(s));
+    }
+    add(pipe, y);
+    add(wait, y);
+  }
+  auto* mp = new QScatterSeries;
+  mp->setName(QStringLiteral("pipelined, measured"));
+  auto* mw = new QScatterSeries;
+  mw->setName(QStringLiteral("wait, measured"));
+  auto* ma = new QLineSeries;
+  ma->setName(QStringLiteral("accuracy"));
+  for (const core::DiscoPoint& p : d.bySparsity) {
+    mp->append(p.sparsity, std::max(p.lCommMs, p.lCompMs));
+    mw->append(p.sparsity, p.lCommMs + p.lCompMs);
+    yMax = std::max(yMax, p.lCommMs + p.lCompMs);
+    if (!std::isnan(p.accuracy)) ma->append(p.sparsity, p.accuracy);
+  }
+  add(mp, y);
+  add(mw, y);
+  add(ma, acc);
+  if (d.commBound && !std::isnan(d.equilibriumSparsity)) {
+    auto* eq = new QLineSeries;
+    eq->setName(QStringLiteral("S_eql %1").arg(d.equilibriumSparsity, 0, 'f', 3));
+    eq->append(d.equilibriumSparsity, 0);
+    eq->append(d.equilibriumSparsity, yMax > 0 ? yMax * 1.1 : 1);
+    QPen pen(Qt::DashLine);
+    pen.setColor(QColor(200, 80, 0));
+    pen.setWidth(2);
+    eq->setPen(pen);
+    add(eq, y);
+  }
+  y->setRange(0, yMax > 0 ? yMax * 1.15 : 1);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  return chart;
+}
+
+}  // namespace
+
+ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
+  auto* box = new QWidget;
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* pick = new QComboBox;
+  for (const core::DiscoLayer& d : r.disco) pick->addItem(QStringLiteral("layer %1").arg(d.layer));
+  pick->setVisible(r.disco.size() > 1);
+  auto* view = new QChartView;
+  view->setRenderHint(QPainter::Antialiasing);
+  view->setMinimumSize(400, 250);
+  layout->addWidget(pick);
+  layout->addWidget(view, 1);
+  const std::vector<core::DiscoLayer> layers = r.disco;
+  auto show = [view, layers](int i) {
+    QChart* old = view->chart();
+    if (i >= 0 && i < static_cast<int>(layers.size()))
+      view->setChart(discoChart(layers[static_cast<size_t>(i)]));
+    else {
+      auto* empty = new QChart;
+      empty->setTitle(QStringLiteral("DISCO trade-off (no DISCO layers in this session)"));
+      view->setChart(empty);
+    }
+    delete old;
+  };
+  show(layers.empty() ? -1 : 0);
+  QObject::connect(pick, &QComboBox::currentIndexChanged, view, show);
+  auto* tab = new ChartTab(QStringLiteral("DISCO"), QStringLiteral("disco"), box);
+  QString csv =
+      QStringLiteral("layer,nodes,kind,sparsity,l_comm_ms,l_comp_ms,pipelined_ms,wait_ms,accuracy\n");
+  for (const core::DiscoLayer& d : r.disco) {
+    const Model m{d.commDenseMs, d.compDenseMs, static_cast<double>(std::max(1, d.nodes))};
+    for (int i = 0; i <= 20; ++i) {
+      const double s = i / 20.0;
+      csv += QStringLiteral("%1,%2,model,%3,%4,%5,%6,%7,\n")
+                 .arg(d.layer)
+                 .arg(d.nodes)
+                 .arg(csvNumber(s), csvNumber(m.comm(s)), csvNumber(m.comp(s)),
+                      csvNumber(std::max(m.comm(s), m.comp(s))), csvNumber(m.comm(s) + m.comp(s)));
+    }
+    for (const core::DiscoPoint& p : d.bySparsity)
+      csv += QStringLiteral("%1,%2,measured,%3,%4,%5,%6,%7,%8\n")
+                 .arg(d.layer)
+                 .arg(d.nodes)
+                 .arg(csvNumber(p.sparsity), csvNumber(p.lCommMs), csvNumber(p.lCompMs),
+                      csvNumber(std::max(p.lCommMs, p.lCompMs)), csvNumber(p.lCommMs + p.lCompMs),
+                      csvNumber(p.accuracy));
+    csv += QStringLiteral("%1,%2,equilibrium,%3,,,,,\n")
+               .arg(d.layer)
+               .arg(d.nodes)
+               .arg(csvNumber(d.equilibriumSparsity));
+  }
+  tab->setCsv(csv);
+  return tab;
+}
+
+}  // namespace trainscope::plots
