@@ -1,6 +1,7 @@
 #include "stage_runner.h"
 
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "trainscope/agent.h"
@@ -185,7 +186,10 @@ Status StageRunner::waitRecv(const PipeOp& op) {
   auto it = recvs_.find(tag);
   if (it == recvs_.end()) return {core::ErrorCode::InvalidArgument, "receive was not posted"};
   ts_comm_begin(TS_COMM_RECV, nameRecv_, payload(op).size() * sizeof(float), s_.worldRankOfStage0 + op.peer, 0);
-  while (!it->second->test()) progress();
+  while (!it->second->test()) {
+    progress();
+    std::this_thread::yield();  // oversubscribed ranks: let the sender's rank compute
+  }
   ts_comm_end();
   recvs_.erase(it);
   return Status::ok();
