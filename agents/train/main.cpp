@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "disco.h"
 #include "dp_knobs.h"
 #include "options.h"
 #include "pipeline.h"
@@ -27,7 +28,8 @@ int64_t agreeMin(int64_t local, void* /*ctx*/) {
 
 int g_rank = 0;
 
-int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, int rank, int world) {
+int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, const DiscoKnobs& discoKnobs, int rank,
+        int world) {
   std::string why;
   auto backend = makeBackend(o.backend, &why);
   if (!backend) {
@@ -45,6 +47,8 @@ int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, int rank
   std::unique_ptr<Trainer> trainer;
   if (o.mode == "pp" || o.mode == "hybrid")
     trainer = std::make_unique<PipelineTrainer>(*backend, o, o.noAgent ? nullptr : &ppKnobs);
+  else if (o.mode == "disco")
+    trainer = std::make_unique<DiscoTrainer>(*backend, o, o.noAgent ? nullptr : &discoKnobs);
   else
     trainer = std::make_unique<Trainer>(*backend, o);
   Trainer& t = *trainer;
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
   // started at load time lists them, and accepts changes, from the start.
   const DpKnobs knobs = registerDpKnobs(o, &g_rank);
   const PpKnobs ppKnobs = o.mode == "pp" || o.mode == "hybrid" ? registerPpKnobs(o) : PpKnobs{};
+  const DiscoKnobs discoKnobs = o.mode == "disco" ? registerDiscoKnobs(o) : DiscoKnobs{};
   if (!o.noAgent) ts_set_agree_fn(agreeMin, nullptr);  // only called from ts_step_end, after MPI_Init
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
@@ -95,7 +100,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  code = run(o, knobs, ppKnobs, rank, world);
+  code = run(o, knobs, ppKnobs, discoKnobs, rank, world);
   ts_shutdown();
   MPI_Finalize();
   return code;

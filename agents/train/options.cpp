@@ -94,6 +94,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--microbatches", o.microbatches, "Initial pp.microbatches")->capture_default_str();
   app.add_option("--virtual-stages", o.virtualStages, "Initial pp.virtual_stages")->capture_default_str();
   app.add_option("--segments", o.segments, "seq1f1b: segments per micro-batch")->capture_default_str();
+  app.add_option("--sparsity", o.discoSparsity, "Initial disco.sparsity")->capture_default_str();
+  app.add_option("--disco-mode", o.discoMode, "Initial disco.mode: pipelined | wait")->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
       ->capture_default_str();
   app.add_option("--held-out", o.heldOut, "Held-out samples")->capture_default_str();
@@ -170,6 +172,14 @@ std::string validate(const Options& o, int world) {
     return "--mode must be dp, pp, hybrid or disco, not '" + o.mode + "'";
   if (o.mode == "pp" || o.mode == "hybrid")
     if (std::string e = validatePipeline(o, world); !e.empty()) return e;
+  if (o.mode == "disco") {
+    if (o.model != "mlp") return "--mode disco splits the mlp model only";
+    if (o.layers < 2) return "--mode disco needs --layers >= 2 (hidden layers 1.. are split)";
+    if (o.width % world != 0)
+      return "--width " + std::to_string(o.width) + " does not split over " + std::to_string(world) + " ranks";
+    if (!(o.discoSparsity >= 0 && o.discoSparsity <= 1)) return "--sparsity must be in [0, 1]";
+    if (o.discoMode != "pipelined" && o.discoMode != "wait") return "--disco-mode must be pipelined or wait";
+  }
   if (o.model != "mlp" && o.model != "transformer")
     return "--model must be mlp or transformer, not '" + o.model + "'";
   if (o.layers < 1 || o.layers > 64) return "--layers must be in 1..64";

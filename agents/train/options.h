@@ -38,6 +38,8 @@ struct Options {
   int microbatches = 4;            // initial pp.microbatches
   int virtualStages = 1;           // initial pp.virtual_stages
   int segments = 2;                // seq1f1b: segments per micro-batch (fixed for the run)
+  double discoSparsity = 0;        // initial disco.sparsity
+  std::string discoMode = "pipelined";  // initial disco.mode: pipelined | wait
   // running
   int evalEvery = 10;
   int heldOut = 256;
