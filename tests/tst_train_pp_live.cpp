@@ -4,12 +4,15 @@
 // pp.microbatches. In the .tsdb every switch shows at the acknowledged step on all 4 ranks and
 // not before: W ops appear with zb-h1, chunk 1 ops with interleaved; the invalid micro-batch
 // count never shows (the job keeps its schedule and says so). The job is stopped with the pid
-// `demo` printed.
+// `demo` printed. Then `demo --mode disco`: disco.sparsity=0.5 halves the bytes of the `disco
+// exchange` events (all ranks together) from the acknowledged step on, disco.sparsity.2=1
+// silences layer 2's exchange from its step on, and `analyze --json` lists the DISCO layers.
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 #include <csignal>
 
 #include "live_test_support.h"
@@ -75,23 +78,7 @@ class TstTrainPpLive : public QObject {
     qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
   }
 
-  void demoStartsAPipeline() {
-    const Run r = cli({"demo", "--ranks", QString::number(kRanks), "--mode", "pp", "--steps", "100000", "--",
-                       "--step-delay-ms", "2"});
-    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
-    jobId_ = QRegularExpression("job (\\S+)").match(r.out).captured(1);
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
-    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(r.out + r.err));
-    launcher_ = pid.captured(1).toLongLong();
-    log_ = QRegularExpression("log (\\S+)").match(r.err).captured(1);
-    bool listed = false;
-    for (int i = 0; i < 200 && !listed; ++i) {
-      const Run k = cli({"knobs", "--job", jobId_, "--json"});
-      listed = k.code == 0 && k.out.contains("pp.schedule") && k.out.contains("pp.virtual_stages");
-      if (!listed) QTest::qWait(100);
-    }
-    QVERIFY(listed);
-  }
+  void demoStartsAPipeline() { start("pp", "pp.virtual_stages"); }
 
   void scheduleSwitchesAtTheAckedStep() {
     QVERIFY(!jobId_.isEmpty());
@@ -146,9 +133,100 @@ class TstTrainPpLive : public QObject {
     QVERIFY(text.contains(QString("rank 3 applied pp.schedule=zb-h1 pp.microbatches=4 pp.virtual_stages=1 at step %1").arg(zb)));
   }
 
-  void cleanupTestCase() {
+  void stopPipeline() { stop(); }
+
+  void discoSparsityLive() {
+    start("disco", "disco.sparsity");
+    QVERIFY(!jobId_.isEmpty());
+    const QString file = dir_.filePath("disco.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QTest::qWait(800);
+    std::map<QString, int64_t> stepOf;
+    for (const QString& kv : {QString("disco.sparsity=0.5"), QString("disco.sparsity.2=1")}) {
+      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+      stepOf[kv] = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
+      QTest::qWait(800);
+    }
+    QVERIFY(rec.waitForFinished(60000));
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    TraceStore& s = session.value();
+    // Bytes sent per (step, layer), all ranks together.
+    std::map<std::pair<int64_t, int64_t>, int64_t> bytes;
+    std::map<RankId, std::map<int64_t, int64_t>> stepAt;  // start -> step
+    int64_t first = INT64_MIN, last = INT64_MAX;  // steps every rank recorded in full
+    for (const auto& [rank, m] : stepStarts(s)) {
+      for (const auto& [step, start] : m) stepAt[rank][start] = step;
+      first = std::max(first, m.begin()->first);
+      last = std::min(last, m.rbegin()->first);
+    }
+    for (TrackId t = 0; t < s.trackCount(); ++t) {
+      const TrackEvents& ev = s.events(t);
+      const auto& st = stepAt[s.track(t).rank];
+      for (size_t i = 0; i < ev.size(); ++i) {
+        if (ev.kind(i) != EventKind::P2PSend || s.str(ev.name(i)) != "disco exchange") continue;
+        auto it = st.upper_bound(ev.start(i));
+        if (it == st.begin()) continue;
+        bytes[{std::prev(it)->second, ev.findAttr(i, AttrKey::Layer)->asInt()}] += ev.findAttr(i, AttrKey::Bytes)->asInt();
+      }
+    }
+    const int64_t half = stepOf["disco.sparsity=0.5"], off2 = stepOf["disco.sparsity.2=1"];
+    // Dense: 4 ranks x 3 peers x 32 features x 64 samples x 4 bytes x 2 directions per layer.
+    const int64_t dense = 4 * 3 * 32 * 64 * 4 * 2;
+    QVERIFY(!bytes.empty());
+    bool sawDense = false;
+    for (const auto& [key, b] : bytes) {
+      const auto [step, layer] = key;
+      // The first may be cut by the recording's start; after a rank's last Step event (the
+      // recording ends at different steps per rank) its exchanges count to that step.
+      if (step <= first || step >= last) continue;
+      QVERIFY2(!(layer == 2 && step >= off2), "layer 2 sends nothing at sparsity 1");
+      QVERIFY2(b == (step < half ? dense : dense / 2),
+               qPrintable(QString("step %1 layer %2: %3 bytes (sparsity 0.5 from step %4, layer 2 off from %5)")
+                              .arg(step).arg(layer).arg(b).arg(half).arg(off2)));
+      sawDense |= step < half;
+    }
+    QVERIFY(sawDense && first < half && off2 < last);
+    const Run a = cli({"analyze", file, "--json"});
+    QVERIFY2(a.code == 0, qPrintable(a.err));
+    const QJsonArray layers = json(a).object()["disco"].toObject()["layers"].toArray();
+    QCOMPARE(layers.size(), 3);  // the split layers 1..3
+    QCOMPARE(layers[0].toObject()["sparsity"].toDouble(), 0.5);
+    std::map<double, double> perSparsity;  // layer 1: mean bytes per rank and step
+    for (const auto& p : layers[0].toObject()["by_sparsity"].toArray())
+      perSparsity[p.toObject()["sparsity"].toDouble()] = p.toObject()["bytes"].toDouble();
+    QVERIFY2(perSparsity.count(0.0) && perSparsity.count(0.5), qPrintable(a.out.left(3000)));
+    QVERIFY(std::fabs(perSparsity[0.0] / perSparsity[0.5] - 2.0) < 0.1);
+  }
+
+  void cleanupTestCase() { stop(); }
+
+ private:
+  void start(const QString& mode, const QString& knob) {
+    const Run r = cli({"demo", "--ranks", QString::number(kRanks), "--mode", mode, "--steps", "100000", "--",
+                       "--step-delay-ms", "2", "--eval-every", "0"});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    jobId_ = QRegularExpression("job (\\S+)").match(r.out).captured(1);
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
+    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(r.out + r.err));
+    launcher_ = pid.captured(1).toLongLong();
+    log_ = QRegularExpression("log (\\S+)").match(r.err).captured(1);
+    bool listed = false;
+    for (int i = 0; i < 200 && !listed; ++i) {
+      const Run k = cli({"knobs", "--job", jobId_, "--json"});
+      listed = k.code == 0 && k.out.contains(knob);
+      if (!listed) QTest::qWait(100);
+    }
+    QVERIFY(listed);
+  }
+
+  void stop() {
     if (launcher_ <= 0) return;
     ::kill(static_cast<pid_t>(launcher_), SIGTERM);
+    launcher_ = -1;
     bool gone = false;
     for (int i = 0; i < 100 && !gone; ++i) {
       gone = !cli({"jobs", "--json"}).out.contains(jobId_);
