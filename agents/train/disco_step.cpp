@@ -2,16 +2,10 @@
 #include <algorithm>
 
 #include "disco.h"
+#include "trace_scope.h"
 
 namespace trainscope::train {
 namespace {
-
-struct KernelScope {
-  KernelScope(uint32_t name, int layer) { ts_kernel_begin(name, layer); }
-  ~KernelScope() { ts_kernel_end(); }
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
-};
 
 void biasAct(Mat& y, const float* b, bool relu) {
   for (int r = 0; r < y.rows; ++r) {

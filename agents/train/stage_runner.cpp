@@ -4,6 +4,7 @@
 #include <thread>
 #include <utility>
 
+#include "trace_scope.h"
 #include "trainscope/agent.h"
 
 namespace trainscope::train {
@@ -13,13 +14,6 @@ using core::OpKind;
 using core::Payload;
 using core::PipeOp;
 using core::Status;
-
-struct KernelScope {
-  KernelScope(uint32_t name, int layer) { ts_kernel_begin(name, layer); }
-  ~KernelScope() { ts_kernel_end(); }
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
-};
 
 struct MbScope {
   MbScope(ts_mb_op kind, const PipeOp& op, int stage) { ts_mb_begin(kind, op.microBatch, stage, op.chunk); }

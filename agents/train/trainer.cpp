@@ -8,19 +8,10 @@
 
 #include "dp_knobs.h"
 #include "models.h"
+#include "trace_scope.h"
 #include "trainscope/agent.h"
 
 namespace trainscope::train {
-
-namespace {
-// A layer's compute as a Kernel event (attribute Layer) on this thread's CPU track.
-struct KernelScope {
-  KernelScope(uint32_t name, int layer) { ts_kernel_begin(name, layer); }
-  ~KernelScope() { ts_kernel_end(); }
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
-};
-}  // namespace
 
 Trainer::Trainer(Backend& be, const Options& o)
     : Trainer(be, o, *be.world, [&o](Compute& c) {
