@@ -57,8 +57,10 @@ bool configArgs(const std::string& path, std::vector<std::string>& out, const CL
 
 bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   CLI::App app{
-      "trainscope-train: the reference data-parallel training job (one process per rank, under mpirun).\n"
-      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio (see docs/TRAINER.md).",
+      "trainscope-train: the reference training job (one process per rank, under mpirun): data parallel,\n"
+      "pipeline (--mode pp), DP x PP (--mode hybrid), DISCO feature split (--mode disco).\n"
+      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio; pp.schedule, pp.microbatches,\n"
+      "pp.virtual_stages (pp, hybrid); disco.sparsity[.<layer>], disco.mode (disco). See docs/TRAINER.md.",
       "trainscope-train"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string config;
