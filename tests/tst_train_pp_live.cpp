@@ -73,9 +73,7 @@ class TstTrainPpLive : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     if (!QFileInfo::exists(bin("trainscope-train"))) QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    usePrivateRuntimeDir(dir_);
   }
 
   void demoStartsAPipeline() { start("pp", "pp.virtual_stages"); }
