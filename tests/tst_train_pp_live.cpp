@@ -6,7 +6,8 @@
 // count never shows (the job keeps its schedule and says so). The job is stopped with the pid
 // `demo` printed. Then `demo --mode disco`: disco.sparsity=0.5 halves the bytes of the `disco
 // exchange` events (all ranks together) from the acknowledged step on, disco.sparsity.2=1
-// silences layer 2's exchange from its step on, and `analyze --json` lists the DISCO layers.
+// silences layer 2's exchange from its step on, disco.mode=wait moves layer 1's compute after
+// its receives, and `analyze --json` lists the DISCO layers.
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
@@ -14,6 +15,7 @@
 #include <QtTest>
 #include <cmath>
 #include <csignal>
+#include <tuple>
 
 #include "live_test_support.h"
 #include "trainscope/core/session_db.h"
@@ -142,7 +144,8 @@ class TstTrainPpLive : public QObject {
     QVERIFY(rec.waitForStarted());
     QTest::qWait(800);
     std::map<QString, int64_t> stepOf;
-    for (const QString& kv : {QString("disco.sparsity=0.5"), QString("disco.sparsity.2=1")}) {
+    for (const QString& kv :
+         {QString("disco.sparsity=0.5"), QString("disco.sparsity.2=1"), QString("disco.mode=wait")}) {
       const Run set = cli({"set", "--job", jobId_, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       stepOf[kv] = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
@@ -175,6 +178,39 @@ class TstTrainPpLive : public QObject {
     // Dense: 4 ranks x 3 peers x 32 features x 64 samples x 4 bytes x 2 directions per layer.
     const int64_t dense = 4 * 3 * 32 * 64 * 4 * 2;
     QVERIFY(!bytes.empty());
+    // disco.mode: per rank, step and layer 1, the local block's F kernel starts before the first
+    // forward receive (pipelined) or after it ended (wait).
+    const int64_t waitStep = stepOf["disco.mode=wait"];
+    std::map<std::tuple<RankId, int64_t>, std::pair<int64_t, int64_t>> recv1;  // first recv of layer 1
+    std::map<std::tuple<RankId, int64_t>, int64_t> kernel1;                     // first F kernel of layer 1
+    for (TrackId t = 0; t < s.trackCount(); ++t) {
+      const TrackEvents& ev = s.events(t);
+      const RankId rank = s.track(t).rank;
+      const auto& st = stepAt[rank];
+      for (size_t i = 0; i < ev.size(); ++i) {
+        const Attr* layer = ev.findAttr(i, AttrKey::Layer);
+        if (!layer || layer->asInt() != 1) continue;
+        auto it = st.upper_bound(ev.start(i));
+        if (it == st.begin()) continue;
+        const auto key = std::make_tuple(rank, std::prev(it)->second);
+        if (ev.kind(i) == EventKind::P2PRecv && !recv1.count(key)) recv1[key] = {ev.start(i), ev.end(i)};
+        if (ev.kind(i) == EventKind::Kernel && s.str(ev.name(i)) == "F disco linear" && !kernel1.count(key))
+          kernel1[key] = ev.start(i);
+      }
+    }
+    int pipelinedSeen = 0, waitSeen = 0;
+    for (const auto& [key, r] : recv1) {
+      const int64_t step = std::get<1>(key);
+      if (step <= first || step >= last || !kernel1.count(key)) continue;
+      if (step < waitStep) {
+        QVERIFY2(kernel1[key] < r.first, "pipelined: the local block is computed before waiting");
+        ++pipelinedSeen;
+      } else {
+        QVERIFY2(kernel1[key] >= r.second, "wait: the layer computes after its features arrived");
+        ++waitSeen;
+      }
+    }
+    QVERIFY(pipelinedSeen > 0 && waitSeen > 0);
     bool sawDense = false;
     for (const auto& [key, b] : bytes) {
       const auto [step, layer] = key;
