@@ -142,6 +142,12 @@ TS_AGENT_API void ts_bucket_comm_end(int32_t bucket) {
 TS_AGENT_API void ts_comm_begin(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer, uint32_t algorithm) {
   pushRecord(RecordType::CommBegin, static_cast<uint8_t>(kind), name, bytes, packPair(peer, algorithm));
 }
+TS_AGENT_API void ts_comm_begin_layer(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer,
+                                      int32_t layer) {
+  // Bit 2 of the sub-type: the low half of b is a layer, not an algorithm name.
+  pushRecord(RecordType::CommBegin, static_cast<uint8_t>(kind | 4), name, bytes,
+             packPair(peer, static_cast<uint32_t>(layer)));
+}
 TS_AGENT_API void ts_comm_end(void) { pushRecord(RecordType::CommEnd, 0, 0, 0, 0); }
 
 TS_AGENT_API uint64_t ts_dropped_events(void) { return Capture::instance().dropped(); }

@@ -370,10 +370,13 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       const Open o = st.comms.back();
       st.comms.pop_back();
       static constexpr EventKind kinds[3] = {EventKind::Collective, EventKind::P2PSend, EventKind::P2PRecv};
-      auto& e = add(commTrack(ring, st), kinds[o.sub % 3], o.ts, r.ts, o.name);
+      auto& e = add(commTrack(ring, st), kinds[(o.sub & 3) % 3], o.ts, r.ts, o.name);
       e.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(o.a)));
       if (pairHi(o.b) >= 0) e.attrs.push_back(Attr::ofInt(AttrKey::Peer, pairHi(o.b)));
-      if (pairLo(o.b) != 0) e.attrs.push_back(Attr::ofString(AttrKey::Algorithm, pairLo(o.b)));
+      if (o.sub & 4)
+        e.attrs.push_back(Attr::ofInt(AttrKey::Layer, static_cast<int32_t>(pairLo(o.b))));
+      else if (pairLo(o.b) != 0)
+        e.attrs.push_back(Attr::ofString(AttrKey::Algorithm, pairLo(o.b)));
       break;
     }
     case RecordType::KernelBegin:

@@ -44,6 +44,8 @@ class GradSync {
   // bucket across steps and reset (zeroed, resized) whenever the buckets or the codec change.
   // Returns true when anything changed.
   bool configure(const Model& m, const DpConfig& c);
+  // The model was rebuilt (a pipeline repartition): the next configure plans buckets afresh.
+  void modelChanged() { configured_ = false; }
   void beginStep(Model& m, int64_t step);
   void layerReady(int layer);  // after the layer's W, in descending layer order
   void progress();

@@ -8,8 +8,11 @@
 
 #include <cstdio>
 
+#include "disco.h"
 #include "dp_knobs.h"
 #include "options.h"
+#include "pipeline.h"
+#include "pp_knobs.h"
 #include "trainer.h"
 #include "trainscope/agent.h"
 
@@ -25,7 +28,8 @@ int64_t agreeMin(int64_t local, void* /*ctx*/) {
 
 int g_rank = 0;
 
-int run(const Options& o, const DpKnobs& knobs, int rank, int world) {
+int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, const DiscoKnobs& discoKnobs, int rank,
+        int world) {
   std::string why;
   auto backend = makeBackend(o.backend, &why);
   if (!backend) {
@@ -40,7 +44,14 @@ int run(const Options& o, const DpKnobs& knobs, int rank, int world) {
     if (rc < 0 && rank == 0)
       std::fprintf(stderr, "trainscope-train: agent start returned %d (training goes on)\n", rc);
   }
-  Trainer t(*backend, o);
+  std::unique_ptr<Trainer> trainer;
+  if (o.mode == "pp" || o.mode == "hybrid")
+    trainer = std::make_unique<PipelineTrainer>(*backend, o, o.noAgent ? nullptr : &ppKnobs);
+  else if (o.mode == "disco")
+    trainer = std::make_unique<DiscoTrainer>(*backend, o, o.noAgent ? nullptr : &discoKnobs);
+  else
+    trainer = std::make_unique<Trainer>(*backend, o);
+  Trainer& t = *trainer;
   if (rank == 0)
     std::printf("trainscope-train: %d rank(s), model %s, %zu parameters, backend %s\n", world,
                 o.model.c_str(), t.model().params().size(), backend->name.c_str());
@@ -76,6 +87,8 @@ int main(int argc, char** argv) {
   // Registered with the agreement function before MPI_Init (the slow part of start-up): an agent
   // started at load time lists them, and accepts changes, from the start.
   const DpKnobs knobs = registerDpKnobs(o, &g_rank);
+  const PpKnobs ppKnobs = o.mode == "pp" || o.mode == "hybrid" ? registerPpKnobs(o) : PpKnobs{};
+  const DiscoKnobs discoKnobs = o.mode == "disco" ? registerDiscoKnobs(o) : DiscoKnobs{};
   if (!o.noAgent) ts_set_agree_fn(agreeMin, nullptr);  // only called from ts_step_end, after MPI_Init
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
@@ -87,7 +100,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  code = run(o, knobs, rank, world);
+  code = run(o, knobs, ppKnobs, discoKnobs, rank, world);
   ts_shutdown();
   MPI_Finalize();
   return code;

@@ -5,7 +5,10 @@
 
 namespace trainscope::train {
 
-Model::Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed) : layers_(std::move(layers)) {
+Model::Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed) : Model(std::move(layers), seed, {}) {}
+
+Model::Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed, const std::vector<int>& initIds)
+    : layers_(std::move(layers)) {
   size_t total = 0;
   offset_.assign(layers_.size(), 0);
   for (size_t i = layers_.size(); i-- > 0;) {
@@ -16,7 +19,8 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed) : layers
   grads_.assign(total, 0.0f);
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->bind(params_.data() + offset_[i], grads_.data() + offset_[i]);
-    Rng rng(hashOf(seed, 0x1a7e5, i));  // each layer's init depends only on (seed, index)
+    const uint64_t id = i < initIds.size() ? static_cast<uint64_t>(initIds[i]) : i;
+    Rng rng(hashOf(seed, 0x1a7e5, id));  // each layer's init depends only on (seed, index)
     layers_[i]->init(rng);
   }
 }

@@ -14,6 +14,9 @@ namespace trainscope::train {
 class Model {
  public:
   Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed);
+  // A part of a larger model (a pipeline stage): layer i is initialised as layer initIds[i] of
+  // the whole model, so the parts of a split model start where the unsplit model starts.
+  Model(std::vector<std::unique_ptr<Layer>> layers, uint64_t seed, const std::vector<int>& initIds);
   int layerCount() const { return static_cast<int>(layers_.size()); }
   Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
   std::span<float> params() { return params_; }

@@ -1,11 +1,13 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "collectives.h"
 #include "compress.h"
+#include "trainscope/core/schedule.h"
 
 namespace trainscope::train {
 namespace {
@@ -55,8 +57,10 @@ bool configArgs(const std::string& path, std::vector<std::string>& out, const CL
 
 bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   CLI::App app{
-      "trainscope-train: the reference data-parallel training job (one process per rank, under mpirun).\n"
-      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio (see docs/TRAINER.md).",
+      "trainscope-train: the reference training job (one process per rank, under mpirun): data parallel,\n"
+      "pipeline (--mode pp), DP x PP (--mode hybrid), DISCO feature split (--mode disco).\n"
+      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio; pp.schedule, pp.microbatches,\n"
+      "pp.virtual_stages (pp, hybrid); disco.sparsity[.<layer>], disco.mode (disco). See docs/TRAINER.md.",
       "trainscope-train"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string config;
@@ -83,6 +87,17 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--ranks-per-node", o.ranksPerNode, "hierarchical: ranks per simulated node")
       ->capture_default_str();
   app.add_option("--backend", o.backend, "cpu | cuda")->capture_default_str();
+  app.add_option("--mode", o.mode, "dp | pp | hybrid (DP x PP) | disco")->capture_default_str();
+  app.add_option("--pp-stages", o.ppStages, "hybrid: pipeline stages (the world divided by it = replicas)")
+      ->capture_default_str();
+  app.add_option("--partition", o.partition, "even | auto (PipeDream DP on profiled layer times)")
+      ->capture_default_str();
+  app.add_option("--schedule", o.schedule, "Initial pp.schedule")->capture_default_str();
+  app.add_option("--microbatches", o.microbatches, "Initial pp.microbatches")->capture_default_str();
+  app.add_option("--virtual-stages", o.virtualStages, "Initial pp.virtual_stages")->capture_default_str();
+  app.add_option("--segments", o.segments, "seq1f1b: segments per micro-batch")->capture_default_str();
+  app.add_option("--sparsity", o.discoSparsity, "Initial disco.sparsity")->capture_default_str();
+  app.add_option("--disco-mode", o.discoMode, "Initial disco.mode: pipelined | wait")->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
       ->capture_default_str();
   app.add_option("--held-out", o.heldOut, "Held-out samples")->capture_default_str();
@@ -121,15 +136,60 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   return true;
 }
 
+int pipelineStages(const Options& o, int world) {
+  if (o.mode == "pp") return world;
+  if (o.mode == "hybrid") return o.ppStages;
+  return 1;
+}
+
+namespace {
+
+std::string validatePipeline(const Options& o, int world) {
+  if (o.partition != "even" && o.partition != "auto")
+    return "--partition must be even or auto, not '" + o.partition + "'";
+  auto kind = core::parseSchedule(o.schedule);
+  if (!kind) return "--schedule: " + kind.status().message();
+  if (o.mode == "hybrid" && o.ppStages < 1) return "--mode hybrid needs --pp-stages >= 1";
+  if (world == 1) return {};  // the rest depends on the world size
+  const int p = pipelineStages(o, world);
+  if (world % p != 0)
+    return "--pp-stages " + std::to_string(p) + " does not divide the " + std::to_string(world) + " ranks";
+  core::ScheduleParams sp{*kind, p, o.microbatches, o.virtualStages,
+                          *kind == core::ScheduleKind::Seq1F1B ? o.segments : 1};
+  if (core::Status st = core::validateSchedule(sp); !st) return "pipeline: " + st.message();
+  const int layers = o.model == "transformer" ? 2 * o.layers + 3 : o.layers + 1;
+  if (core::Status st = core::validateLayerSplit(sp, layers); !st) return "pipeline: " + st.message();
+  const int replicaBatch = o.batch / (world / p);
+  if (replicaBatch % o.microbatches != 0 || replicaBatch / o.microbatches < sp.segments)
+    return "--batch " + std::to_string(o.batch) + " over " + std::to_string(world / p) +
+           " replica(s) does not split into " + std::to_string(o.microbatches) + " micro-batches of >= " +
+           std::to_string(sp.segments) + " sample(s)";
+  return {};
+}
+
+}  // namespace
+
 std::string validate(const Options& o, int world) {
+  if (o.mode != "dp" && o.mode != "pp" && o.mode != "hybrid" && o.mode != "disco")
+    return "--mode must be dp, pp, hybrid or disco, not '" + o.mode + "'";
+  if (o.mode == "pp" || o.mode == "hybrid")
+    if (std::string e = validatePipeline(o, world); !e.empty()) return e;
+  if (o.mode == "disco") {
+    if (o.model != "mlp") return "--mode disco splits the mlp model only";
+    if (o.layers < 2) return "--mode disco needs --layers >= 2 (hidden layers 1.. are split)";
+    if (o.width % world != 0)
+      return "--width " + std::to_string(o.width) + " does not split over " + std::to_string(world) + " ranks";
+    if (!(o.discoSparsity >= 0 && o.discoSparsity <= 1)) return "--sparsity must be in [0, 1]";
+    if (o.discoMode != "pipelined" && o.discoMode != "wait") return "--disco-mode must be pipelined or wait";
+  }
   if (o.model != "mlp" && o.model != "transformer")
     return "--model must be mlp or transformer, not '" + o.model + "'";
   if (o.layers < 1 || o.layers > 64) return "--layers must be in 1..64";
   if (o.width < 1 || o.width > 8192) return "--width must be in 1..8192";
   if (o.batch < 1) return "--batch must be >= 1";
-  if (o.batch % world != 0)
-    return "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(world) +
-           " ranks";
+  if (const int replicas = std::max(1, world / std::max(1, pipelineStages(o, world))); o.batch % replicas != 0)
+    return "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(replicas) +
+           (o.mode == "dp" ? " ranks" : " data-parallel replicas");
   if (!(o.lr > 0) || o.momentum < 0 || o.momentum >= 1) return "--lr must be > 0 and --momentum in [0, 1)";
   if (o.inputDim < 1 || o.classes < 2) return "--input-dim must be >= 1 and --classes >= 2";
   if (o.model == "transformer") {

@@ -30,6 +30,16 @@ struct Options {
   double topkRatio = 0.01;
   int ranksPerNode = 2;  // hierarchical: node groups simulated on one machine
   std::string backend = "cpu";
+  // parallelism: dp | pp (one pipeline over all ranks) | hybrid (DP x PP grid) | disco
+  std::string mode = "dp";
+  int ppStages = 0;                // hybrid: pipeline stages (ranks per pipeline); pp: the world
+  std::string partition = "even";  // even | auto (PipeDream DP on profiled layer times)
+  std::string schedule = "1f1b";   // initial pp.schedule
+  int microbatches = 4;            // initial pp.microbatches
+  int virtualStages = 1;           // initial pp.virtual_stages
+  int segments = 2;                // seq1f1b: segments per micro-batch (fixed for the run)
+  double discoSparsity = 0;        // initial disco.sparsity
+  std::string discoMode = "pipelined";  // initial disco.mode: pipelined | wait
   // running
   int evalEvery = 10;
   int heldOut = 256;
@@ -45,5 +55,7 @@ struct Options {
 bool parseOptions(int argc, char** argv, Options& o, int* exitCode);
 // Checks values that depend on each other and on the world size; empty when fine.
 std::string validate(const Options& o, int worldSize);
+// Pipeline stages of a pp/hybrid run on worldSize ranks (1 for dp).
+int pipelineStages(const Options& o, int worldSize);
 
 }  // namespace trainscope::train

@@ -8,34 +8,27 @@
 
 #include "dp_knobs.h"
 #include "models.h"
+#include "trace_scope.h"
 #include "trainscope/agent.h"
 
 namespace trainscope::train {
 
-namespace {
-// A layer's compute as a Kernel event (attribute Layer) on this thread's CPU track.
-struct KernelScope {
-  KernelScope(uint32_t name, int layer) { ts_kernel_begin(name, layer); }
-  ~KernelScope() { ts_kernel_end(); }
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
-};
-}  // namespace
-
 Trainer::Trainer(Backend& be, const Options& o)
+    : Trainer(be, o, *be.world, [&o](Compute& c) {
+        return o.model == "transformer" ? makeTransformer(c, o) : makeMlp(c, o);
+      }) {}
+
+Trainer::Trainer(Backend& be, const Options& o, Communicator& dpComm, const ModelFactory& makeModel)
     : be_(be),
       o_(o),
+      dp_(dpComm),
       rank_(be.world->rank()),
-      world_(be.world->size()),
-      sync_(*be.world, o.ranksPerNode, o.seed),
+      world_(dpComm.size()),
+      sync_(dpComm, o.ranksPerNode, o.seed),
       compute_(*be.compute, sync_) {
-  if (o.model == "transformer") {
-    task_ = makeSequenceTask(o.seed, o.seqLen, o.vocab);
-    model_ = makeTransformer(compute_, o);
-  } else {
-    task_ = makeTeacherTask(o.seed, o.inputDim, o.classes);
-    model_ = makeMlp(compute_, o);
-  }
+  task_ = o.model == "transformer" ? makeSequenceTask(o.seed, o.seqLen, o.vocab)
+                                   : makeTeacherTask(o.seed, o.inputDim, o.classes);
+  model_ = makeModel(compute_);
   velocity_.assign(model_->params().size(), 0.0f);
   act_.resize(static_cast<size_t>(model_->layerCount()) + 1);
   grad_.resize(static_cast<size_t>(model_->layerCount()) + 1);
@@ -60,7 +53,7 @@ DpConfig Trainer::currentConfig(const DpKnobs* knobs) const {
 
 double Trainer::step(int64_t s) {
   const int local = o_.batch / world_;
-  Batch b = task_->train(s * o_.batch + static_cast<int64_t>(rank_) * local, local);
+  Batch b = task_->train(s * o_.batch + static_cast<int64_t>(dp_.rank()) * local, local);
   const int L = model_->layerCount();
   ts_phase_begin(TS_PHASE_FORWARD);
   act_[0] = std::move(b.x);
@@ -107,7 +100,7 @@ void Trainer::resynchronize() {
   TS_RANGE("resynchronize replicas");
   const float inv = 1.0f / static_cast<float>(world_);
   for (std::span<float> v : {model_->params(), std::span<float>(velocity_)}) {
-    RequestPtr r = be_.world->iallreduceSum(v.data(), v.size());
+    RequestPtr r = dp_.iallreduceSum(v.data(), v.size());
     waitFor(*r);
     for (float& x : v) x *= inv;
   }
@@ -144,6 +137,7 @@ void Trainer::run(const DpKnobs* knobs) {
     const auto t0 = std::chrono::steady_clock::now();
     DpKnobs::noteStep(s);
     ts_step_begin(s);  // applies knob changes agreed at the previous step's end
+    atStepBoundary(s);
     const bool wasDecentralized = sync_.config().algorithm == Algorithm::Decentralized;
     if (sync_.configure(*model_, currentConfig(knobs))) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
@@ -177,14 +171,17 @@ void Trainer::run(const DpKnobs* knobs) {
   }
 }
 
-bool Trainer::writeParams(const std::string& pattern) const {
+bool Trainer::writeParams(const std::string& pattern) {
+  return writeFloats(pattern, std::as_const(*model_).params());
+}
+
+bool Trainer::writeFloats(const std::string& pattern, std::span<const float> p) const {
   std::string path = pattern;
   if (auto at = path.find("{rank}"); at != std::string::npos)
     path.replace(at, 6, std::to_string(rank_));
   else if (rank_ != 0)
     return true;  // one file: rank 0 writes it
   std::ofstream f(path, std::ios::binary);
-  const std::span<const float> p = std::as_const(*model_).params();
   f.write(reinterpret_cast<const char*>(p.data()), static_cast<std::streamsize>(p.size() * sizeof(float)));
   return static_cast<bool>(f);
 }

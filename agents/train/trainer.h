@@ -3,7 +3,9 @@
 // every step boundary (the agent applies agreed changes inside ts_step_begin).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,20 +22,32 @@ struct DpKnobs;  // main.cpp's registered knobs
 class Trainer {
  public:
   Trainer(Backend& backend, const Options& o);
+  virtual ~Trainer() = default;
   // Runs o.steps steps; knobs (may be null) are read at each step boundary.
   void run(const DpKnobs* knobs);
   Model& model() { return *model_; }
   double lastLoss() const { return lastLoss_; }
   double lastAccuracy() const { return lastAcc_; }
-  bool writeParams(const std::string& path) const;
+  // The whole model's parameters (raw float32, the one-process layout). Collective in
+  // subclasses that hold a part of the model: every rank calls it.
+  virtual bool writeParams(const std::string& path);
+
+ protected:
+  using ModelFactory = std::function<std::unique_ptr<Model>(Compute&)>;
+  // Gradients are averaged over dpComm (a replica group; the world for plain data parallelism).
+  Trainer(Backend& backend, const Options& o, Communicator& dpComm, const ModelFactory& makeModel);
+  // At the step boundary, after the agent applied agreed knob changes (ts_step_begin).
+  virtual void atStepBoundary(int64_t /*s*/) {}
+  virtual double step(int64_t s);  // returns the training loss
+  virtual double evaluate();
+  void optimizer();
+  bool writeFloats(const std::string& pattern, std::span<const float> values) const;
 
  private:
   DpConfig currentConfig(const DpKnobs* knobs) const;
-  double step(int64_t s);
-  double evaluate();
-  void optimizer();
   void resynchronize();
 
+ protected:
   // The model computes through this: after every GEMM it lets the buckets in flight progress
   // (MPI moves data only inside MPI calls), without the layers knowing about communication.
   class ProgressingCompute final : public Compute {
@@ -52,7 +66,8 @@ class Trainer {
 
   Backend& be_;
   Options o_;
-  int rank_ = 0, world_ = 1;
+  Communicator& dp_;
+  int rank_ = 0, world_ = 1;  // world_: data-parallel replicas (dp_'s size)
   std::unique_ptr<Task> task_;
   std::unique_ptr<Model> model_;
   GradSync sync_;

@@ -326,6 +326,10 @@ class MlpBlock final : public Layer {
 }  // namespace
 
 std::unique_ptr<Model> makeTransformer(Compute& c, const Options& o) {
+  return std::make_unique<Model>(makeTransformerLayers(c, o), o.seed);
+}
+
+std::vector<std::unique_ptr<Layer>> makeTransformerLayers(Compute& c, const Options& o) {
   std::vector<std::unique_ptr<Layer>> layers;
   layers.push_back(std::make_unique<Embedding>(o.vocab, o.seqLen, o.width));
   for (int i = 0; i < o.layers; ++i) {
@@ -334,7 +338,7 @@ std::unique_ptr<Model> makeTransformer(Compute& c, const Options& o) {
   }
   layers.push_back(std::make_unique<LayerNorm>(o.width));
   layers.push_back(std::make_unique<Linear>(c, o.width, o.vocab, false));
-  return std::make_unique<Model>(std::move(layers), o.seed);
+  return layers;
 }
 
 }  // namespace trainscope::train

@@ -55,14 +55,7 @@ bool knobsRegistered(const std::string& jobId) {
 }
 
 int runDemo(const DemoOptions& o) {
-  if (o.mode == "pp" || o.mode == "hybrid" || o.mode == "disco") {
-    std::fprintf(stderr,
-                 "trainscope-cli: demo --mode %s is not yet available (pipeline/DISCO modes: issue 5); use "
-                 "--mode dp\n",
-                 o.mode.c_str());
-    return kExitUsage;
-  }
-  if (o.mode != "dp") {
+  if (o.mode != "dp" && o.mode != "pp" && o.mode != "hybrid" && o.mode != "disco") {
     std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid or disco, not '%s'\n",
                  o.mode.c_str());
     return kExitUsage;
@@ -87,6 +80,11 @@ int runDemo(const DemoOptions& o) {
   lo.ranks = o.ranks;
   lo.jobId = id.value();
   lo.command = {trainer.string(), "--steps", std::to_string(o.steps), "--log-every", "100"};
+  // Pipeline modes: 8 layers, so every schedule (interleaved with 2 chunks on 4 stages too) fits.
+  if (o.mode == "pp") lo.command.insert(lo.command.end(), {"--mode", "pp", "--layers", "7"});
+  if (o.mode == "hybrid")
+    lo.command.insert(lo.command.end(), {"--mode", "hybrid", "--pp-stages", "2", "--layers", "7"});
+  if (o.mode == "disco") lo.command.insert(lo.command.end(), {"--mode", "disco", "--layers", "4"});
   lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
 
   std::fflush(stdout);
@@ -133,7 +131,7 @@ void addDemoCommand(CLI::App& app, Runner& run) {
       "demo",
       "Start the reference training job (CPU, MPI) with the agent in the background; prints its job id");
   cmd->add_option("--ranks", opts->ranks, "Number of ranks")->capture_default_str();
-  cmd->add_option("--mode", opts->mode, "dp (pp, hybrid, disco: not yet)")->capture_default_str();
+  cmd->add_option("--mode", opts->mode, "dp | pp (one pipeline over all ranks) | hybrid (2 pipeline stages x ranks/2 replicas) | disco (feature-split MLP)")->capture_default_str();
   cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")
       ->capture_default_str();
   cmd->add_option("--wait", opts->waitSeconds, "Seconds to wait for every rank to come up")

@@ -259,8 +259,9 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   for (const RankStepRecord& r : s.records) {
     for (const LayerRecord& l : r.layers) {
       if (l.comm <= 0) continue;  // only layers with a feature exchange are DISCO layers
+      // disco.sparsity.<l> < 0 (trainscope-train's default) means "follows disco.sparsity".
       std::string v = knobAt(s, "disco.sparsity." + std::to_string(l.layer), r.step);
-      if (v.empty()) v = knobAt(s, "disco.sparsity", r.step);
+      if (v.empty() || parseDouble(v, 0) < 0) v = knobAt(s, "disco.sparsity", r.step);
       const double sp = parseDouble(v, 0);
       LayerAcc& a = layers[l.layer];
       a.ranks.insert(r.rank);

@@ -128,6 +128,10 @@ typedef enum ts_comm_kind { TS_COMM_COLLECTIVE = 0, TS_COMM_SEND = 1, TS_COMM_RE
 TS_AGENT_API void ts_comm_begin(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer,
                                 uint32_t algorithm);
 TS_AGENT_API void ts_comm_end(void);
+/* As ts_comm_begin, for communication that belongs to a model layer (DISCO's feature exchange):
+ * the event carries Layer = layer (no Algorithm). Ends with ts_comm_end. */
+TS_AGENT_API void ts_comm_begin_layer(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer,
+                                      int32_t layer);
 
 /* Records the agent had to drop (ring full, memory budget) since start. */
 TS_AGENT_API uint64_t ts_dropped_events(void);

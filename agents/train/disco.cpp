@@ -1,0 +1,154 @@
+#include "disco.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+#include <vector>
+
+#include "models.h"
+
+namespace trainscope::train {
+namespace {
+
+const char* const kModes[] = {"pipelined", "wait"};
+
+}  // namespace
+
+DiscoKnobs registerDiscoKnobs(const Options& o) {
+  DiscoKnobs k;
+  k.sparsity = ts_knob_float("disco.sparsity", 0.0, 1.0, o.discoSparsity,
+                             "fraction of off-diagonal feature sub-rows pruned in every split layer "
+                             "(prune at the step boundary, then fine-tune)",
+                             TS_KNOB_CHANGES_MATH);
+  k.mode = ts_knob_enum("disco.mode", kModes, 2, o.discoMode == "wait" ? 1 : 0,
+                        "pipelined: local part computed while remote features arrive; wait: receive first", 0);
+  for (int l = 1; l < o.layers; ++l)
+    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), -1.0, 1.0, -1.0,
+                                       "this split layer's sparsity (-1: follow disco.sparsity)",
+                                       TS_KNOB_CHANGES_MATH));
+  return k;
+}
+
+DiscoTrainer::DiscoTrainer(Backend& be, const Options& o, const DiscoKnobs* knobs)
+    : DiscoSelf(be),
+      Trainer(be, o, *self, [&o](Compute& c) { return makeMlp(c, o); }),
+      knobs_(knobs),
+      n_(be.world->size()),
+      me_(be.world->rank()),
+      w_(o.width),
+      part_(o.width / be.world->size()) {
+  nameEx_ = ts_name("disco exchange");
+  nameGather_ = ts_name("disco gather");
+  kernF_ = ts_name("F disco linear");
+  kernB_ = ts_name("B+W disco linear");
+  applied_.assign(static_cast<size_t>(std::max(0, o.layers - 1)), -1.0);
+  kept_.resize(applied_.size());
+  pipelined_ = o.discoMode != "wait";
+  for (int l = 1; l < o.layers; ++l) prune(l, sparsityOf(l));
+}
+
+double DiscoTrainer::sparsityOf(int l) const {
+  if (!knobs_) return o_.discoSparsity;
+  const double own = ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]);
+  return own >= 0 ? own : ts_knob_get_float(knobs_->sparsity);
+}
+
+// Scores every off-diagonal sub-row by its L1 norm (all ranks' norms shared by one allreduce),
+// keeps the largest (1 - sparsity) of them, zeroes the weights and momentum of the rest.
+void DiscoTrainer::prune(int l, double sparsity) {
+  TS_RANGE("disco prune");
+  float* W = model_->params().data() + model_->offsetOf(l);
+  float* V = velocity_.data() + model_->offsetOf(l);
+  const int o0 = me_ * part_;
+  std::vector<float> norms(static_cast<size_t>(n_) * static_cast<size_t>(w_), 0.0f);
+  for (int f = 0; f < w_; ++f) {
+    if (f / part_ == me_) continue;
+    float s = 0;
+    for (int r = 0; r < part_; ++r) s += std::fabs(W[static_cast<size_t>(o0 + r) * static_cast<size_t>(w_) + static_cast<size_t>(f)]);
+    norms[static_cast<size_t>(me_) * static_cast<size_t>(w_) + static_cast<size_t>(f)] = s;
+  }
+  RequestPtr req = be_.world->iallreduceSum(norms.data(), norms.size());
+  waitFor(*req);
+  std::vector<std::tuple<float, int, int>> cand;  // (norm, receiver, feature)
+  for (int i = 0; i < n_; ++i)
+    for (int f = 0; f < w_; ++f)
+      if (f / part_ != i) cand.emplace_back(norms[static_cast<size_t>(i) * static_cast<size_t>(w_) + static_cast<size_t>(f)], i, f);
+  std::sort(cand.begin(), cand.end());
+  const auto cut = static_cast<size_t>(std::llround(sparsity * static_cast<double>(cand.size())));
+  auto& kept = kept_[static_cast<size_t>(l - 1)];
+  kept.assign(static_cast<size_t>(n_) * static_cast<size_t>(n_), {});
+  for (size_t c = 0; c < cand.size(); ++c) {
+    const auto [norm, i, f] = cand[c];
+    if (c >= cut) {
+      kept[static_cast<size_t>(i * n_ + f / part_)].push_back(f);
+    } else if (i == me_) {
+      for (int r = 0; r < part_; ++r) {
+        const size_t at = static_cast<size_t>(o0 + r) * static_cast<size_t>(w_) + static_cast<size_t>(f);
+        W[at] = 0;
+        V[at] = 0;
+      }
+    }
+  }
+  for (auto& k : kept) std::sort(k.begin(), k.end());
+  applied_[static_cast<size_t>(l - 1)] = sparsity;
+  reportBytes_ = true;
+}
+
+void DiscoTrainer::atStepBoundary(int64_t s) {
+  if (!knobs_) return;
+  pipelined_ = ts_knob_get_enum(knobs_->mode) == 0;
+  for (int l = 1; l < o_.layers; ++l)
+    if (const double sp = sparsityOf(l); sp != applied_[static_cast<size_t>(l - 1)]) {
+      prune(l, sp);
+      std::printf("rank %d applied disco sparsity %.4g to layer %d at step %lld\n", me_, sp, l,
+                  static_cast<long long>(s));
+      std::fflush(stdout);
+    }
+}
+
+double DiscoTrainer::step(int64_t s) {
+  Batch b = task_->train(s * o_.batch, o_.batch);  // every rank: the whole batch (feature split)
+  model_->zeroGrads();
+  bytes_ = 0;
+  const double loss = forwardBackward(b.x, b.labels, true, nullptr);
+  ts_phase_begin(TS_PHASE_OPTIMIZER);
+  optimizer();
+  ts_phase_end(TS_PHASE_OPTIMIZER);
+  if (reportBytes_) {
+    std::printf("rank %d step %lld disco bytes %llu\n", me_, static_cast<long long>(s),
+                static_cast<unsigned long long>(bytes_));
+    std::fflush(stdout);
+    reportBytes_ = false;
+  }
+  return loss;
+}
+
+double DiscoTrainer::evaluate() {
+  TS_RANGE("evaluate");
+  int correct = 0;
+  const uint64_t keep = bytes_;
+  forwardBackward(heldOut_.x, heldOut_.labels, false, &correct);
+  bytes_ = keep;
+  return static_cast<double>(correct) / static_cast<double>(heldOut_.labels.size());
+}
+
+bool DiscoTrainer::writeParams(const std::string& path) {
+  std::vector<float> all(model_->params().begin(), model_->params().end());
+  for (int l = 0; l < model_->layerCount(); ++l) {
+    const bool out = l + 1 == model_->layerCount();
+    const int in = l == 0 ? o_.inputDim : w_, rows = out ? o_.classes : w_;
+    float* W = all.data() + model_->offsetOf(l);
+    for (int r = 0; r < rows; ++r) {
+      const bool mine = out ? me_ == 0 : r / part_ == me_;
+      if (mine) continue;
+      std::fill_n(W + static_cast<size_t>(r) * static_cast<size_t>(in), in, 0.0f);
+      W[static_cast<size_t>(rows) * static_cast<size_t>(in) + static_cast<size_t>(r)] = 0;
+    }
+  }
+  RequestPtr req = be_.world->iallreduceSum(all.data(), all.size());
+  waitFor(*req);
+  return writeFloats(path, all);
+}
+
+}  // namespace trainscope::train

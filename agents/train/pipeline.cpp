@@ -1,0 +1,221 @@
+#include "pipeline.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "models.h"
+#include "stage_runner.h"
+#include "trainscope/agent.h"
+
+namespace trainscope::train {
+namespace {
+
+bool sameParams(const core::ScheduleParams& a, const core::ScheduleParams& b) {
+  return a.kind == b.kind && a.stages == b.stages && a.microBatches == b.microBatches &&
+         a.virtualStages == b.virtualStages && a.segments == b.segments;
+}
+
+std::string describe(const core::ScheduleParams& p) {
+  return "pp.schedule=" + std::string(core::scheduleName(p.kind)) + " pp.microbatches=" +
+         std::to_string(p.microBatches) + " pp.virtual_stages=" + std::to_string(p.virtualStages);
+}
+
+}  // namespace
+
+PipeGrid::PipeGrid(Backend& be, const Options& o) {
+  const int world = be.world->size(), rank = be.world->rank();
+  stages = pipelineStages(o, world);
+  replicas = world / stages;
+  stage = rank % stages;
+  replica = rank / stages;
+  pipe = be.world->split(replica, stage);
+  dp = be.world->split(stage, replica);
+}
+
+PipelineTrainer::PipelineTrainer(Backend& be, const Options& o, const PpKnobs* knobs)
+    : PipeGrid(be, o),
+      Trainer(be, o, *dp, [](Compute&) { return std::make_unique<Model>(std::vector<std::unique_ptr<Layer>>{}, 0); }),
+      knobs_(knobs) {
+  {  // the whole model's layout (reverse layer order, as Model), for moving and dumping parameters
+    const auto all = makeLayers(compute_, o);
+    layers_ = static_cast<int>(all.size());
+    globalCount_.resize(all.size());
+    globalOffset_.resize(all.size());
+    size_t total = 0;
+    for (size_t i = all.size(); i-- > 0;) {
+      globalCount_[i] = all[i]->paramCount();
+      globalOffset_[i] = total;
+      total += globalCount_[i];
+    }
+  }
+  params_ = knobs ? knobs->read(o, stages) : PpKnobs{}.read(o, stages);
+  if (o.partition == "auto")
+    autoBounds_ = profiledSplit(*be.compute, *be.world, o, stages, replicas,
+                                o.batch / replicas / std::max(1, params_.microBatches));
+  schedule_ = core::generateSchedule(params_).value();  // validated with the options
+  buildStage(boundsFor(params_), {}, {});
+  if (rank_ == 0)
+    std::printf("pipeline: %d stage(s) x %d replica(s), %s\n", stages, replicas, describe(params_).c_str());
+}
+
+LayerBounds PipelineTrainer::boundsFor(const core::ScheduleParams& p) const {
+  if (p.virtualStages > 1) return evenSplit(layers_, stages * p.virtualStages);
+  return autoBounds_.empty() ? evenSplit(layers_, stages) : autoBounds_;
+}
+
+std::vector<int> PipelineTrainer::ownedLayers() const {
+  std::vector<int> out;
+  const int v = static_cast<int>(bounds_.size() - 1) / stages;
+  for (int c = 0; c < v; ++c) {
+    const auto vs = static_cast<size_t>(core::virtualStage(stage, c, stages));
+    for (int l = bounds_[vs]; l < bounds_[vs + 1]; ++l) out.push_back(l);
+  }
+  return out;
+}
+
+// The stage's model for `bounds`; parameters and momentum from the whole-model buffers when
+// given (a repartition), from the initialisation otherwise.
+void PipelineTrainer::buildStage(const LayerBounds& bounds, std::span<const float> params,
+                                 std::span<const float> velocity) {
+  bounds_ = bounds;
+  const std::vector<int> owned = ownedLayers();
+  auto all = makeLayers(compute_, o_);
+  std::vector<std::unique_ptr<Layer>> mine;
+  for (int l : owned) mine.push_back(std::move(all[static_cast<size_t>(l)]));
+  model_ = std::make_unique<Model>(std::move(mine), o_.seed, owned);
+  velocity_.assign(model_->params().size(), 0.0f);
+  nameF_.clear();
+  nameB_.clear();
+  nameW_.clear();
+  for (int i = 0; i < model_->layerCount(); ++i) {
+    const auto g = static_cast<size_t>(owned[static_cast<size_t>(i)]);
+    const std::string k = model_->layer(i).kind();
+    nameF_.push_back(ts_name(("F " + k).c_str()));
+    nameB_.push_back(ts_name(("B " + k).c_str()));
+    nameW_.push_back(ts_name(("W " + k).c_str()));
+    if (params.empty()) continue;
+    std::copy_n(params.begin() + static_cast<std::ptrdiff_t>(globalOffset_[g]), globalCount_[g],
+                model_->params().begin() + static_cast<std::ptrdiff_t>(model_->offsetOf(i)));
+    std::copy_n(velocity.begin() + static_cast<std::ptrdiff_t>(globalOffset_[g]), globalCount_[g],
+                velocity_.begin() + static_cast<std::ptrdiff_t>(model_->offsetOf(i)));
+  }
+  chunkStart_.assign(1, 0);
+  const int v = static_cast<int>(bounds_.size() - 1) / stages;
+  for (int c = 0; c < v; ++c) {
+    const auto vs = static_cast<size_t>(core::virtualStage(stage, c, stages));
+    chunkStart_.push_back(chunkStart_.back() + bounds_[vs + 1] - bounds_[vs]);
+  }
+  sync_.modelChanged();
+}
+
+std::vector<float> PipelineTrainer::gather(std::span<const float> local) {
+  std::vector<float> all(globalOffset_.empty() ? 0 : globalOffset_[0] + globalCount_[0], 0.0f);
+  const std::vector<int> owned = ownedLayers();
+  for (int i = 0; i < model_->layerCount(); ++i) {
+    const auto g = static_cast<size_t>(owned[static_cast<size_t>(i)]);
+    std::copy_n(local.begin() + static_cast<std::ptrdiff_t>(model_->offsetOf(i)), globalCount_[g],
+                all.begin() + static_cast<std::ptrdiff_t>(globalOffset_[g]));
+  }
+  RequestPtr r = pipe->iallreduceSum(all.data(), all.size());
+  waitFor(*r);
+  return all;
+}
+
+std::string PipelineTrainer::checkParams(const core::ScheduleParams& p) const {
+  if (core::Status st = core::validateSchedule(p); !st) return st.message();
+  if (core::Status st = core::validateLayerSplit(p, layers_); !st) return st.message();
+  const int b = o_.batch / replicas;
+  if (b % p.microBatches != 0 || b / p.microBatches < p.segments)
+    return "the replica batch of " + std::to_string(b) + " samples does not split into " +
+           std::to_string(p.microBatches) + " micro-batches of >= " + std::to_string(p.segments) + " sample(s)";
+  return {};
+}
+
+void PipelineTrainer::atStepBoundary(int64_t s) {
+  if (!knobs_) return;
+  const core::ScheduleParams want = knobs_->read(o_, stages);
+  if (sameParams(want, params_)) return;
+  if (const std::string why = checkParams(want); !why.empty()) {  // every rank decides alike
+    if (rank_ == 0 && !sameParams(want, refused_))
+      std::printf("step %lld: refused %s: %s; keeping %s\n", static_cast<long long>(s), describe(want).c_str(),
+                  why.c_str(), describe(params_).c_str());
+    std::fflush(stdout);
+    refused_ = want;
+    return;
+  }
+  TS_RANGE("apply pipeline knobs");
+  params_ = want;
+  schedule_ = core::generateSchedule(params_).value();
+  if (LayerBounds b = boundsFor(params_); b != bounds_) {
+    const std::vector<float> p = gather(model_->params()), v = gather(velocity_);
+    buildStage(b, p, v);
+  }
+  std::printf("rank %d applied %s at step %lld\n", rank_, describe(params_).c_str(), static_cast<long long>(s));
+  std::fflush(stdout);
+}
+
+double PipelineTrainer::step(int64_t s) {
+  model_->zeroGrads();
+  sync_.beginStep(*model_, s);
+  const int b = o_.batch / replicas;
+  StageSetup setup{model_.get(), task_.get(), &sync_, pipe.get(), &schedule_, stage, chunkStart_,
+                   nameF_, nameB_, nameW_, s * o_.batch + int64_t{replica} * b, b, rowsPerSample(o_),
+                   o_.width, replica * stages};
+  StageRunner runner(std::move(setup));
+  if (core::Status st = core::runStage(schedule_, stage, runner); !st) {
+    std::fprintf(stderr, "trainscope-train: rank %d step %lld: %s\n", rank_, static_cast<long long>(s),
+                 st.message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  {
+    TS_RANGE("wait gradients");
+    sync_.finish();
+  }
+  ts_phase_begin(TS_PHASE_OPTIMIZER);
+  optimizer();
+  ts_phase_end(TS_PHASE_OPTIMIZER);
+  return pipe->allreduceMaxDouble(runner.loss());  // the last stage's; the others hold 0
+}
+
+// Held-out accuracy: the held-out set goes through the virtual stages one after another
+// (blocking point-to-point; no step's messages are in flight here).
+double PipelineTrainer::evaluate() {
+  TS_RANGE("evaluate");
+  const int nv = static_cast<int>(bounds_.size()) - 1, slot = params_.microBatches * params_.segments;
+  Mat a, y;
+  double acc = 0;
+  for (int vs = 0; vs < nv; ++vs) {
+    if (vs % stages != stage) continue;
+    const int c = vs / stages;
+    if (vs == 0) {
+      a = heldOut_.x;
+    } else {
+      a.resize(static_cast<int>(heldOut_.labels.size()), o_.width);
+      RequestPtr r = pipe->irecv(a.data(), a.size() * sizeof(float), (vs - 1) % stages, vs);
+      waitFor(*r);
+    }
+    for (int l = chunkStart_[static_cast<size_t>(c)]; l < chunkStart_[static_cast<size_t>(c) + 1]; ++l) {
+      model_->layer(l).forward(slot, a, y);
+      model_->layer(l).release(slot);
+      std::swap(a, y);
+    }
+    if (vs + 1 < nv) {
+      RequestPtr r = pipe->isend(a.data(), a.size() * sizeof(float), (vs + 1) % stages, vs + 1);
+      waitFor(*r);
+    } else {
+      int correct = 0;
+      softmaxCrossEntropy(a, heldOut_.labels, nullptr, &correct);
+      acc = static_cast<double>(correct) / static_cast<double>(heldOut_.labels.size());
+    }
+  }
+  return pipe->allreduceMaxDouble(acc);
+}
+
+bool PipelineTrainer::writeParams(const std::string& path) {
+  const std::vector<float> all = gather(model_->params());
+  return writeFloats(path, all);
+}
+
+}  // namespace trainscope::train

@@ -1,0 +1,22 @@
+// The live pipeline knobs (contract names, ../shared/design.md): pp.schedule, pp.microbatches,
+// pp.virtual_stages. Registered in the pp and hybrid modes only; the trainer validates a new
+// combination at the step boundary and keeps the old schedule when it is invalid.
+#pragma once
+
+#include "options.h"
+#include "trainscope/agent.h"
+#include "trainscope/core/schedule.h"
+
+namespace trainscope::train {
+
+struct PpKnobs {
+  ts_knob_t schedule = nullptr, microbatches = nullptr, virtualStages = nullptr;
+  // The knobs' values (the options' initial values when not registered), for p stages; v is
+  // forced to 1 for every schedule but interleaved-1f1b, k is --segments for seq1f1b.
+  core::ScheduleParams read(const Options& o, int stages) const;
+};
+
+// The trainer prints what it applies ("rank r applied pp.schedule=zb-h1 at step s") or refuses.
+PpKnobs registerPpKnobs(const Options& o);
+
+}  // namespace trainscope::train

@@ -1,0 +1,274 @@
+// Issue 5's "done when" for pipelines through the real CLI: `trainscope-cli demo --mode pp
+// --ranks 4` starts the pipeline job; `record` captures it while `set` switches pp.schedule
+// (1f1b -> zb-h1 -> interleaved-1f1b with pp.virtual_stages=2) and tries an invalid
+// pp.microbatches. In the .tsdb every switch shows at the acknowledged step on all 4 ranks and
+// not before: W ops appear with zb-h1, chunk 1 ops with interleaved; the invalid micro-batch
+// count never shows (the job keeps its schedule and says so). The job is stopped with the pid
+// `demo` printed. Then `demo --mode disco`: disco.sparsity=0.5 halves the bytes of the `disco
+// exchange` events (all ranks together) from the acknowledged step on, disco.sparsity.2=1
+// silences layer 2's exchange from its step on, disco.mode=wait moves layer 1's compute after
+// its receives, and `analyze --json` lists the DISCO layers.
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+#include <csignal>
+#include <tuple>
+
+#include "live_test_support.h"
+#include "trainscope/core/session_db.h"
+
+using namespace live_test;
+
+namespace {
+
+constexpr int kRanks = 4;
+
+struct Op {
+  int64_t step = -1;
+  EventKind kind = EventKind::MicroBatchF;
+  int64_t microBatch = 0, chunk = 0, stage = 0;
+};
+
+// Pipeline ops per rank, each with the step whose window holds it.
+std::map<RankId, std::vector<Op>> pipelineOps(TraceStore& s) {
+  std::map<RankId, std::map<int64_t, std::pair<int64_t, int64_t>>> windows;
+  std::map<RankId, std::vector<std::pair<int64_t, Op>>> raw;
+  for (TrackId t = 0; t < s.trackCount(); ++t) {
+    const TrackEvents& ev = s.events(t);
+    const RankId r = s.track(t).rank;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      const EventKind k = ev.kind(i);
+      if (k == EventKind::Step) {
+        if (const Attr* a = ev.findAttr(i, AttrKey::Step)) windows[r][a->asInt()] = {ev.start(i), ev.end(i)};
+      } else if (k == EventKind::MicroBatchF || k == EventKind::MicroBatchB || k == EventKind::MicroBatchW) {
+        Op op;
+        op.kind = k;
+        if (const Attr* a = ev.findAttr(i, AttrKey::MicroBatch)) op.microBatch = a->asInt();
+        if (const Attr* a = ev.findAttr(i, AttrKey::Chunk)) op.chunk = a->asInt();
+        if (const Attr* a = ev.findAttr(i, AttrKey::Stage)) op.stage = a->asInt();
+        raw[r].emplace_back(ev.start(i), op);
+      }
+    }
+  }
+  std::map<RankId, std::vector<Op>> out;
+  for (auto& [r, ops] : raw)
+    for (auto& [t, op] : ops) {
+      for (const auto& [step, w] : windows[r])
+        if (t >= w.first && t <= w.second) op.step = step;
+      if (op.step >= 0) out[r].push_back(op);
+    }
+  return out;
+}
+
+}  // namespace
+
+class TstTrainPpLive : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString jobId_, log_;
+  qint64 launcher_ = -1;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-train"))) QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    usePrivateRuntimeDir(dir_);
+  }
+
+  void demoStartsAPipeline() { start("pp", "pp.virtual_stages"); }
+
+  void scheduleSwitchesAtTheAckedStep() {
+    QVERIFY(!jobId_.isEmpty());
+    const QString file = dir_.filePath("pp.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "5", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QTest::qWait(800);
+    std::map<QString, int64_t> stepOf;
+    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("pp.virtual_stages=2"),
+                              QString("pp.schedule=interleaved-1f1b"), QString("pp.microbatches=5")}) {
+      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+      const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
+      QVERIFY(a["same_step"].toBool());
+      stepOf[kv] = a["step"].toInteger();
+      QTest::qWait(700);
+    }
+    QVERIFY(rec.waitForFinished(60000));
+    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    const auto ops = pipelineOps(session.value());
+    QCOMPARE(int(ops.size()), kRanks);
+    const int64_t zb = stepOf["pp.schedule=zb-h1"], il = stepOf["pp.schedule=interleaved-1f1b"],
+                  bad = stepOf["pp.microbatches=5"];
+    QVERIFY(zb < il && il < bad);
+    for (const auto& [rank, list] : ops) {
+      int64_t firstW = -1, lastW = -1, firstChunk1 = -1, maxMb = 0, stagesSeen = -1;
+      bool before = false;
+      for (const Op& op : list) {
+        before |= op.step < zb;
+        if (op.kind == EventKind::MicroBatchW) {
+          if (firstW < 0) firstW = op.step;
+          lastW = op.step;
+        }
+        if (op.chunk == 1 && firstChunk1 < 0) firstChunk1 = op.step;
+        if (op.step >= il) maxMb = std::max(maxMb, op.microBatch);
+        stagesSeen = op.stage;
+      }
+      QVERIFY2(before, "the recording starts before the first switch");
+      QCOMPARE(firstW, zb);             // W ops exist from the acked step on, not before
+      QCOMPARE(lastW, il - 1);          // and stop when interleaved (no split backward) starts
+      QCOMPARE(firstChunk1, il);        // two chunks per stage from that step on
+      QCOMPARE(maxMb, int64_t{3});      // 4 micro-batches throughout: 5 was refused
+      QCOMPARE(stagesSeen, int64_t(rank));
+    }
+    QFile log(log_);
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(log.readAll());
+    QVERIFY2(text.contains(QString("refused pp.schedule=interleaved-1f1b pp.microbatches=5")), qPrintable(text.right(2000)));
+    QVERIFY(text.contains(QString("rank 3 applied pp.schedule=zb-h1 pp.microbatches=4 pp.virtual_stages=1 at step %1").arg(zb)));
+  }
+
+  void stopPipeline() { stop(); }
+
+  void discoSparsityLive() {
+    start("disco", "disco.sparsity");
+    QVERIFY(!jobId_.isEmpty());
+    const QString file = dir_.filePath("disco.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QTest::qWait(800);
+    std::map<QString, int64_t> stepOf;
+    for (const QString& kv :
+         {QString("disco.sparsity=0.5"), QString("disco.sparsity.2=1"), QString("disco.mode=wait")}) {
+      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+      stepOf[kv] = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
+      QTest::qWait(800);
+    }
+    QVERIFY(rec.waitForFinished(60000));
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    TraceStore& s = session.value();
+    // Bytes sent per (step, layer), all ranks together.
+    std::map<std::pair<int64_t, int64_t>, int64_t> bytes;
+    std::map<RankId, std::map<int64_t, int64_t>> stepAt;  // start -> step
+    int64_t first = INT64_MIN, last = INT64_MAX;  // steps every rank recorded in full
+    for (const auto& [rank, m] : stepStarts(s)) {
+      for (const auto& [step, start] : m) stepAt[rank][start] = step;
+      first = std::max(first, m.begin()->first);
+      last = std::min(last, m.rbegin()->first);
+    }
+    for (TrackId t = 0; t < s.trackCount(); ++t) {
+      const TrackEvents& ev = s.events(t);
+      const auto& st = stepAt[s.track(t).rank];
+      for (size_t i = 0; i < ev.size(); ++i) {
+        if (ev.kind(i) != EventKind::P2PSend || s.str(ev.name(i)) != "disco exchange") continue;
+        auto it = st.upper_bound(ev.start(i));
+        if (it == st.begin()) continue;
+        bytes[{std::prev(it)->second, ev.findAttr(i, AttrKey::Layer)->asInt()}] += ev.findAttr(i, AttrKey::Bytes)->asInt();
+      }
+    }
+    const int64_t half = stepOf["disco.sparsity=0.5"], off2 = stepOf["disco.sparsity.2=1"];
+    // Dense: 4 ranks x 3 peers x 32 features x 64 samples x 4 bytes x 2 directions per layer.
+    const int64_t dense = 4 * 3 * 32 * 64 * 4 * 2;
+    QVERIFY(!bytes.empty());
+    // disco.mode: per rank, step and layer 1, the local block's F kernel starts before the first
+    // forward receive (pipelined) or after it ended (wait).
+    const int64_t waitStep = stepOf["disco.mode=wait"];
+    std::map<std::tuple<RankId, int64_t>, std::pair<int64_t, int64_t>> recv1;  // first recv of layer 1
+    std::map<std::tuple<RankId, int64_t>, int64_t> kernel1;                     // first F kernel of layer 1
+    for (TrackId t = 0; t < s.trackCount(); ++t) {
+      const TrackEvents& ev = s.events(t);
+      const RankId rank = s.track(t).rank;
+      const auto& st = stepAt[rank];
+      for (size_t i = 0; i < ev.size(); ++i) {
+        const Attr* layer = ev.findAttr(i, AttrKey::Layer);
+        if (!layer || layer->asInt() != 1) continue;
+        auto it = st.upper_bound(ev.start(i));
+        if (it == st.begin()) continue;
+        const auto key = std::make_tuple(rank, std::prev(it)->second);
+        if (ev.kind(i) == EventKind::P2PRecv && !recv1.count(key)) recv1[key] = {ev.start(i), ev.end(i)};
+        if (ev.kind(i) == EventKind::Kernel && s.str(ev.name(i)) == "F disco linear" && !kernel1.count(key))
+          kernel1[key] = ev.start(i);
+      }
+    }
+    int pipelinedSeen = 0, waitSeen = 0;
+    for (const auto& [key, r] : recv1) {
+      const int64_t step = std::get<1>(key);
+      if (step <= first || step >= last || !kernel1.count(key)) continue;
+      if (step < waitStep) {
+        QVERIFY2(kernel1[key] < r.first, "pipelined: the local block is computed before waiting");
+        ++pipelinedSeen;
+      } else {
+        QVERIFY2(kernel1[key] >= r.second, "wait: the layer computes after its features arrived");
+        ++waitSeen;
+      }
+    }
+    QVERIFY(pipelinedSeen > 0 && waitSeen > 0);
+    bool sawDense = false;
+    for (const auto& [key, b] : bytes) {
+      const auto [step, layer] = key;
+      // The first may be cut by the recording's start; after a rank's last Step event (the
+      // recording ends at different steps per rank) its exchanges count to that step.
+      if (step <= first || step >= last) continue;
+      QVERIFY2(!(layer == 2 && step >= off2), "layer 2 sends nothing at sparsity 1");
+      QVERIFY2(b == (step < half ? dense : dense / 2),
+               qPrintable(QString("step %1 layer %2: %3 bytes (sparsity 0.5 from step %4, layer 2 off from %5)")
+                              .arg(step).arg(layer).arg(b).arg(half).arg(off2)));
+      sawDense |= step < half;
+    }
+    QVERIFY(sawDense && first < half && off2 < last);
+    const Run a = cli({"analyze", file, "--json"});
+    QVERIFY2(a.code == 0, qPrintable(a.err));
+    const QJsonArray layers = json(a).object()["disco"].toObject()["layers"].toArray();
+    QCOMPARE(layers.size(), 3);  // the split layers 1..3
+    QCOMPARE(layers[0].toObject()["sparsity"].toDouble(), 0.5);
+    std::map<double, double> perSparsity;  // layer 1: mean bytes per rank and step
+    for (const auto& p : layers[0].toObject()["by_sparsity"].toArray())
+      perSparsity[p.toObject()["sparsity"].toDouble()] = p.toObject()["bytes"].toDouble();
+    QVERIFY2(perSparsity.count(0.0) && perSparsity.count(0.5), qPrintable(a.out.left(3000)));
+    QVERIFY(std::fabs(perSparsity[0.0] / perSparsity[0.5] - 2.0) < 0.1);
+  }
+
+  void cleanupTestCase() { stop(); }
+
+ private:
+  void start(const QString& mode, const QString& knob) {
+    const Run r = cli({"demo", "--ranks", QString::number(kRanks), "--mode", mode, "--steps", "100000", "--",
+                       "--step-delay-ms", "2", "--eval-every", "0"});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    jobId_ = QRegularExpression("job (\\S+)").match(r.out).captured(1);
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
+    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(r.out + r.err));
+    launcher_ = pid.captured(1).toLongLong();
+    log_ = QRegularExpression("log (\\S+)").match(r.err).captured(1);
+    bool listed = false;
+    for (int i = 0; i < 200 && !listed; ++i) {
+      const Run k = cli({"knobs", "--job", jobId_, "--json"});
+      listed = k.code == 0 && k.out.contains(knob);
+      if (!listed) QTest::qWait(100);
+    }
+    QVERIFY(listed);
+  }
+
+  void stop() {
+    if (launcher_ <= 0) return;
+    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
+    launcher_ = -1;
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !cli({"jobs", "--json"}).out.contains(jobId_);
+      if (!gone) QTest::qWait(100);
+    }
+    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
+  }
+};
+
+QTEST_GUILESS_MAIN(TstTrainPpLive)
+#include "tst_train_pp_live.moc"
