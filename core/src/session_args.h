@@ -27,7 +27,7 @@ void encodeArgs(std::span<const Attr> attrs, const StringTable& strings, std::st
 // strings. On malformed input returns false and says why in error.
 bool decodeArgs(std::string_view json, StringTable& strings, std::vector<Attr>& out, std::string& error);
 
-// The events.attrs column (schema version 3): the same attributes as args, binary, so that
+// The events.attrs column (added within schema version 2): the same attributes as args, binary, so that
 // loading needs no JSON parsing. Per attribute, in order: a varint (key << 2 | type), then the
 // value -- Int as a zigzag varint, Double as 8 little-endian bytes of its bits, String as a
 // varint file string id. Custom keys are kCustomAttrBase + the file string id of their name.

@@ -25,7 +25,8 @@ constexpr int64_t kMinId = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
 
 // Columns every event query returns, in this order: id, track, kind, name, start_ns, end_ns,
-// args (JSON, only where there is no attrs blob) and attrs (binary, schema version 3).
+// args (JSON, only where there is no attrs blob) and attrs (binary; files written before it
+// existed have no such column).
 constexpr const char* kEventColumnsV3 =
     "SELECT id, track, kind, name, start_ns, end_ns, CASE WHEN attrs IS NULL THEN args END, attrs FROM events";
 constexpr const char* kEventColumnsOld = "SELECT id, track, kind, name, start_ns, end_ns, args, NULL FROM events";
@@ -56,7 +57,7 @@ struct SessionReader::Impl {
   int version = 0;
   bool hasSegments = false;  // v2
   bool hasDropped = false;   // v2: ranks.dropped_events
-  bool hasAttrBlob = false;  // v3: events.attrs (else every event's args JSON is parsed)
+  bool hasAttrBlob = false;  // events.attrs (else every event's args JSON is parsed)
   std::vector<std::string> strings;  // the file's strings table, by id (grows for live files)
   std::unordered_map<int64_t, Stmt> segmentQueries;
   Stmt rangeQuery;  // unindexed: an id range, scanned by rowid
@@ -175,7 +176,7 @@ Status SessionReader::Impl::validate() {
     return Status::ok();
   };
   if (Status s = hasColumn("ranks", "dropped_events", hasDropped); !s) return s;
-  // A file without attrs (version 1 or 2) still loads: through the args JSON, slower.
+  // A file without attrs (version 1, or 2 written before it existed) loads through args, slower.
   if (Status s = hasColumn("events", "attrs", hasAttrBlob); !s) return s;
 
   // Touch the rightmost pages of the events b-tree: a file cut inside the table fails here,

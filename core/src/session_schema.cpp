@@ -16,9 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Tables and views of schema version 3 (version 2 without events.attrs, the binary copy of
-// args that the loader decodes without JSON parsing; a hand edit of args by SQL clears it, so
-// the loader then reads the edited JSON). Integer codes (kind) are stored compactly and named by
+// Tables and views of schema version 2. events.attrs, the binary copy of args that the loader
+// decodes without JSON parsing, came later within version 2 (readers that do not know it ignore
+// it; files without it are read through args); a hand edit of args by SQL clears it, so the
+// loader then reads the edited JSON. Integer codes (kind) are stored compactly and named by
 // lookup tables so that the sqlite3 shell can show words; event names are string ids for the
 // same reason. Times are int64 nanoseconds of the session clock. The longest events of a
 // segment (longer than segments.long_dur_ns) get an index of their own, so that one long event

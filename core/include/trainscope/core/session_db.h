@@ -25,7 +25,7 @@
 
 namespace trainscope::core {
 
-inline constexpr int kTsdbSchemaVersion = 3;           // PRAGMA user_version of files we write
+inline constexpr int kTsdbSchemaVersion = 2;           // PRAGMA user_version of files we write
 inline constexpr uint32_t kTsdbApplicationId = 0x54534442;  // PRAGMA application_id, "TSDB"
 
 struct TrackSummary {
