@@ -332,8 +332,8 @@ Status SessionReader::Impl::readEvents(sqlite3_stmt* st, TraceStore& store, cons
     e.kind = static_cast<EventKind>(kind);
     e.name = storeString(store, names, static_cast<StringId>(name));
     attrs.clear();
-    if (sqlite3_column_type(st, 7) == SQLITE_BLOB) {
-      const auto* blob = static_cast<const unsigned char*>(sqlite3_column_blob(st, 7));
+    // NULL for SQL NULL (and for an empty blob, which the writer never stores: then args rules).
+    if (const auto* blob = static_cast<const unsigned char*>(sqlite3_column_blob(st, 7))) {
       const auto size = static_cast<size_t>(sqlite3_column_bytes(st, 7));
       if (!tsdb::decodeAttrBlob({blob, size}, strings.size(), attrs, why))
         return corrupt("event " + std::to_string(id) + " has malformed attrs (" + why + ")");
