@@ -103,6 +103,24 @@ struct SessionReader::Impl {
                     std::vector<StringId>& names, Skip&& skip);
 };
 
+// While a whole file is read, its pages come straight from the page cache (memory-mapped)
+// instead of being copied into SQLite's own cache: loading 10 M events takes a third less system
+// time. Mapped only for that read, so the mapped file does not stay in the process's RSS.
+// Best effort: without it reads still work. Declare before the ReadTx (unmapped after it ends).
+class MappedRead {
+ public:
+  explicit MappedRead(sqlite3* db) : db_(db) { set(2147418112); }  // SQLite's default maximum
+  ~MappedRead() { set(0); }
+  MappedRead(const MappedRead&) = delete;
+  MappedRead& operator=(const MappedRead&) = delete;
+
+ private:
+  void set(int64_t bytes) {
+    (void)sqlite3_exec(db_, ("PRAGMA mmap_size = " + std::to_string(bytes)).c_str(), nullptr, nullptr, nullptr);
+  }
+  sqlite3* db_;
+};
+
 // A read transaction: every query inside sees the same committed state of a live file.
 class ReadTx {
  public:
@@ -365,9 +383,6 @@ Result<std::unique_ptr<SessionReader>> SessionReader::open(const fs::path& path)
   d.db.reset(raw);
   if (rc != SQLITE_OK) return d.error(rc, "opening the session");
   sqlite3_busy_timeout(raw, 5000);  // a live writer's checkpoint holds locks briefly
-  // Pages come straight from the page cache instead of being copied into SQLite's own cache
-  // (loading 10 M events: a third less system time). Best effort: without it reads still work.
-  (void)sqlite3_exec(raw, "PRAGMA mmap_size = 2147418112", nullptr, nullptr, nullptr);
   if (Status s = d.validate(); !s) return s;
   return r;
 }
@@ -464,6 +479,7 @@ Result<SessionSummary> SessionReader::summary() {
 
 Status SessionReader::loadAll(TraceStore& store) {
   Impl& d = *d_;
+  MappedRead mapped(d.db.get());
   ReadTx tx(d.db.get(), d.path);
   if (Status s = tx.begin(); !s) return s;
   std::vector<TrackId> tracks;
