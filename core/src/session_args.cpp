@@ -342,31 +342,35 @@ bool decodeAttrBlob(std::span<const unsigned char> blob, size_t fileStrings, std
     }
     return false;
   };
+  auto fail = [&error](const char* why) {
+    error = why;
+    return false;
+  };
   auto mapString = [fileStrings](uint64_t fileId, uint32_t& id) {
     id = static_cast<uint32_t>(fileId);
     return fileId < fileStrings;
   };
   while (p < end) {
     uint64_t head = 0;
-    if (!varint(head)) return (error = "truncated attribute key", false);
+    if (!varint(head)) return fail("truncated attribute key");
     Attr a;
     const uint64_t key = head >> 2;
-    if (key > std::numeric_limits<uint32_t>::max()) return (error = "impossible attribute key", false);
+    if (key > std::numeric_limits<uint32_t>::max()) return fail("impossible attribute key");
     a.key = static_cast<uint32_t>(key);
     if (a.key >= kCustomAttrBase) {
       uint32_t name = 0;
-      if (!mapString(a.key - kCustomAttrBase, name)) return (error = "attribute name not in the strings table", false);
+      if (!mapString(a.key - kCustomAttrBase, name)) return fail("attribute name not in the strings table");
       a.key = kCustomAttrBase + name;
     }
     uint64_t v = 0;
     switch (head & 3) {
       case 0:
-        if (!varint(v)) return (error = "truncated integer", false);
+        if (!varint(v)) return fail("truncated integer");
         a.type = AttrType::Int;
         a.bits = static_cast<int64_t>(v >> 1 ^ (~(v & 1) + 1));
         break;
       case 1:
-        if (end - p < 8) return (error = "truncated double", false);
+        if (end - p < 8) return fail("truncated double");
         for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
         p += 8;
         a.type = AttrType::Double;
@@ -374,12 +378,12 @@ bool decodeAttrBlob(std::span<const unsigned char> blob, size_t fileStrings, std
         break;
       case 2: {
         uint32_t id = 0;
-        if (!varint(v) || !mapString(v, id)) return (error = "string value not in the strings table", false);
+        if (!varint(v) || !mapString(v, id)) return fail("string value not in the strings table");
         a.type = AttrType::String;
         a.bits = id;
         break;
       }
-      default: return (error = "unknown attribute type", false);
+      default: return fail("unknown attribute type");
     }
     out.push_back(a);
   }

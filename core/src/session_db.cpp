@@ -27,9 +27,9 @@ constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
 // Columns every event query returns, in this order: id, track, kind, name, start_ns, end_ns,
 // args (JSON, only where there is no attrs blob) and attrs (binary; files written before it
 // existed have no such column).
-constexpr const char* kEventColumnsV3 =
+constexpr const char* kEventColumnsWithAttrs =
     "SELECT id, track, kind, name, start_ns, end_ns, CASE WHEN attrs IS NULL THEN args END, attrs FROM events";
-constexpr const char* kEventColumnsOld = "SELECT id, track, kind, name, start_ns, end_ns, args, NULL FROM events";
+constexpr const char* kEventColumnsArgsOnly = "SELECT id, track, kind, name, start_ns, end_ns, args, NULL FROM events";
 // The overlap test of TrackEvents::forEachOverlapping; ?3 = t1, ?4 = t0.
 constexpr const char* kOverlap = "start_ns < ?3 AND (end_ns > ?4 OR (end_ns = start_ns AND start_ns >= ?4))";
 
@@ -75,7 +75,7 @@ struct SessionReader::Impl {
   }
   Status exec(const char* sql, std::string_view what) { return tsdb::exec(db.get(), sql, path, what); }
   Result<Stmt> prepare(std::string_view sql) { return tsdb::prepare(db.get(), sql, path); }
-  std::string eventColumns() const { return hasAttrBlob ? kEventColumnsV3 : kEventColumnsOld; }
+  std::string eventColumns() const { return hasAttrBlob ? kEventColumnsWithAttrs : kEventColumnsArgsOnly; }
 
   Status validate();
   Status refreshStrings();
