@@ -144,8 +144,9 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(store->memoryBytes() + model.memoryBytes()) /
                          static_cast<double>(model.eventCount());
     std::printf("| %.1f M | **%.2f s** | %.2f s | %.2f s | %.2f s | %.1f (%.1f + %.1f) | %ld MB (+%ld) |\n",
-                static_cast<double>(store->eventCount()) / 1e6, ms(t2 - t0) / 1e3, ms(t1 - t0) / 1e3, ms(t2 - t1) / 1e3, cpu,
-                bytes, static_cast<double>(store->memoryBytes()) / static_cast<double>(model.eventCount()),
+                static_cast<double>(store->eventCount()) / 1e6, ms(t2 - t0) / 1e3, ms(t1 - t0) / 1e3,
+                ms(t2 - t1) / 1e3, cpu, bytes,
+                static_cast<double>(store->memoryBytes()) / static_cast<double>(model.eventCount()),
                 static_cast<double>(model.memoryBytes()) / static_cast<double>(model.eventCount()),
                 maxRssKb() / 1024, (maxRssKb() - rssBefore) / 1024);
     if (openOnly) continue;
@@ -202,8 +203,8 @@ int main(int argc, char** argv) {
       std::snprintf(
           row, sizeof row,
           "| %.1f M | %s | %zu | **%.2f ms** (max %.2f) | %zu | %.2f ms | %.2f ms (%zu events) | %.1f ms |",
-          static_cast<double>(store->eventCount()) / 1e6, label, model.rowCount(), lod.medianMs, lod.maxMs, lod.items,
-          lodPaint.medianMs, naive.medianMs, naive.items, naivePaint.medianMs);
+          static_cast<double>(store->eventCount()) / 1e6, label, model.rowCount(), lod.medianMs, lod.maxMs,
+          lod.items, lodPaint.medianMs, naive.medianMs, naive.items, naivePaint.medianMs);
       frameRows.push_back(row);
     }
     if (keep) continue;

@@ -612,7 +612,8 @@ class TstSessionDb : public QObject {
         QCOMPARE(db.one("SELECT count(*) FROM events WHERE attrs IS NOT NULL"),
                  db.one("SELECT count(*) FROM events WHERE args IS NOT NULL"));
         QVERIFY(db.exec("DROP TRIGGER events_args_edited; ALTER TABLE events DROP COLUMN attrs; VACUUM"));
-        QCOMPARE(db.one("SELECT count(*) FROM pragma_table_info('events') WHERE name = 'attrs'"), std::string("0"));
+        QCOMPARE(db.one("SELECT count(*) FROM pragma_table_info('events') WHERE name = 'attrs'"),
+                 std::string("0"));
       }
       auto fast = loadSession(v3);
       auto slow = loadSession(v2);
@@ -636,7 +637,8 @@ class TstSessionDb : public QObject {
       id = db.one("SELECT id FROM event_view WHERE name = 'memcpy_h2d' LIMIT 1");
       QVERIFY(db.exec("UPDATE events SET args = '{\"bytes\": 42, \"note\": \"edited\"}' WHERE id = " + id));
       QCOMPARE(db.one("SELECT attrs IS NULL FROM events WHERE id = " + id), std::string("1"));
-      QCOMPARE(db.one("SELECT count(*) FROM events WHERE attrs IS NULL AND args IS NOT NULL"), std::string("1"));
+      QCOMPARE(db.one("SELECT count(*) FROM events WHERE attrs IS NULL AND args IS NOT NULL"),
+               std::string("1"));
     }
     auto loaded = loadSession(p);
     QVERIFY2(loaded.isOk(), loaded.status().toString().c_str());

@@ -28,8 +28,10 @@ constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
 // args (JSON, only where there is no attrs blob) and attrs (binary; files written before it
 // existed have no such column).
 constexpr const char* kEventColumnsWithAttrs =
-    "SELECT id, track, kind, name, start_ns, end_ns, CASE WHEN attrs IS NULL THEN args END, attrs FROM events";
-constexpr const char* kEventColumnsArgsOnly = "SELECT id, track, kind, name, start_ns, end_ns, args, NULL FROM events";
+    "SELECT id, track, kind, name, start_ns, end_ns, "
+    "CASE WHEN attrs IS NULL THEN args END, attrs FROM events";
+constexpr const char* kEventColumnsArgsOnly =
+    "SELECT id, track, kind, name, start_ns, end_ns, args, NULL FROM events";
 // The overlap test of TrackEvents::forEachOverlapping; ?3 = t1, ?4 = t0.
 constexpr const char* kOverlap = "start_ns < ?3 AND (end_ns > ?4 OR (end_ns = start_ns AND start_ns >= ?4))";
 
@@ -116,7 +118,8 @@ class MappedRead {
 
  private:
   void set(int64_t bytes) {
-    (void)sqlite3_exec(db_, ("PRAGMA mmap_size = " + std::to_string(bytes)).c_str(), nullptr, nullptr, nullptr);
+    (void)sqlite3_exec(db_, ("PRAGMA mmap_size = " + std::to_string(bytes)).c_str(), nullptr, nullptr,
+                       nullptr);
   }
   sqlite3* db_;
 };
@@ -185,8 +188,8 @@ Status SessionReader::Impl::validate() {
   hasSegments = has("segments");
 
   auto hasColumn = [this](const char* table, const char* name, bool& out) -> Status {
-    auto column = prepare(std::string("SELECT count(*) FROM pragma_table_info('") + table + "') WHERE name = '" +
-                          name + "'");
+    auto column = prepare(std::string("SELECT count(*) FROM pragma_table_info('") + table +
+                          "') WHERE name = '" + name + "'");
     if (!column) return column.status();
     const int r = sqlite3_step(column->get());
     if (r != SQLITE_ROW) return error(r, "reading the schema");

@@ -124,8 +124,8 @@ struct SessionWriter::Impl {
   uint64_t pending = 0;
   uint64_t appended = 0;
   SegmentStats seg;
-  std::string args;            // reused buffer for the args JSON
-  std::string attrBlob;        // reused buffer for the binary attrs column
+  std::string args;             // reused buffer for the args JSON
+  std::string attrBlob;         // reused buffer for the binary attrs column
   std::vector<Attr> fileAttrs;  // attrs with file string ids, for attrBlob
 
   // Store string id -> file string id. File ids are assigned by first use; content -> id makes
