@@ -306,4 +306,88 @@ bool decodeArgs(std::string_view json, StringTable& strings, std::vector<Attr>& 
   return true;
 }
 
+void encodeAttrBlob(std::span<const Attr> attrs, std::string& out) {
+  auto varint = [&out](uint64_t v) {
+    while (v >= 0x80) {
+      out += static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    out += static_cast<char>(v);
+  };
+  for (const Attr& a : attrs) {
+    varint(uint64_t{a.key} << 2 | static_cast<uint64_t>(a.type));
+    const auto u = static_cast<uint64_t>(a.bits);
+    switch (a.type) {
+      case AttrType::Double:
+        for (int i = 0; i < 8; ++i) out += static_cast<char>(u >> (8 * i));
+        break;
+      case AttrType::String: varint(u); break;
+      case AttrType::Int:
+      default: varint(u << 1 ^ static_cast<uint64_t>(a.bits >> 63)); break;  // zigzag
+    }
+  }
+}
+
+bool decodeAttrBlob(std::span<const unsigned char> blob, size_t fileStrings, std::vector<Attr>& out,
+                    std::string& error) {
+  out.clear();
+  const unsigned char* p = blob.data();
+  const unsigned char* const end = p + blob.size();
+  auto varint = [&p, end](uint64_t& v) {
+    v = 0;
+    for (int shift = 0; p < end && shift < 64; shift += 7) {
+      const unsigned char b = *p++;
+      v |= uint64_t{b & 0x7fu} << shift;
+      if (b < 0x80) return true;
+    }
+    return false;
+  };
+  auto fail = [&error](const char* why) {
+    error = why;
+    return false;
+  };
+  auto mapString = [fileStrings](uint64_t fileId, uint32_t& id) {
+    id = static_cast<uint32_t>(fileId);
+    return fileId < fileStrings;
+  };
+  while (p < end) {
+    uint64_t head = 0;
+    if (!varint(head)) return fail("truncated attribute key");
+    Attr a;
+    const uint64_t key = head >> 2;
+    if (key > std::numeric_limits<uint32_t>::max()) return fail("impossible attribute key");
+    a.key = static_cast<uint32_t>(key);
+    if (a.key >= kCustomAttrBase) {
+      uint32_t name = 0;
+      if (!mapString(a.key - kCustomAttrBase, name)) return fail("attribute name not in the strings table");
+      a.key = kCustomAttrBase + name;
+    }
+    uint64_t v = 0;
+    switch (head & 3) {
+      case 0:
+        if (!varint(v)) return fail("truncated integer");
+        a.type = AttrType::Int;
+        a.bits = static_cast<int64_t>(v >> 1 ^ (~(v & 1) + 1));
+        break;
+      case 1:
+        if (end - p < 8) return fail("truncated double");
+        for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
+        p += 8;
+        a.type = AttrType::Double;
+        a.bits = static_cast<int64_t>(v);
+        break;
+      case 2: {
+        uint32_t id = 0;
+        if (!varint(v) || !mapString(v, id)) return fail("string value not in the strings table");
+        a.type = AttrType::String;
+        a.bits = id;
+        break;
+      }
+      default: return fail("unknown attribute type");
+    }
+    out.push_back(a);
+  }
+  return true;
+}
+
 }  // namespace trainscope::core::tsdb

@@ -27,6 +27,18 @@ void encodeArgs(std::span<const Attr> attrs, const StringTable& strings, std::st
 // strings. On malformed input returns false and says why in error.
 bool decodeArgs(std::string_view json, StringTable& strings, std::vector<Attr>& out, std::string& error);
 
+// The events.attrs column (added within schema version 2): the same attributes as args, binary, so that
+// loading needs no JSON parsing. Per attribute, in order: a varint (key << 2 | type), then the
+// value -- Int as a zigzag varint, Double as 8 little-endian bytes of its bits, String as a
+// varint file string id. Custom keys are kCustomAttrBase + the file string id of their name.
+// attrs must already name file string ids (custom keys and String values), not a store's.
+void encodeAttrBlob(std::span<const Attr> attrs, std::string& out);
+
+// Decodes an attrs blob into out (cleared first), string ids still the file's (each checked to
+// be below fileStrings). Returns false with a reason on malformed input.
+bool decodeAttrBlob(std::span<const unsigned char> blob, size_t fileStrings, std::vector<Attr>& out,
+                    std::string& error);
+
 // Appends s as a JSON string literal (quotes and escapes) to out.
 void appendJsonString(std::string& out, std::string_view s);
 

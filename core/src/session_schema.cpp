@@ -16,7 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Tables and views of schema version 2. Integer codes (kind) are stored compactly and named by
+// Tables and views of schema version 2. events.attrs, the binary copy of args that the loader
+// decodes without JSON parsing, came later within version 2 (readers that do not know it ignore
+// it; files without it are read through args); a hand edit of args by SQL clears it, so the
+// loader then reads the edited JSON. Integer codes (kind) are stored compactly and named by
 // lookup tables so that the sqlite3 shell can show words; event names are string ids for the
 // same reason. Times are int64 nanoseconds of the session clock. The longest events of a
 // segment (longer than segments.long_dur_ns) get an index of their own, so that one long event
@@ -48,7 +51,8 @@ CREATE TABLE events(
   name INTEGER NOT NULL,
   start_ns INTEGER NOT NULL,
   end_ns INTEGER NOT NULL,
-  args TEXT);
+  args TEXT,
+  attrs BLOB);
 CREATE TABLE knob_changes(
   event_id INTEGER PRIMARY KEY,
   step INTEGER,
@@ -69,6 +73,9 @@ CREATE TABLE segments(
   track_counts TEXT NOT NULL,
   indexed INTEGER NOT NULL DEFAULT 0,
   closes_session INTEGER NOT NULL DEFAULT 0);
+CREATE TRIGGER events_args_edited AFTER UPDATE OF args ON events BEGIN
+  UPDATE events SET attrs = NULL WHERE id = new.id;
+END;
 CREATE VIEW event_view AS
   SELECT e.id, e.rank, e.track, k.name AS kind, s.value AS name, e.start_ns, e.end_ns,
          e.end_ns - e.start_ns AS dur_ns, e.args

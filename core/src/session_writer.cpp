@@ -124,7 +124,9 @@ struct SessionWriter::Impl {
   uint64_t pending = 0;
   uint64_t appended = 0;
   SegmentStats seg;
-  std::string args;  // reused buffer for the args JSON
+  std::string args;             // reused buffer for the args JSON
+  std::string attrBlob;         // reused buffer for the binary attrs column
+  std::vector<Attr> fileAttrs;  // attrs with file string ids, for attrBlob
 
   // Store string id -> file string id. File ids are assigned by first use; content -> id makes
   // a string that several stores share land once in the strings table.
@@ -180,8 +182,8 @@ Status SessionWriter::Impl::prepareAll() {
       {&begin, "BEGIN"},
       {&commit, "COMMIT"},
       // No id: SQLite's own next rowid skips the existence probe an explicit key would cost.
-      {&insEvent, "INSERT INTO events(rank, track, kind, name, start_ns, end_ns, args) "
-                  "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+      {&insEvent, "INSERT INTO events(rank, track, kind, name, start_ns, end_ns, args, attrs) "
+                  "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
       {&insString, "INSERT INTO strings(id, value) VALUES(?1, ?2)"},
       {&insKnob, "INSERT INTO knob_changes(event_id, step, rank, knob, value, ts_ns) "
                  "VALUES(?1, ?2, ?3, ?4, ?5, ?6)"},
@@ -315,10 +317,27 @@ Status SessionWriter::Impl::appendEvent(const TraceStore& store, TrackId track, 
   sqlite3_bind_int64(st, 6, e.endNs);
   if (attrs.empty()) {
     sqlite3_bind_null(st, 7);
+    sqlite3_bind_null(st, 8);
   } else {
     args.clear();
     tsdb::encodeArgs(attrs, store.strings(), args);
     tsdb::bindText(st, 7, args);
+    // The same attributes for the loader: string ids become file ids (strings table rows).
+    fileAttrs.assign(attrs.begin(), attrs.end());
+    for (Attr& a : fileAttrs) {
+      StringId id = 0;
+      if (a.isCustom()) {
+        if (Status s = fileString(store.strings(), a.key - kCustomAttrBase, id); !s) return s;
+        a.key = kCustomAttrBase + id;
+      }
+      if (a.type == AttrType::String) {
+        if (Status s = fileString(store.strings(), a.asString(), id); !s) return s;
+        a.bits = id;
+      }
+    }
+    attrBlob.clear();
+    tsdb::encodeAttrBlob(fileAttrs, attrBlob);
+    sqlite3_bind_blob(st, 8, attrBlob.data(), static_cast<int>(attrBlob.size()), SQLITE_STATIC);
   }
   if (Status s = step(st, "writing an event"); !s) return s;
   // Ids are max(id) + 1 in a table only this writer appends to; the segment extents rely on it.
