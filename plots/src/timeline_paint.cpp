@@ -76,12 +76,14 @@ void TimelineWidget::render(QPainter& p) {
     paintLane(p, *it, top + it->y - scroll);
   paintMarks(p, top, bottom);
   p.restore();
+  paintOverlays(p, top, bottom);
   if (!pinned_.empty()) {
     p.fillRect(QRect(0, layout::kRulerHeight, width(), top - layout::kRulerHeight), kBackground);
     for (const Lane& l : pinned_) paintLane(p, l, l.y);
     p.fillRect(QRect(0, top - 3, width(), 3), QColor(0x9a, 0xa4, 0xb5));
   }
   paintSelection(p);
+  paintHighlights(p);
   paintArrows(p);
   paintLabels(p, top);
   paintRuler(p);
