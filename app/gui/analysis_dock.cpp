@@ -38,7 +38,7 @@ QString AnalysisDock::summary() const {
 QString AnalysisDock::summaryText(const core::AnalysisResult& r) {
   auto pct = [](double f) { return QStringLiteral("%1 %").arg(100 * f, 0, 'f', 1); };
   QStringList parts;
-  parts << tr("%n step(s)", nullptr, r.steps.count);
+  parts << (r.steps.count == 1 ? tr("1 step") : tr("%1 steps").arg(r.steps.count));
   if (!std::isnan(r.steps.meanMs)) parts << tr("step %1 ms").arg(r.steps.meanMs, 0, 'f', 2);
   if (r.pipeline.present && !std::isnan(r.pipeline.bubbleFraction)) {
     QString b = tr("bubble %1").arg(pct(r.pipeline.bubbleFraction));
