@@ -9,10 +9,12 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "session_view.h"
 #include "trainscope/core/agent_client.h"
@@ -25,6 +27,7 @@ using core::wire::KnobType;
 
 enum Column { Name, Value, Current, Description, ColumnCount };
 constexpr int kApplyTimeoutMs = 20000;
+constexpr int kPollMs = 3000;  // current values (another client may change them)
 
 core::AgentClient::Options clientOptions() {
   core::AgentClient::Options o;
@@ -74,7 +77,8 @@ KnobsDock::KnobsDock(QWidget* parent)
       table_(new QTableWidget(0, ColumnCount)),
       apply_(new QPushButton(tr("&Apply"))),
       reload_(new QPushButton(tr("Re&load"))),
-      status_(new QLabel) {
+      status_(new QLabel),
+      poll_(new QTimer(this)) {
   table_->setObjectName("knobTable");
   table_->setHorizontalHeaderLabels({tr("Knob"), tr("New value"), tr("Current"), tr("Description")});
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -92,8 +96,11 @@ KnobsDock::KnobsDock(QWidget* parent)
   lay->addWidget(table_, 1);
   lay->addLayout(buttons);
   connect(apply_, &QPushButton::clicked, this, &KnobsDock::apply);
-  connect(reload_, &QPushButton::clicked, this, &KnobsDock::refresh);
+  connect(reload_, &QPushButton::clicked, this, [this] { refresh(); });
   connect(&watcher_, &QFutureWatcher<Reply>::finished, this, &KnobsDock::onReply);
+  connect(poll_, &QTimer::timeout, this, [this] {
+    if (isVisible()) refresh(false);
+  });
   setView(nullptr);
 }
 
@@ -111,7 +118,9 @@ QString KnobsDock::statusText() const {
 }
 
 void KnobsDock::setView(SessionView* v) {
+  watcher_.waitForFinished();
   view_ = v;
+  lastApplied_ = false;
   entries_ = v ? v->entries() : std::vector<core::discovery::Entry>{};
   knobs_.clear();
   fill();
@@ -119,15 +128,17 @@ void KnobsDock::setView(SessionView* v) {
   apply_->setEnabled(false);
   reload_->setEnabled(live);
   if (!live) {
+    poll_->stop();
     setStatus(tr("Attach to a running job (Job → Attach…) to see and change its knobs."), false);
     return;
   }
+  poll_->start(kPollMs);
   refresh();
 }
 
-void KnobsDock::refresh() {
+void KnobsDock::refresh(bool announce) {
   if (entries_.empty() || watcher_.isRunning()) return;
-  setStatus(tr("Reading knobs…"), false);
+  if (announce) setStatus(tr("Reading knobs…"), false);
   auto entries = entries_;
   watcher_.setFuture(QtConcurrent::run([entries] {
     Reply r;
@@ -150,7 +161,11 @@ void KnobsDock::refresh() {
 }
 
 void KnobsDock::apply() {
-  if (entries_.empty() || watcher_.isRunning()) return;
+  if (entries_.empty()) return;
+  if (watcher_.isRunning()) {  // a poll of the current values (a few ms): apply after it
+    applyPending_ = true;
+    return;
+  }
   std::vector<std::pair<std::string, std::string>> changes;
   for (int row = 0; row < table_->rowCount() && row < knobCount(); ++row) {
     const std::string v = editorValue(row).toStdString();
@@ -202,9 +217,30 @@ void KnobsDock::apply() {
   }));
 }
 
+bool KnobsDock::sameKnobs(const std::vector<core::wire::KnobDescriptor>& other) const {
+  if (other.size() != knobs_.size()) return false;
+  for (size_t i = 0; i < other.size(); ++i)
+    if (other[i].name != knobs_[i].name) return false;
+  return true;
+}
+
+void KnobsDock::updateCurrent(std::vector<core::wire::KnobDescriptor> fresh) {
+  // Same knobs: new current values; an editor the user has not touched follows them.
+  for (int row = 0; row < knobCount(); ++row) {
+    auto& old = knobs_[static_cast<size_t>(row)];
+    const auto& now = fresh[static_cast<size_t>(row)];
+    const bool untouched = editorValue(row).toStdString() == old.currentValue;
+    old = now;
+    table_->item(row, Current)->setText(QString::fromStdString(now.currentValue));
+    if (untouched) setEditorValue(QString::fromStdString(now.name), QString::fromStdString(now.currentValue));
+  }
+}
+
 void KnobsDock::onReply() {
   Reply r = watcher_.result();
-  if (!r.knobs.empty() || !r.isApply) {
+  if (!r.knobs.empty() && sameKnobs(r.knobs)) {
+    updateCurrent(std::move(r.knobs));
+  } else if (!r.knobs.empty() || !r.isApply) {
     knobs_ = std::move(r.knobs);
     fill();
   }
@@ -213,13 +249,15 @@ void KnobsDock::onReply() {
     setStatus(r.message, true);
   } else if (r.isApply) {
     setStatus(r.message, false);
-  } else {
-    setStatus(tr("%n knob(s) · step %1", nullptr, knobCount()).arg(r.step), false);
+  } else if (!lastApplied_) {
+    setStatus(tr("%1 knobs · step %2").arg(knobCount()).arg(r.step), false);
   }
+  if (r.isApply) lastApplied_ = r.ok;
   if (r.isApply)
     emit applied(r.ok, r.message);
   else
     emit listed(r.ok ? knobCount() : -1);
+  if (std::exchange(applyPending_, false)) apply();
 }
 
 void KnobsDock::fill() {

@@ -15,6 +15,7 @@
 class QLabel;
 class QPushButton;
 class QTableWidget;
+class QTimer;
 
 namespace trainscope::app {
 
@@ -28,8 +29,8 @@ class KnobsDock : public QWidget {
   ~KnobsDock() override;
   // Lists the knobs of v's job when v is attached to one.
   void setView(SessionView* v);
-  // Re-reads the knob list (off the GUI thread); listed() follows.
-  void refresh();
+  // Re-reads the knob list (off the GUI thread; also every 3 s while shown); listed() follows.
+  void refresh(bool announce = true);
   int knobCount() const { return static_cast<int>(knobs_.size()); }
   // Sets the editor of knob `name` to value (as the user would); false when it cannot.
   bool setEditorValue(const QString& name, const QString& value);
@@ -51,6 +52,8 @@ class KnobsDock : public QWidget {
   };
   void onReply();
   void fill();
+  bool sameKnobs(const std::vector<core::wire::KnobDescriptor>& other) const;
+  void updateCurrent(std::vector<core::wire::KnobDescriptor> fresh);
   QString editorValue(int row) const;
   void setStatus(const QString& text, bool error);
 
@@ -61,6 +64,9 @@ class KnobsDock : public QWidget {
   QPushButton* apply_;
   QPushButton* reload_;
   QLabel* status_;
+  QTimer* poll_;
+  bool lastApplied_ = false;
+  bool applyPending_ = false;  // keep "applied at step N" in view while polling
   QFutureWatcher<Reply> watcher_;
 };
 

@@ -85,7 +85,10 @@ MainWindow::MainWindow(QWidget* parent)
 
   QSettings settings;
   if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1400, 860);
-  restoreState(settings.value("window/state").toByteArray());
+  if (!restoreState(settings.value("window/state").toByteArray())) {
+    resizeDocks({analysisDockWidget_}, {height() * 2 / 5}, Qt::Vertical);
+    resizeDocks({analysisDockWidget_, knobsDockWidget_}, {width() * 2 / 3, width() / 3}, Qt::Horizontal);
+  }
   rebuildRecentMenu();
   onTabChanged();
 }
