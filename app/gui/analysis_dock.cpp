@@ -52,7 +52,7 @@ QString AnalysisDock::summaryText(const core::AnalysisResult& r) {
     if (!std::isnan(r.dataParallel.exposedCommMs))
       parts << tr("exposed comm %1 ms").arg(r.dataParallel.exposedCommMs, 0, 'f', 2);
   }
-  if (r.stragglers.slowestRank >= 0 && !std::isnan(r.stragglers.meanSkewMs))
+  if (r.stragglers.slowestRank >= 0 && r.stragglers.meanSkewMs > 0.005)
     parts << tr("skew %1 ms (rank %2)").arg(r.stragglers.meanSkewMs, 0, 'f', 2).arg(r.stragglers.slowestRank);
   return parts.join(QStringLiteral(" · "));
 }

@@ -3,9 +3,11 @@
 //   trainscope --attach JOBID | --attach-first [--wait S]   attach live to a running job
 //   --screenshot OUT.png                    save the window once loaded / all ranks arrived, then quit
 //   --window-ms A:B  --search NAME  --color-by kind|micro-batch|phase   initial view (for screenshots)
-//   --chart SLUG  --overlays bubble,exposed,critical|none  the Analysis dock's chart, the overlays shown
+//   --chart SLUG  --overlays bubble,exposed,critical|none  --metric KEY   the Analysis dock's chart,
+//                                           the overlays shown, a metric's events selected
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QThread>
 #include <QTimer>
 #include <cstdio>
 
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
   parser.addOption({"search", "Select the first event whose name contains this.", "name"});
   parser.addOption({"color-by", "kind, micro-batch or phase.", "mode"});
   parser.addOption({"chart", "Analysis chart to show: step_time, breakdown, bubbles, ...", "slug"});
+  parser.addOption({"metric", "Select the events of this metric key, as a click in the Analysis dock.", "key"});
   parser.addOption({"overlays", "Timeline overlays: bubble,exposed,critical or none.", "kinds"});
   parser.addOption({"live-seconds",
                     "With --screenshot when attached: keep streaming this long first (default 2).", "s",
@@ -89,9 +92,11 @@ int main(int argc, char** argv) {
         auto* v = window.currentView();
         if (!v || (v->analysis() && !v->isAnalyzing())) break;
         if (v->isLive()) v->analyzeNow();
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        QThread::msleep(25);
+        QCoreApplication::processEvents();
       }
       applyView(window, parser);
+      if (parser.isSet("metric")) window.activateMetric(parser.value("metric"));
       QTimer::singleShot(300, &window, [&window, shotPath] {
         if (shotPath.isEmpty()) return;
         window.refreshStatus();

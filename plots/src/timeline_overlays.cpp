@@ -22,16 +22,32 @@ int flagOf(core::OverlayKind k) {
   return 0;
 }
 
+// Bubbles and exposed communication: a light wash and a hatch (readable over any event colour);
+// the critical path: a solid band along the top of the rank.
 QColor overlayColor(core::OverlayKind k) {
   switch (k) {
     case core::OverlayKind::Bubble:
-      return {0xff, 0xa0, 0x00, 70};
+      return {0xd0, 0x80, 0x00};
     case core::OverlayKind::ExposedComm:
-      return {0xd0, 0x20, 0x30, 60};
+      return {0xc8, 0x10, 0x28};
     case core::OverlayKind::CriticalPath:
-      return {0x70, 0x20, 0xc0, 220};
+      return {0x70, 0x20, 0xc0};
   }
   return {};
+}
+
+void fillOverlay(QPainter& p, const QRectF& r, core::OverlayKind k) {
+  const QColor c = overlayColor(k);
+  if (k == core::OverlayKind::CriticalPath) {
+    p.fillRect(r, c);
+    return;
+  }
+  QColor wash = c;
+  wash.setAlpha(k == core::OverlayKind::Bubble ? 40 : 70);
+  p.fillRect(r, wash);
+  QColor hatch = c;
+  hatch.setAlpha(150);
+  p.fillRect(r, QBrush(hatch, k == core::OverlayKind::Bubble ? Qt::BDiagPattern : Qt::FDiagPattern));
 }
 
 QString kindName(core::OverlayKind k) {
@@ -85,16 +101,19 @@ void TimelineWidget::paintOverlays(QPainter& p, int top, int bottom) {
     if (s == spans.end() || s->second.second <= s->second.first) continue;
     const double xa = x0 + zoom_.timeToX(o.startNs, w);
     const double xb = std::max(xa + 1, x0 + zoom_.timeToX(o.endNs, w));
-    const QColor c = overlayColor(o.kind);
-    if (o.kind == core::OverlayKind::CriticalPath) {
-      p.fillRect(QRectF(xa, s->second.first, xb - xa, 3), c);
+    if (o.kind == core::OverlayKind::CriticalPath) {  // a band along the top of the rank
+      fillOverlay(p, QRectF(xa, s->second.first, xb - xa, 3), o.kind);
+      continue;
+    }
+    if (o.kind == core::OverlayKind::ExposedComm) {  // a band along the bottom: it often lies in a bubble
+      const QRectF r(xa, s->second.second - 6, xb - xa, 6);
+      fillOverlay(p, r, o.kind);
+      p.fillRect(QRectF(xa, r.bottom() - 2, xb - xa, 2), overlayColor(o.kind));
       continue;
     }
     const QRectF r(xa, s->second.first, xb - xa, s->second.second - s->second.first);
-    p.fillRect(r, c);
-    QColor edge = c;
-    edge.setAlpha(200);
-    p.setPen(QPen(edge, 1));
+    fillOverlay(p, r, o.kind);
+    p.setPen(QPen(overlayColor(o.kind), 1));
     p.drawLine(r.topLeft(), r.topRight());
   }
   p.restore();
@@ -118,6 +137,24 @@ void TimelineWidget::paintHighlights(QPainter& p) {
     }
   }
   p.restore();
+}
+
+double TimelineWidget::paintOverlayLegend(QPainter& p, int y, double right) {
+  // Right-aligned after the colours: the overlay kinds present and shown.
+  int present = 0;
+  for (const core::Overlay& o : overlays_) present |= flagOf(o.kind);
+  present &= overlayMask_;
+  const QFontMetrics fm = p.fontMetrics();
+  double x = right;
+  for (auto k : {core::OverlayKind::CriticalPath, core::OverlayKind::ExposedComm, core::OverlayKind::Bubble}) {
+    if (!(present & flagOf(k))) continue;
+    const QString name = kindName(k).toLower();
+    x -= fm.horizontalAdvance(name) + 30;
+    fillOverlay(p, QRectF(x, y + 5, 16, layout::kLegendHeight - 10), k);
+    p.setPen(QColor(0x30, 0x30, 0x30));
+    p.drawText(QPointF(x + 20, y + (layout::kLegendHeight + fm.ascent() - fm.descent()) / 2.0), name);
+  }
+  return x;
 }
 
 QString TimelineWidget::overlayAt(QPoint pos) const {

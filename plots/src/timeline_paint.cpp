@@ -512,7 +512,7 @@ void TimelineWidget::paintLegend(QPainter& p) {
   p.drawText(QRect(6, y, dataLeft() - 8, layout::kLegendHeight), Qt::AlignVCenter | Qt::AlignLeft,
              tr("colour by %1").arg(colorModeName(mode_)));
   double x = dataLeft() + 4;
-  const double right = dataLeft() + dataWidth();
+  const double right = paintOverlayLegend(p, y, dataLeft() + dataWidth()) - 8;
   for (const auto& [name, c] : legend(mode_)) {
     const double w = fm.horizontalAdvance(name) + 24;
     if (x + w > right) break;

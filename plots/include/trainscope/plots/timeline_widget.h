@@ -123,6 +123,7 @@ class TimelineWidget : public QWidget {
   void paintLegend(QPainter& p);
   void paintOverlays(QPainter& p, int top, int bottom);
   void paintHighlights(QPainter& p);
+  double paintOverlayLegend(QPainter& p, int y, double right);  // returns its left edge
   // Widget y range [first, second) of each rank's scrolled lanes.
   std::map<core::RankId, std::pair<int, int>> rankSpans(int top) const;
   void paintLabels(QPainter& p, int top);
