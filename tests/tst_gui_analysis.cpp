@@ -69,6 +69,21 @@ class TstGuiAnalysis : public QObject {
     QCOMPARE(t->grab().toImage(), with);
   }
 
+  void overlayTooltipSaysWhichBubble() {
+    plots::TimelineWidget* t = view()->timeline();
+    t->fitAll();
+    // Somewhere on the timeline a bubble's tooltip names its stage and what it waited for.
+    QString found;
+    for (int y = 0; y < t->height() && found.isEmpty(); y += 4)
+      for (int x = 0; x < t->width() && found.isEmpty(); x += 6)
+        if (const QString o = t->overlayAt({x, y}); o.contains("Pipeline bubble")) found = o;
+    QVERIFY2(found.contains("stage") && found.contains("step"), qPrintable(found));
+    w_->setOverlayMask(0);
+    for (int y = 0; y < t->height(); y += 8)
+      for (int x = 0; x < t->width(); x += 12) QVERIFY(t->overlayAt({x, y}).isEmpty());
+    w_->setOverlayMask(plots::TimelineWidget::BubbleOverlay | plots::TimelineWidget::ExposedCommOverlay);
+  }
+
   void metricClickSelectsItsEvents() {
     const auto r = view()->analysis();
     const auto& st = r->pipeline.perStage.at(1);

@@ -1,13 +1,15 @@
 // The Knobs dock of the real main window (offscreen), attached live to the real reference job
 // (`trainscope-cli demo --mode dp`, 2 MPI ranks of trainscope-train): it lists the dp.* knobs,
 // an enum edited in its combo box is applied on a worker thread ("applied at step N on all
-// ranks"), every rank reports the new value, and the knob-change marker reaches the timeline.
+// ranks"), every rank reports the new value, the knob-change marker reaches the timeline and the
+// live Analysis dock lists the change.
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QtTest>
 #include <csignal>
 
+#include "analysis_dock.h"
 #include "knobs_dock.h"
 #include "main_window.h"
 #include "session_view.h"
@@ -94,6 +96,18 @@ class TstGuiKnobs : public QObject {
       return n;
     };
     QTRY_VERIFY_WITH_TIMEOUT(markers() == 2, 15000);  // one per rank
+
+    // The Analysis dock follows the live job (recomputed every 2 s off the GUI thread), and
+    // its knob-change list has the change at the step the dock reported.
+    auto analysed = [&] {
+      auto r = w.currentView()->analysis();
+      if (!r || !r->dataParallel.present) return false;
+      for (const auto& k : r->knobChanges)
+        if (k.step == m.captured(1).toLongLong() && k.values.count("dp.compression")) return true;
+      return false;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(analysed(), 15000);
+    QVERIFY2(w.analysisDock()->summary().contains("DP overlap"), qPrintable(w.analysisDock()->summary()));
   }
 
   void cleanupTestCase() {
