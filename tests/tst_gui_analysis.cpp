@@ -92,7 +92,7 @@ class TstGuiAnalysis : public QObject {
     const auto refs = view()->sourcesOf(key);
     QVERIFY(!refs.empty());
     plots::TimelineWidget* t = view()->timeline();
-    t->zoomBy(4);  // somewhere else first
+    t->zoomBy(4);                                            // somewhere else first
     emit w_->analysisDock()->panel()->metricActivated(key);  // what a click on the bar emits
     QCOMPARE(t->highlightCount(), refs.size());
     const plots::EventRef sel = t->selectedEvent();

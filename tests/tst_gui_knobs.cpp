@@ -83,7 +83,8 @@ class TstGuiKnobs : public QObject {
       auto list = c->knobList();
       QVERIFY(list.isOk());
       bool found = false;
-      for (const auto& k : list.value().knobs) found |= k.name == "dp.compression" && k.currentValue == "int8";
+      for (const auto& k : list.value().knobs)
+        found |= k.name == "dp.compression" && k.currentValue == "int8";
       QVERIFY(found);
     }
     // And the job's own trace carries the change: its marker reaches the live timeline.

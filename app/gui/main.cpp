@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   parser.addOption({"search", "Select the first event whose name contains this.", "name"});
   parser.addOption({"color-by", "kind, micro-batch or phase.", "mode"});
   parser.addOption({"chart", "Analysis chart to show: step_time, breakdown, bubbles, ...", "slug"});
-  parser.addOption({"metric", "Select the events of this metric key, as a click in the Analysis dock.", "key"});
+  parser.addOption(
+      {"metric", "Select the events of this metric key, as a click in the Analysis dock.", "key"});
   parser.addOption({"overlays", "Timeline overlays: bubble,exposed,critical or none.", "kinds"});
   parser.addOption({"live-seconds",
                     "With --screenshot when attached: keep streaming this long first (default 2).", "s",

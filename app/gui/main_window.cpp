@@ -294,12 +294,13 @@ void MainWindow::buildOverlayActions(QMenu* view) {
   overlaysAction_->setChecked(true);
   overlaysAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
   overlaysAction_->setText(tr("Overlays"));
-  overlaysAction_->setToolTip(tr("Shade pipeline bubbles and exposed communication on the timeline (Ctrl+B)"));
+  overlaysAction_->setToolTip(
+      tr("Shade pipeline bubbles and exposed communication on the timeline (Ctrl+B)"));
   menu->addSeparator();
-  for (auto [name, flag, on] : {std::tuple{tr("Pipeline &Bubbles"), int(plots::TimelineWidget::BubbleOverlay), true},
-                                std::tuple{tr("&Exposed Communication"),
-                                           int(plots::TimelineWidget::ExposedCommOverlay), true},
-                                std::tuple{tr("&Critical Path"), int(plots::TimelineWidget::CriticalPathOverlay), false}}) {
+  for (auto [name, flag, on] :
+       {std::tuple{tr("Pipeline &Bubbles"), int(plots::TimelineWidget::BubbleOverlay), true},
+        std::tuple{tr("&Exposed Communication"), int(plots::TimelineWidget::ExposedCommOverlay), true},
+        std::tuple{tr("&Critical Path"), int(plots::TimelineWidget::CriticalPathOverlay), false}}) {
     QAction* a = menu->addAction(name);
     a->setCheckable(true);
     a->setChecked(on);

@@ -146,7 +146,8 @@ double TimelineWidget::paintOverlayLegend(QPainter& p, int y, double right) {
   present &= overlayMask_;
   const QFontMetrics fm = p.fontMetrics();
   double x = right;
-  for (auto k : {core::OverlayKind::CriticalPath, core::OverlayKind::ExposedComm, core::OverlayKind::Bubble}) {
+  for (auto k :
+       {core::OverlayKind::CriticalPath, core::OverlayKind::ExposedComm, core::OverlayKind::Bubble}) {
     if (!(present & flagOf(k))) continue;
     const QString name = kindName(k).toLower();
     x -= fm.horizontalAdvance(name) + 30;

@@ -408,6 +408,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
       boxT0_.reset();
       boxT1_.reset();
       boxStats_.reset();
+      highlights_.clear();
       update();
       break;
     default:
