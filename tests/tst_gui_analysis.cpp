@@ -110,6 +110,12 @@ class TstGuiAnalysis : public QObject {
     QVERIFY(t->zoom().width() <= (hi - lo) * 6 / 5);
   }
 
+  void breakdownClickShowsExposedCommunication() {
+    w_->setOverlayMask(plots::TimelineWidget::BubbleOverlay);
+    emit w_->analysisDock()->panel()->metricActivated("breakdown.per_rank[0]");
+    QVERIFY(view()->timeline()->overlayMask() & plots::TimelineWidget::ExposedCommOverlay);
+  }
+
   void cleanupTestCase() { w_.reset(); }
 };
 

@@ -29,8 +29,12 @@ class AnalysisDock : public QWidget {
   // "12 steps · step 45.20 ms · bubble 33.1 % (theory 30.0 %) · DP overlap 72 %".
   static QString summaryText(const core::AnalysisResult& r);
 
+ protected:
+  void showEvent(QShowEvent* e) override;
+
  private:
   void refresh();
+  bool stale_ = true;
   QPointer<SessionView> view_;
   QMetaObject::Connection conn_;
   QLabel* summary_;

@@ -1,5 +1,6 @@
 #include "session_view.h"
 
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -183,6 +184,8 @@ void SessionView::analyzeNow() {
   analysisWatcher_.setFuture(QtConcurrent::run([data, analyzer, live, gen] {
     Analysis a;
     a.generation = gen;
+    QElapsedTimer clock;
+    clock.start();
     // Shared side: the store is flushed under every lock release, so the analyser only reads.
     std::shared_lock lock(data->mutex);
     if (live)
@@ -200,6 +203,7 @@ void SessionView::analyzeNow() {
       refs.clear();  // indices die with the lock; sourcesOf() re-resolves
     }
     a.result = std::move(result);
+    a.ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
     return a;
   }));
 }
@@ -207,6 +211,7 @@ void SessionView::analyzeNow() {
 void SessionView::onAnalysisDone() {
   Analysis a = analysisWatcher_.result();
   analysedGeneration_ = a.generation;
+  analysisMs_ = a.ms;
   analysis_ = std::move(a.result);
   sources_ = std::move(a.sources);
   timeline_->setOverlays(analysis_->overlays);

@@ -57,6 +57,7 @@ class SessionView : public QWidget {
   // Starts an analysis now unless one is running or nothing changed since the last one.
   void analyzeNow();
   bool isAnalyzing() const { return analysisWatcher_.isRunning(); }
+  double lastAnalysisMs() const { return analysisMs_; }
   // The events behind a metric key of the last result, resolved against the store as it is now.
   std::vector<plots::EventRef> sourcesOf(const QString& key) const;
 
@@ -86,6 +87,7 @@ class SessionView : public QWidget {
     std::shared_ptr<const core::AnalysisResult> result;
     std::map<std::string, std::vector<StableRef>> sources;
     uint64_t generation = 0;
+    double ms = 0;  // worker time, lock held
   };
   void startJob(std::function<Job()> fn);
   void onAnalysisDone();
@@ -102,6 +104,7 @@ class SessionView : public QWidget {
   std::shared_ptr<const core::AnalysisResult> analysis_;
   std::map<std::string, std::vector<StableRef>> sources_;
   uint64_t analysedGeneration_ = UINT64_MAX;
+  double analysisMs_ = 0;
   QFutureWatcher<Analysis> analysisWatcher_;
   QTimer* analysisTimer_;
 };
