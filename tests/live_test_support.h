@@ -1,7 +1,10 @@
 // Helpers for tests that drive the real CLI against live jobs (tst_cli_live, tst_clock_resync).
 #pragma once
 
+#include <QDir>
+#include <QFile>
 #include <QJsonDocument>
+#include <QTemporaryDir>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
@@ -16,6 +19,14 @@
 namespace live_test {
 
 using namespace trainscope::core;
+
+// Agents and clients of this test use a private runtime directory (mode 0700, as the agent
+// requires), so no other job on the machine interferes.
+inline void usePrivateRuntimeDir(const QTemporaryDir& dir) {
+  QDir().mkpath(dir.filePath("run"));
+  QFile::setPermissions(dir.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+  qputenv("TRAINSCOPE_RUNTIME_DIR", dir.filePath("run").toUtf8());
+}
 
 inline QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
 

@@ -127,9 +127,11 @@ class TstAgentCapture : public QObject {
     QVERIFY(ring.push(r));  // space again after the consumer moved on
   }
 
-  // The producer looks at the fill level every capacity/4 records (at most 4096) and asks for
-  // an early drain wake-up once the ring is at least half full: capacity 64 -> checks at heads
-  // 0, 16, 32, 48; the 33rd record (head 32) finds 33 of 64 slots used.
+  // The producer looks at the consumer's index only when its head reaches a limit: first the
+  // half-full point (capacity 64 -> head 32: 32 of 64 used, so the 33rd record asks for an early
+  // drain wake-up); while at least half full, again every capacity/4 records (at most 4096);
+  // below half, at the next half-full point. After the consumer took all 33, head 49 finds 16
+  // used and moves the limit to 33 + 32 = 65: the rest of the test never nudges.
   void ringNudgesWhenHalfFull() {
     ag::SpscRing ring(64);
     ag::Record r;

@@ -270,6 +270,33 @@ class TstAnalysis : public QObject {
     QCOMPARE(stage(r, 0).microBatches.size(), size_t{4});  // (mb, chunk) pairs
   }
 
+  // The interleaved order above with rank 1 twice as slow (rank 0: F = B = 1, rank 1: 2 ms).
+  // Virtual stages: rank 0 chunk 0 = vs0, rank 1 chunk 0 = vs1, rank 0 chunk 1 = vs2, rank 1
+  // chunk 1 = vs3 (the last). Each op starts when its rank is free and its input exists:
+  //   rank 0: F0c0 0-1 F1c0 1-2 F0c1 3-4 F1c1 5-6 B0c1 9-10 B1c1 13-14 B0c0 15-16 B1c0 17-18
+  //   rank 1: F0c0 1-3 F1c0 3-5 F0c1 5-7 B0c1 7-9 F1c1 9-11 B1c1 11-13 B0c0 13-15 B1c0 15-17
+  // window 0-18. Rank 0 busy 8 -> bubble 10/18, every gap waiting for rank 1 (2-3, 4-5, 6-9,
+  // 10-13, 14-15, 16-17). Rank 1 busy 16 (1-17) -> bubble 2/18: 0-1 for rank 0, 17-18 at the
+  // end for nobody. Mean (10 + 2) / 36 = 1/3; theory (p-1)/(v*m + p-1) = 1/5 for a balanced run.
+  // Stragglers: compute 8 vs 16 -> skew 8 ms, rank 1.
+  void pipelineInterleavedUnbalanced() {
+    const AnalysisResult r = analyse("pp_interleaved_unbalanced");
+    QCOMPARE(r.pipeline.schedule, std::string("interleaved-1f1b"));
+    QCOMPARE(r.pipeline.virtualStages, 2);
+    NEAR(r.pipeline.bubbleFraction, 1.0 / 3);
+    NEAR(r.pipeline.bubbleFractionTheory, 0.2);
+    NEAR(stage(r, 0).bubbleFraction, 10.0 / 18);
+    NEAR(stage(r, 1).bubbleFraction, 2.0 / 18);
+    NEAR(waitFor(stage(r, 0), 1), 10.0);
+    NEAR(waitFor(stage(r, 1), 0), 1.0);
+    NEAR(waitFor(stage(r, 1), -1), 1.0);
+    NEAR(stage(r, 0).fMs, 1.0);
+    NEAR(stage(r, 1).fMs, 2.0);
+    QCOMPARE(r.stragglers.perStep.size(), size_t{1});
+    NEAR(r.stragglers.perStep[0].skewMs, 8.0);
+    QCOMPARE(r.stragglers.perStep[0].straggler, 1);
+  }
+
   // ZB-H1, p = 2, m = 2, F = B = W = 1 ms; pp.schedule changed live (KnobChange at step 0):
   //   rank 0: F0 0-1 F1 1-2 B0 3-4 W0 4-5 B1 5-6 W1 6-7     (gap 2-3, waiting for rank 1)
   //   rank 1: F0 1-2 B0 2-3 F1 3-4 B1 4-5 W0 5-6 W1 6-7     (gap 0-1, waiting for rank 0)

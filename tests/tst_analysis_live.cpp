@@ -12,38 +12,11 @@
 #include <QtTest>
 
 #include "trainscope/core/analysis.h"
+#include "live_test_support.h"
 #include "trainscope/core/session_db.h"
 
 using namespace trainscope::core;
-
-namespace {
-
-QString bin(const QString& name) {
-  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
-}
-
-struct Run {
-  int code = -1;
-  QString out, err;
-};
-
-Run cli(const QStringList& args, int timeoutMs = 60000) {
-  QProcess p;
-  p.start(bin("trainscope-cli"), args);
-  Run r;
-  if (!p.waitForFinished(timeoutMs)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out: trainscope-cli " + args.join(' ');
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
-
-}  // namespace
+using namespace live_test;
 
 class TstAnalysisLive : public QObject {
   Q_OBJECT

@@ -42,9 +42,7 @@ class TstCliLive : public QObject {
     QVERIFY(dir_.isValid());
     if (!QFileInfo::exists(bin("trainscope-testjob"))) QSKIP("trainscope-testjob not built (no MPI)");
     // Everything (agents, CLI) uses a private runtime directory, so no other job interferes.
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    usePrivateRuntimeDir(dir_);
     jobId_ = QString("live-%1").arg(QCoreApplication::applicationPid());
     // A shell per rank gives each its own clock shift; the agent skips the shell and starts in
     // the job it execs.

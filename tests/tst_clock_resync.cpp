@@ -61,9 +61,7 @@ class TstClockResync : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     if (!QFileInfo::exists(bin("trainscope-testjob"))) QSKIP("trainscope-testjob not built (no MPI)");
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    usePrivateRuntimeDir(dir_);
     jobId_ = QString("resync-%1").arg(QCoreApplication::applicationPid());
     const QString rankCmd = QString("TRAINSCOPE_CLOCK_DRIFT_PPB=$((OMPI_COMM_WORLD_RANK * %1)) exec \"$0\" "
                                     "--steps 100000 --step-ms 5")

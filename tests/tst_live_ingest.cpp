@@ -6,16 +6,13 @@
 #include <QtTest>
 #include <set>
 
+#include "live_test_support.h"
 #include "trainscope/core/session_db.h"
 #include "trainscope/plots/live_ingest.h"
 
 using namespace trainscope;
-
-namespace {
-QString bin(const QString& name) {
-  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
-}
-}  // namespace
+using live_test::bin;
+using live_test::usePrivateRuntimeDir;
 
 class TstLiveIngest : public QObject {
   Q_OBJECT
@@ -25,9 +22,7 @@ class TstLiveIngest : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     if (!QFileInfo::exists(bin("trainscope-testjob"))) QSKIP("trainscope-testjob not built (no MPI)");
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    usePrivateRuntimeDir(dir_);
     qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
     qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   }

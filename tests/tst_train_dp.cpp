@@ -152,7 +152,7 @@ class TstTrainDp : public QObject {
     QTest::newRow("batch split") << QStringList{"--batch", "10"} << "does not split evenly over 3 ranks";
     QTest::newRow("heads") << QStringList{"--model", "transformer", "--width", "10", "--heads", "3"}
                            << "multiple of --heads";
-    QTest::newRow("backend") << QStringList{"--backend", "cuda"} << "cuda backend is not built";
+    QTest::newRow("backend") << QStringList{"--backend", "tpu"} << "unknown backend 'tpu' (cpu|cuda)";  // cuda: tst_train_cuda
     QTest::newRow("no config") << QStringList{"--config", "/nonexistent.json"} << "cannot read config file";
     QTest::newRow("unknown option") << QStringList{"--learning-rate", "1"} << "learning-rate";
   }

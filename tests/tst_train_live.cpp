@@ -14,37 +14,15 @@
 #include <csignal>
 #include <map>
 
+#include "live_test_support.h"
 #include "trainscope/core/session_db.h"
 
 using namespace trainscope::core;
+using namespace live_test;
 
 namespace {
 
 constexpr int kRanks = 4;
-QString bin(const QString& name) {
-  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
-}
-
-struct Run {
-  int code = -1;
-  QString out, err;
-};
-
-Run cli(const QStringList& args, int timeoutMs = 60000) {
-  QProcess p;
-  p.start(bin("trainscope-cli"), args);
-  Run r;
-  if (!p.waitForFinished(timeoutMs)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out: trainscope-cli " + args.join(' ');
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
 
 // One bucket collective as seen in the session.
 struct BucketComm {

@@ -31,6 +31,8 @@ struct ThreadRing {
 
 // Capture on/off, read by every hot-path call: a plain global (no instance() guard, no indirection).
 inline constinit std::atomic<bool> g_captureActive{false};
+// Capture on *and* TSC clock: the one flag the hot path reads (kept by Capture::setActive).
+inline constinit std::atomic<bool> g_captureFast{false};
 
 class Capture {
  public:
@@ -38,7 +40,10 @@ class Capture {
 
   // Sizes for rings registered from now on; ringBudgetBytes bounds all rings together.
   void configure(size_t ringRecords, size_t ringBudgetBytes);
-  void setActive(bool on) { g_captureActive.store(on, std::memory_order_release); }
+  void setActive(bool on) {
+    g_captureActive.store(on, std::memory_order_release);
+    g_captureFast.store(on && g_clockTsc.load(std::memory_order_relaxed), std::memory_order_release);
+  }
   bool active() const { return g_captureActive.load(std::memory_order_relaxed); }
 
   // Drops without a ring to count them in (over budget, thread exiting, drain-side limits).
@@ -117,14 +122,14 @@ inline void storeRecord(ThreadRing* r, int64_t ts, uint16_t clock, RecordType ty
   }
 }
 
-// The hot path, inlined into every C API entry: one relaxed load (active?), one TLS load, one
-// predictable branch on the clock kind, rdtsc, a 32-byte store and a release store of the ring
-// head (plain stores on x86). TRAINSCOPE_CLOCK=monotonic takes pushRecordSlow every time.
+// The hot path, inlined into every C API entry: one relaxed load (capture on with the TSC
+// clock?), one TLS load, one predictable branch, rdtsc, a 32-byte store and a release store of
+// the ring head (plain stores on x86). TRAINSCOPE_CLOCK=monotonic takes pushRecordSlow every time.
 [[gnu::always_inline]] inline void pushRecord(RecordType type, uint8_t sub, uint32_t name, uint64_t a, uint64_t b) {
-  if (!g_captureActive.load(std::memory_order_relaxed)) return;
+  const bool fast = g_captureFast.load(std::memory_order_relaxed);
   ThreadRing* r = t_ring;
-  if (__builtin_expect(r == nullptr || !g_clockTsc.load(std::memory_order_relaxed), 0)) {
-    pushRecordSlow(type, sub, name, a, b);
+  if (__builtin_expect(!fast || r == nullptr, 0)) {
+    if (g_captureActive.load(std::memory_order_relaxed)) pushRecordSlow(type, sub, name, a, b);
     return;
   }
   storeRecord(r, static_cast<int64_t>(readTsc()), kRecordClockTsc, type, sub, name, a, b);

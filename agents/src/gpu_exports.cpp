@@ -157,7 +157,7 @@ TS_AGENT_API int InitializeInjection(void) {
   return 1;  // CUDA goes on either way
 }
 
-TS_AGENT_API extern const nccl_abi::Profiler_v5 ncclProfiler_v5;
+TS_AGENT_EXPORT extern const nccl_abi::Profiler_v5 ncclProfiler_v5;
 const nccl_abi::Profiler_v5 ncclProfiler_v5 = {"trainscope",
                                                profilerInit,
                                                NcclProfiler::startEventV5,
@@ -165,7 +165,7 @@ const nccl_abi::Profiler_v5 ncclProfiler_v5 = {"trainscope",
                                                NcclProfiler::recordEventState,
                                                NcclProfiler::finalize};
 
-TS_AGENT_API extern const nccl_abi::Profiler_v6 ncclProfiler_v6;
+TS_AGENT_EXPORT extern const nccl_abi::Profiler_v6 ncclProfiler_v6;
 const nccl_abi::Profiler_v6 ncclProfiler_v6 = {"trainscope",
                                                profilerInit,
                                                NcclProfiler::startEventV6,
@@ -173,11 +173,11 @@ const nccl_abi::Profiler_v6 ncclProfiler_v6 = {"trainscope",
                                                NcclProfiler::recordEventState,
                                                NcclProfiler::finalize};
 
-TS_AGENT_API extern const nccl_abi::Tuner_v5 ncclTunerPlugin_v5;
+TS_AGENT_EXPORT extern const nccl_abi::Tuner_v5 ncclTunerPlugin_v5;
 const nccl_abi::Tuner_v5 ncclTunerPlugin_v5 = {"trainscope", tunerInit, NcclTuner::getCollInfo,
                                                NcclTuner::finalize};
 
-TS_AGENT_API extern const nccl_abi::Tuner_v6 ncclTunerPlugin_v6;
+TS_AGENT_EXPORT extern const nccl_abi::Tuner_v6 ncclTunerPlugin_v6;
 const nccl_abi::Tuner_v6 ncclTunerPlugin_v6 = {"trainscope", tunerInit, NcclTuner::getCollInfo,
                                                NcclTuner::finalize, nullptr};
 

@@ -21,7 +21,8 @@ class SpscRing {
     while (c < capacity) c <<= 1;
     cap_ = c;
     mask_ = c - 1;
-    nudgeMask_ = std::min<size_t>(4096, c / 4 > 0 ? c / 4 : 1) - 1;
+    nudgeStride_ = std::min<size_t>(4096, c / 4 > 0 ? c / 4 : 1);
+    limit_ = c / 2;
     cells_ = std::make_unique<Record[]>(c);
   }
   SpscRing(const SpscRing&) = delete;
@@ -31,23 +32,31 @@ class SpscRing {
   size_t bytes() const { return cap_ * sizeof(Record); }
 
   // Producer side. kPushFull (0, falsy) when full: the record is not stored. kPushNudge when
-  // stored and the ring is at least half full: the caller wakes the consumer early. The fill
-  // level is looked at only every nudgeStride records (one read of the consumer's index), so
-  // the common path stays one compare, one store and the head store.
+  // stored into a ring that is at least half full: the caller wakes the consumer early. The
+  // common path is one compare against a producer-local limit (the half-full point, or the full
+  // point), the record store and the head store; only at the limit is the consumer's index read
+  // (then again every nudge stride while the ring stays at least half full).
   enum PushResult : int { kPushFull = 0, kPushStored = 1, kPushNudge = 2 };
   PushResult push(const Record& r) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - cachedTail_ >= cap_) {
-      cachedTail_ = tail_.load(std::memory_order_acquire);
-      if (head - cachedTail_ >= cap_) return kPushFull;
+    PushResult result = kPushStored;
+    if (__builtin_expect(head >= limit_, 0)) {
+      const uint64_t tail = tail_.load(std::memory_order_acquire);
+      const uint64_t used = head - tail;
+      if (used >= cap_) {
+        limit_ = head;  // look again on the next push
+        return kPushFull;
+      }
+      if (used >= cap_ / 2) {
+        result = kPushNudge;
+        limit_ = std::min(tail + cap_, head + 1 + nudgeStride_);
+      } else {
+        limit_ = tail + cap_ / 2;
+      }
     }
     cells_[head & mask_] = r;
     head_.store(head + 1, std::memory_order_release);
-    if (__builtin_expect((head & nudgeMask_) == 0, 0)) {
-      cachedTail_ = tail_.load(std::memory_order_acquire);
-      if (head + 1 - cachedTail_ >= cap_ / 2) return kPushNudge;
-    }
-    return kPushStored;
+    return result;
   }
 
   // Consumer side: calls fn(const Record&) for up to max records; returns how many.
@@ -71,11 +80,11 @@ class SpscRing {
   // Producer and consumer indices on separate cache lines: no false sharing between the job's
   // thread and the drain thread.
   alignas(64) std::atomic<uint64_t> head_{0};
-  uint64_t cachedTail_ = 0;  // producer's last view of tail_
+  uint64_t limit_ = 0;  // producer-only: below this head no look at tail_ is needed
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) size_t cap_ = 0;
   size_t mask_ = 0;
-  size_t nudgeMask_ = 0;
+  size_t nudgeStride_ = 0;
   std::unique_ptr<Record[]> cells_;
 };
 

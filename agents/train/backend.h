@@ -1,6 +1,6 @@
 // The trainer's backend: compute (GEMMs) and communication (point-to-point and the few
 // non-blocking collectives the data-parallel algorithms are built from). The CPU backend is
-// OpenBLAS + MPI; a CUDA/NCCL backend implements the same two interfaces (a later issue).
+// OpenBLAS + MPI; the CUDA backend (cuda_backend.cpp) is cuBLAS + NCCL.
 // Model code only sees Compute; gradient synchronisation only sees Communicator.
 #pragma once
 
@@ -52,8 +52,17 @@ struct Backend {
   std::string name;
 };
 
-// "cpu" (OpenBLAS single-threaded + MPI) or "cuda" (not built yet: returns null and sets why).
+// "cpu" (OpenBLAS single-threaded + MPI) or "cuda" (cuBLAS + NCCL); after MPI_Init, on every
+// rank. Null and why set when it cannot be made.
 std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why);
+// The cuda backend (cuda_backend.cpp, or cuda_none.cpp in a build without it). Available = built
+// and a device present; checked before MPI_Init so that `--backend cuda` without a GPU or driver
+// fails at once with "no CUDA device".
+bool cudaBackendAvailable(std::string* why);
+std::unique_ptr<Backend> makeCudaBackend(std::string* why);
+// cuBLAS on its own compute stream, on the current device (no MPI, no NCCL): for checks. Null
+// in a build without the cuda backend.
+std::unique_ptr<Compute> makeCudaCompute();
 
 // OpenBLAS on one thread (no MPI needed): the CPU backend's compute, also for unit tests.
 std::unique_ptr<Compute> makeCpuCompute();

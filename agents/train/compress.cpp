@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "codec_math.h"
 #include "tensor.h"
 
 namespace trainscope::train {
@@ -54,12 +55,8 @@ void Codec::encode(const float* v, size_t n, uint64_t seed, uint8_t* out) const 
       float scale = 0;
       for (size_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(v[i]));
       std::memcpy(out, &scale, 4);
-      const float inv = scale > 0 ? 127.0f / scale : 0.0f;
-      for (size_t i = 0; i < n; ++i) {
-        const double u = uniformOf(hashOf(seed, i));
-        const double q = std::floor(static_cast<double>(v[i] * inv) + u);  // unbiased rounding
-        out[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -127.0, 127.0)));
-      }
+      const float inv = int8Inv(scale);
+      for (size_t i = 0; i < n; ++i) out[4 + i] = static_cast<uint8_t>(int8Quantize(v[i], inv, seed, i));
       return;
     }
     case Compression::OneBitEf: {
@@ -79,8 +76,8 @@ void Codec::encode(const float* v, size_t n, uint64_t seed, uint8_t* out) const 
       // Largest magnitude first, ties by index: the same choice on every rank and run.
       std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(k), idx.end(),
                         [v](uint32_t a, uint32_t b) {
-                          const float fa = std::fabs(v[a]), fb = std::fabs(v[b]);
-                          return fa > fb || (fa == fb && a < b);
+                          const uint32_t ka = magnitudeKey(v[a]), kb = magnitudeKey(v[b]);
+                          return ka > kb || (ka == kb && a < b);
                         });
       for (size_t j = 0; j < k; ++j) {
         std::memcpy(out + 8 * j, &idx[j], 4);
@@ -110,14 +107,14 @@ void Codec::decodeAdd(const uint8_t* in, size_t n, float* acc) const {
     case Compression::Int8: {
       float scale;
       std::memcpy(&scale, in, 4);
-      const float step = scale / 127.0f;
+      const float step = int8Step(scale);
       for (size_t i = 0; i < n; ++i) acc[i] += step * static_cast<float>(static_cast<int8_t>(in[4 + i]));
       return;
     }
     case Compression::OneBitEf: {
       float scale;
       std::memcpy(&scale, in, 4);
-      for (size_t i = 0; i < n; ++i) acc[i] += (in[4 + i / 8] >> (i % 8)) & 1u ? scale : -scale;
+      for (size_t i = 0; i < n; ++i) acc[i] += onebitValue((in[4 + i / 8] >> (i % 8)) & 1u, scale);
       return;
     }
     case Compression::TopkEf: {

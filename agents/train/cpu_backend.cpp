@@ -123,10 +123,7 @@ void waitFor(Request& r) {
 }
 
 std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why) {
-  if (kind == "cuda") {
-    if (why) *why = "the cuda backend is not built yet (CUDA/NCCL backend: a later issue); use --backend cpu";
-    return nullptr;
-  }
+  if (kind == "cuda") return makeCudaBackend(why);
   if (kind != "cpu") {
     if (why) *why = "unknown backend '" + kind + "' (cpu|cuda)";
     return nullptr;

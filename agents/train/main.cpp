@@ -67,9 +67,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainscope-train: %s\n", err.c_str());
     return 2;
   }
-  if (o.backend != "cpu") {
-    std::string why;
-    makeBackend(o.backend, &why);
+  // An unknown backend, or cuda without a device (or not built), is refused before MPI starts.
+  if (std::string why; o.backend != "cpu" && (o.backend != "cuda" || !cudaBackendAvailable(&why))) {
+    if (why.empty()) makeBackend(o.backend, &why);  // unknown: says which ones exist, needs no MPI
     std::fprintf(stderr, "trainscope-train: %s\n", why.c_str());
     return 2;
   }

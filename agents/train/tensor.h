@@ -7,6 +7,13 @@
 #include <cstdint>
 #include <vector>
 
+// Host and device (the CUDA kernels draw the same numbers as the CPU code).
+#if defined(__CUDACC__)
+#define TS_HD __host__ __device__
+#else
+#define TS_HD
+#endif
+
 namespace trainscope::train {
 
 struct Mat {
@@ -24,17 +31,17 @@ struct Mat {
   size_t size() const { return v.size(); }
 };
 
-inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+TS_HD inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-inline uint64_t hashOf(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) {
+TS_HD inline uint64_t hashOf(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) {
   return mix64(mix64(mix64(mix64(a) ^ b) ^ c) ^ d);
 }
 // Uniform in [0, 1).
-inline double uniformOf(uint64_t h) {
+TS_HD inline double uniformOf(uint64_t h) {
   return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
 }
 

@@ -22,9 +22,16 @@ extern "C" {
 #define TRAINSCOPE_AGENT_ABI_VERSION 1
 
 #if defined(__GNUC__)
-#define TS_AGENT_API __attribute__((visibility("default")))
+#define TS_AGENT_EXPORT __attribute__((visibility("default")))
 #else
-#define TS_AGENT_API
+#define TS_AGENT_EXPORT
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* noplt: callers reach the library through its GOT entry directly instead of a PLT stub (one
+   jump less on every traced call; GCC only). Functions only. */
+#define TS_AGENT_API TS_AGENT_EXPORT __attribute__((noplt))
+#else
+#define TS_AGENT_API TS_AGENT_EXPORT
 #endif
 
 /* ---- build information ------------------------------------------------------------------ */

@@ -189,30 +189,29 @@ void pipelineGpipe(const fs::path& dir) {
   c.write(dir, "pp_gpipe");
 }
 
+// Megatron's interleaved order for p = 2, v = 2, m = 2 (warm-up 4 and 2 units).
+std::vector<std::vector<Op>> interleavedOrderP2M2() {
+  return {{{'F', 0, 0}, {'F', 1, 0}, {'F', 0, 1}, {'F', 1, 1}, {'B', 0, 1}, {'B', 1, 1}, {'B', 0, 0}, {'B', 1, 0}},
+          {{'F', 0, 0}, {'F', 1, 0}, {'F', 0, 1}, {'B', 0, 1}, {'F', 1, 1}, {'B', 1, 1}, {'B', 0, 0}, {'B', 1, 0}}};
+}
+
 void pipelineInterleaved(const fs::path& dir) {
   Case c(2);
   c.s.metadata()["knob.pp.schedule"] = "interleaved-1f1b";
   c.s.metadata()["knob.pp.microbatches"] = "2";
   c.s.metadata()["knob.pp.virtual_stages"] = "2";
-  // Megatron's interleaved order for p = 2, v = 2, m = 2 (warm-up 4 and 2 units).
-  std::vector<std::vector<Op>> o = {{{'F', 0, 0},
-                                     {'F', 1, 0},
-                                     {'F', 0, 1},
-                                     {'F', 1, 1},
-                                     {'B', 0, 1},
-                                     {'B', 1, 1},
-                                     {'B', 0, 0},
-                                     {'B', 1, 0}},
-                                    {{'F', 0, 0},
-                                     {'F', 1, 0},
-                                     {'F', 0, 1},
-                                     {'B', 0, 1},
-                                     {'F', 1, 1},
-                                     {'B', 1, 1},
-                                     {'B', 0, 0},
-                                     {'B', 1, 0}}};
-  runPipeline(c, 2, 2, o, 1, 1, 0, 0, 0, 10);
+  runPipeline(c, 2, 2, interleavedOrderP2M2(), 1, 1, 0, 0, 0, 10);
   c.write(dir, "pp_interleaved");
+}
+
+// The same interleaved order with rank 1 twice as slow (F = B = 2 ms there).
+void pipelineInterleavedUnbalanced(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "interleaved-1f1b";
+  c.s.metadata()["knob.pp.microbatches"] = "2";
+  c.s.metadata()["knob.pp.virtual_stages"] = "2";
+  runPipeline(c, 2, 2, interleavedOrderP2M2(), 1, 1, 0, 0, 0, 18, {1, 2});
+  c.write(dir, "pp_interleaved_unbalanced");
 }
 
 void pipelineZbh1(const fs::path& dir) {
@@ -355,6 +354,7 @@ int main(int argc, char** argv) {
   pipelineSeq1f1b(dir);
   pipelineGpipeUnbalanced(dir);
   pipelineInterleaved(dir);
+  pipelineInterleavedUnbalanced(dir);
   pipelineZbh1(dir);
   dataParallel(dir);
   straggler(dir);
