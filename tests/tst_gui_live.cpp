@@ -92,7 +92,8 @@ class TstGuiLive : public QObject {
 
   void cleanupTestCase() {
     if (job_.state() != QProcess::NotRunning) {
-      job_.kill();
+      job_.terminate();  // launch forwards SIGTERM to mpirun and the ranks: nothing is orphaned
+      if (!job_.waitForFinished(10000)) job_.kill();
       job_.waitForFinished(5000);
     }
   }

@@ -3,13 +3,18 @@
 //   trainscope --attach JOBID | --attach-first [--wait S]   attach live to a running job
 //   --screenshot OUT.png                    save the window once loaded / all ranks arrived, then quit
 //   --window-ms A:B  --search NAME  --color-by kind|micro-batch|phase   initial view (for screenshots)
+//   --chart SLUG  --overlays bubble,exposed,critical|none  --metric KEY   the Analysis dock's chart,
+//                                           the overlays shown, a metric's events selected
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QThread>
 #include <QTimer>
 #include <cstdio>
 
+#include "analysis_dock.h"
 #include "main_window.h"
 #include "session_view.h"
+#include "trainscope/plots/analysis_panel.h"
 
 namespace {
 
@@ -29,6 +34,17 @@ void applyView(trainscope::app::MainWindow& w, const QCommandLineParser& p) {
                         origin + static_cast<int64_t>(win[1].toDouble() * 1e6));
   }
   if (!p.value("search").isEmpty()) t->search(p.value("search"), true);
+  if (p.isSet("overlays")) {
+    int mask = 0;
+    for (const QString& k : p.value("overlays").split(',')) {
+      if (k == "bubble") mask |= trainscope::plots::TimelineWidget::BubbleOverlay;
+      if (k == "exposed") mask |= trainscope::plots::TimelineWidget::ExposedCommOverlay;
+      if (k == "critical") mask |= trainscope::plots::TimelineWidget::CriticalPathOverlay;
+    }
+    w.setOverlayMask(mask);
+  }
+  auto* panel = w.analysisDock()->panel();
+  if (auto* chart = panel->chart(p.value("chart"))) panel->setCurrentWidget(chart);
   t->update();
 }
 
@@ -56,6 +72,10 @@ int main(int argc, char** argv) {
   parser.addOption({"window-ms", "Initial view, in ms from the trace start.", "a:b"});
   parser.addOption({"search", "Select the first event whose name contains this.", "name"});
   parser.addOption({"color-by", "kind, micro-batch or phase.", "mode"});
+  parser.addOption({"chart", "Analysis chart to show: step_time, breakdown, bubbles, ...", "slug"});
+  parser.addOption(
+      {"metric", "Select the events of this metric key, as a click in the Analysis dock.", "key"});
+  parser.addOption({"overlays", "Timeline overlays: bubble,exposed,critical or none.", "kinds"});
   parser.addOption({"live-seconds",
                     "With --screenshot when attached: keep streaming this long first (default 2).", "s",
                     "2"});
@@ -68,7 +88,16 @@ int main(int argc, char** argv) {
   auto shoot = [&window, &parser, shotPath](int delayMs) {
     applyView(window, parser);
     QTimer::singleShot(delayMs, &window, [&window, &parser, shotPath] {
+      // Waits (a little) for the analysis, so that its dock and overlays are in the picture.
+      for (int i = 0; i < 200; ++i) {
+        auto* v = window.currentView();
+        if (!v || (v->analysis() && !v->isAnalyzing())) break;
+        if (v->isLive()) v->analyzeNow();
+        QThread::msleep(25);
+        QCoreApplication::processEvents();
+      }
       applyView(window, parser);
+      if (parser.isSet("metric")) window.activateMetric(parser.value("metric"));
       QTimer::singleShot(300, &window, [&window, shotPath] {
         if (shotPath.isEmpty()) return;
         window.refreshStatus();

@@ -21,10 +21,14 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QTreeView>
+#include <tuple>
 
+#include "analysis_dock.h"
 #include "attach_dialog.h"
+#include "knobs_dock.h"
 #include "session_view.h"
 #include "trainscope/core/agent_client.h"
+#include "trainscope/plots/analysis_panel.h"
 #include "trainscope/plots/session_tree_model.h"
 #include "trainscope/plots/timeline_details.h"
 
@@ -81,7 +85,10 @@ MainWindow::MainWindow(QWidget* parent)
 
   QSettings settings;
   if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1400, 860);
-  restoreState(settings.value("window/state").toByteArray());
+  if (!restoreState(settings.value("window/state").toByteArray())) {
+    resizeDocks({analysisDockWidget_}, {height() * 2 / 5}, Qt::Vertical);
+    resizeDocks({analysisDockWidget_, knobsDockWidget_}, {width() * 2 / 3, width() / 3}, Qt::Horizontal);
+  }
   rebuildRecentMenu();
   onTabChanged();
 }
@@ -110,24 +117,15 @@ void MainWindow::buildDocks() {
   };
   QDockWidget* treeDock = dock(tr("Ranks & tracks"), "treeDock", tree_, Qt::LeftDockWidgetArea);
   QDockWidget* detailsDock = dock(tr("Details"), "detailsDock", details_, Qt::RightDockWidgetArea);
-  auto placeholder = [](const QString& text) {
-    auto* l = new QLabel(text);
-    l->setAlignment(Qt::AlignCenter);
-    l->setWordWrap(true);
-    l->setStyleSheet("color: #777; padding: 12px;");
-    return l;
-  };
-  QDockWidget* analysis =
-      dock(tr("Analysis"), "analysisDock",
-           placeholder(tr("Pipeline bubbles, overlap and the step breakdown appear here.")),
-           Qt::BottomDockWidgetArea);
-  QDockWidget* knobs =
-      dock(tr("Knobs"), "knobsDock", placeholder(tr("Live knobs of the attached job appear here.")),
-           Qt::BottomDockWidgetArea);
-  tabifyDockWidget(analysis, knobs);
-  analysis->raise();
-  analysis->hide();
-  knobs->hide();
+  analysisDock_ = new AnalysisDock;
+  knobsDock_ = new KnobsDock;
+  connect(analysisDock_->panel(), &plots::AnalysisPanel::metricActivated, this, &MainWindow::activateMetric);
+  analysisDockWidget_ = dock(tr("Analysis"), "analysisDock", analysisDock_, Qt::BottomDockWidgetArea);
+  knobsDockWidget_ = dock(tr("Knobs"), "knobsDock", knobsDock_, Qt::BottomDockWidgetArea);
+  splitDockWidget(analysisDockWidget_, knobsDockWidget_, Qt::Horizontal);
+  knobsDockWidget_->hide();
+  connect(knobsDock_, &KnobsDock::applied, this,
+          [this](bool, const QString& msg) { statusBar()->showMessage(msg, 10000); });
   resizeDocks({treeDock, detailsDock}, {300, 300}, Qt::Horizontal);
 }
 
@@ -223,6 +221,7 @@ void MainWindow::buildMenus() {
     if (SessionView* v = currentView())
       v->timeline()->setColorMode(static_cast<plots::ColorMode>(a->data().toInt()));
   });
+  buildOverlayActions(view);
   view->addSeparator();
   QAction* find = view->addAction(tr("&Find…"), this, [this] {
     search_->setFocus();
@@ -275,6 +274,7 @@ void MainWindow::buildMenus() {
   connect(colorGroup_, &QActionGroup::triggered, combo,
           [combo](QAction* a) { combo->setCurrentIndex(combo->findData(a->data())); });
   tb->addWidget(combo);
+  tb->addAction(overlaysAction_);
   tb->addSeparator();
   search_->setObjectName("search");
   search_->setPlaceholderText(tr("Find by name (Ctrl+F)"));
@@ -286,12 +286,73 @@ void MainWindow::buildMenus() {
   tb->addAction(tr("▶"), this, [this] { search(true); })->setToolTip(tr("Next match (F3)"));
 }
 
+void MainWindow::buildOverlayActions(QMenu* view) {
+  QMenu* menu = view->addMenu(tr("Analysis &Overlays"));
+  overlaysAction_ = menu->addAction(tr("Show &Overlays"));
+  overlaysAction_->setObjectName("overlaysAction");
+  overlaysAction_->setCheckable(true);
+  overlaysAction_->setChecked(true);
+  overlaysAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+  overlaysAction_->setText(tr("Overlays"));
+  overlaysAction_->setToolTip(
+      tr("Shade pipeline bubbles and exposed communication on the timeline (Ctrl+B)"));
+  menu->addSeparator();
+  for (auto [name, flag, on] :
+       {std::tuple{tr("Pipeline &Bubbles"), int(plots::TimelineWidget::BubbleOverlay), true},
+        std::tuple{tr("&Exposed Communication"), int(plots::TimelineWidget::ExposedCommOverlay), true},
+        std::tuple{tr("&Critical Path"), int(plots::TimelineWidget::CriticalPathOverlay), false}}) {
+    QAction* a = menu->addAction(name);
+    a->setCheckable(true);
+    a->setChecked(on);
+    overlayKinds_.emplace_back(a, flag);
+    connect(a, &QAction::toggled, this, [this] { setOverlayMask(overlayMask()); });
+  }
+  connect(overlaysAction_, &QAction::toggled, this, [this] { setOverlayMask(overlayMask()); });
+}
+
+int MainWindow::overlayMask() const {
+  if (!overlaysAction_->isChecked()) return 0;
+  int mask = 0;
+  for (const auto& [a, flag] : overlayKinds_)
+    if (a->isChecked()) mask |= flag;
+  return mask;
+}
+
+void MainWindow::setOverlayMask(int mask) {
+  overlaysAction_->setChecked(mask != 0);
+  if (mask != 0)
+    for (const auto& [a, flag] : overlayKinds_) a->setChecked(mask & flag);
+  for (int i = 0; i < tabs_->count(); ++i)
+    if (auto* v = qobject_cast<SessionView*>(tabs_->widget(i))) v->timeline()->setOverlayMask(mask);
+}
+
+void MainWindow::activateMetric(const QString& key) {
+  SessionView* v = currentView();
+  if (!v) return;
+  const auto refs = v->sourcesOf(key);
+  if (!refs.empty()) {
+    v->timeline()->highlightEvents(refs);
+    statusBar()->showMessage(tr("%1: %n event(s) selected", nullptr, static_cast<int>(refs.size())).arg(key),
+                             8000);
+    return;
+  }
+  if (key.startsWith(QStringLiteral("breakdown."))) {
+    for (const auto& [a, flag] : overlayKinds_)
+      if (flag == plots::TimelineWidget::ExposedCommOverlay) a->setChecked(true);
+    overlaysAction_->setChecked(true);
+    statusBar()->showMessage(tr("%1: exposed communication is shaded red on the timeline").arg(key), 8000);
+    return;
+  }
+  statusBar()->showMessage(tr("%1: no events to select").arg(key), 5000);
+}
+
 SessionView* MainWindow::currentView() const {
   return qobject_cast<SessionView*>(tabs_->currentWidget());
 }
 
 SessionView* MainWindow::addView(const QString& title) {
   auto* v = new SessionView;
+  v->timeline()->setOverlayMask(overlayMask());
   connect(v->timeline(), &plots::TimelineWidget::eventSelected, this, [this, v](plots::EventRef ev) {
     if (v == currentView()) showEventDetails(ev);
   });
@@ -305,6 +366,7 @@ SessionView* MainWindow::addView(const QString& title) {
     refreshTree();
     updateStatus();
     showEventDetails({});
+    analysisDockWidget_->show();
     emit loaded(path);
   });
   connect(v, &SessionView::saved, this,
@@ -332,6 +394,9 @@ void MainWindow::attachEntries(std::vector<core::discovery::Entry> entries, cons
   liveReadySent_ = false;
   SessionView* v = addView(label);
   v->attach(std::move(entries), label);
+  knobsDock_->setView(v);
+  analysisDockWidget_->show();
+  knobsDockWidget_->show();
   followAction_->setChecked(true);
   setWindowTitle(tr("%1 — Trainscope").arg(label));
   updateStatus();
@@ -378,6 +443,8 @@ void MainWindow::reportError(const QString& title, const QString& message) {
 void MainWindow::onTabChanged() {
   SessionView* v = currentView();
   refreshTree();
+  analysisDock_->setView(v);
+  knobsDock_->setView(v);
   if (!v) {
     details_->setHtml(
         tr("<h3>No session open</h3><p><b>File → Open Session…</b> opens a <code>.tsdb</code> "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <vector>
 
 #include "trainscope/core/discovery.h"
 #include "trainscope/core/session_db.h"
@@ -18,6 +19,7 @@ class QTextBrowser;
 class QTreeView;
 class QTimer;
 class QAction;
+class QDockWidget;
 
 namespace trainscope::plots {
 class SessionTreeModel;
@@ -27,6 +29,8 @@ struct EventRef;
 namespace trainscope::app {
 
 class SessionView;
+class AnalysisDock;
+class KnobsDock;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -46,6 +50,13 @@ class MainWindow : public QMainWindow {
   void refreshStatus();
   // Colours the current tab's timeline by mode (as the toolbar does).
   void setColorMode(int mode);
+  AnalysisDock* analysisDock() const { return analysisDock_; }
+  KnobsDock* knobsDock() const { return knobsDock_; }
+  // Shows or hides the timeline overlays (TimelineWidget::OverlayFlag mask, 0 = none).
+  void setOverlayMask(int mask);
+  int overlayMask() const;
+  // What a click on a metric in the Analysis dock does: select and zoom to its events.
+  void activateMetric(const QString& key);
 
  signals:
   void loaded(const QString& path);
@@ -61,6 +72,7 @@ class MainWindow : public QMainWindow {
   void attachEntries(std::vector<core::discovery::Entry> entries, const QString& label);
   void buildMenus();
   void buildDocks();
+  void buildOverlayActions(QMenu* view);
   void updateStatus();
   void refreshTree();
   void showEventDetails(const plots::EventRef& ev);
@@ -80,6 +92,12 @@ class MainWindow : public QMainWindow {
   QMenu* recentMenu_ = nullptr;
   QActionGroup* colorGroup_ = nullptr;
   QAction* followAction_ = nullptr;
+  QAction* overlaysAction_ = nullptr;  // master toggle
+  std::vector<std::pair<QAction*, int>> overlayKinds_;
+  AnalysisDock* analysisDock_ = nullptr;
+  KnobsDock* knobsDock_ = nullptr;
+  QDockWidget* analysisDockWidget_ = nullptr;
+  QDockWidget* knobsDockWidget_ = nullptr;
   QLabel* statusSource_;
   QLabel* statusEvents_;
   QLabel* statusRate_;

@@ -1,6 +1,8 @@
 #include "session_view.h"
 
+#include <QElapsedTimer>
 #include <QFileInfo>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -8,15 +10,23 @@
 
 namespace trainscope::app {
 
-SessionView::SessionView(QWidget* parent) : QWidget(parent), timeline_(new plots::TimelineWidget) {
+namespace {
+constexpr int kLiveAnalysisMs = 2000;
+}
+
+SessionView::SessionView(QWidget* parent)
+    : QWidget(parent), timeline_(new plots::TimelineWidget), analysisTimer_(new QTimer(this)) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(0, 0, 0, 0);
   lay->addWidget(timeline_);
   connect(&watcher_, &QFutureWatcher<Job>::finished, this, &SessionView::onJobDone);
+  connect(&analysisWatcher_, &QFutureWatcher<Analysis>::finished, this, &SessionView::onAnalysisDone);
+  connect(analysisTimer_, &QTimer::timeout, this, &SessionView::analyzeNow);
 }
 
 SessionView::~SessionView() {
   watcher_.waitForFinished();
+  analysisWatcher_.waitForFinished();
   if (ingest_) ingest_->detach();
 }
 
@@ -41,7 +51,10 @@ void SessionView::onJobDone() {
     data_ = j.data;
     path_ = j.path;
     timeline_->setData(data_);
+    analyzer_ = std::make_shared<core::Analyzer>();
+    analysedGeneration_ = UINT64_MAX;
     emit loaded(j.path);
+    analyzeNow();
   } else {
     emit saved(j.path);
   }
@@ -91,6 +104,10 @@ void SessionView::attach(std::vector<core::discovery::Entry> entries, const QStr
   data_ = std::make_shared<plots::TimelineData>();
   timeline_->setData(data_);
   timeline_->setFollow(true);
+  analysisWatcher_.waitForFinished();
+  analyzer_ = std::make_shared<core::Analyzer>();
+  analysedGeneration_ = UINT64_MAX;
+  analysisTimer_->start(kLiveAnalysisMs);
   ingest_ = std::make_unique<plots::LiveIngest>(data_);
   core::AgentClient::Options o;
   o.clientName = "trainscope";
@@ -100,6 +117,8 @@ void SessionView::attach(std::vector<core::discovery::Entry> entries, const QStr
 
 void SessionView::detach() {
   if (ingest_) ingest_->detach();
+  analysisTimer_->stop();
+  analyzeNow();  // what arrived last
   timeline_->setFollow(false);
 }
 
@@ -153,6 +172,68 @@ void SessionView::exportVisibleJson(const QString& path) {
 
 bool SessionView::exportPng(const QString& path) {
   return timeline_->grab().save(path);
+}
+
+void SessionView::analyzeNow() {
+  if (!data_ || !analyzer_ || analysisWatcher_.isRunning()) return;
+  const uint64_t gen = data_->generation.load();
+  if (gen == analysedGeneration_) return;
+  const bool live = isLive();
+  auto data = data_;
+  auto analyzer = analyzer_;
+  analysisWatcher_.setFuture(QtConcurrent::run([data, analyzer, live, gen] {
+    Analysis a;
+    a.generation = gen;
+    QElapsedTimer clock;
+    clock.start();
+    // Shared side: the store is flushed under every lock release, so the analyser only reads.
+    std::shared_lock lock(data->mutex);
+    if (live)
+      analyzer->update(data->store);
+    else
+      analyzer->finish(data->store);
+    auto result = std::make_shared<core::AnalysisResult>(analyzer->result(data->store));
+    for (auto& [key, refs] : result->sources) {
+      auto& out = a.sources[key];
+      out.reserve(refs.size());
+      for (const core::EventRef& r : refs) {
+        const core::TrackEvents& ev = data->store.rawEvents(r.track);
+        if (r.index < ev.size()) out.push_back({r.track, ev.start(r.index), ev.end(r.index)});
+      }
+      refs.clear();  // indices die with the lock; sourcesOf() re-resolves
+    }
+    a.result = std::move(result);
+    a.ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
+    return a;
+  }));
+}
+
+void SessionView::onAnalysisDone() {
+  Analysis a = analysisWatcher_.result();
+  analysedGeneration_ = a.generation;
+  analysisMs_ = a.ms;
+  analysis_ = std::move(a.result);
+  sources_ = std::move(a.sources);
+  timeline_->setOverlays(analysis_->overlays);
+  emit analysisChanged();
+}
+
+std::vector<plots::EventRef> SessionView::sourcesOf(const QString& key) const {
+  std::vector<plots::EventRef> out;
+  auto it = sources_.find(key.toStdString());
+  if (it == sources_.end() || !data_) return out;
+  std::shared_lock lock(data_->mutex);
+  for (const StableRef& r : it->second) {
+    const core::TrackEvents& ev = data_->store.rawEvents(r.track);
+    bool found = false;
+    ev.forEachOverlapping(r.start, std::max(r.end, r.start + 1), [&](size_t i) {
+      if (!found && ev.start(i) == r.start && ev.end(i) == r.end) {
+        out.push_back({r.track, static_cast<uint32_t>(i)});
+        found = true;
+      }
+    });
+  }
+  return out;
 }
 
 core::SessionSummary SessionView::quickSummary() const {

@@ -5,8 +5,12 @@
 
 #include <QFutureWatcher>
 #include <QWidget>
+
+class QTimer;
+#include <map>
 #include <memory>
 
+#include "trainscope/core/analysis.h"
 #include "trainscope/core/discovery.h"
 #include "trainscope/core/session_db.h"
 #include "trainscope/plots/live_ingest.h"
@@ -36,6 +40,8 @@ class SessionView : public QWidget {
   void reattach();
   bool isLive() const;
   bool canReattach() const { return !entries_.empty(); }
+  // The ranks this tab attached to (empty for files).
+  const std::vector<core::discovery::Entry>& entries() const { return entries_; }
   plots::LiveIngest::Stats liveStats() const;
 
   // Saves everything received / loaded so far (off the GUI thread); saved() or failed().
@@ -44,6 +50,17 @@ class SessionView : public QWidget {
   void exportVisibleJson(const QString& path);
   bool exportPng(const QString& path);
 
+  // Analysis of this tab (docs/ANALYSIS.md), computed off the GUI thread under the data's shared
+  // lock: once after a file loads, every 2 s while live. analysisChanged() follows a new result,
+  // whose overlays the timeline then shows. Null until the first result.
+  std::shared_ptr<const core::AnalysisResult> analysis() const { return analysis_; }
+  // Starts an analysis now unless one is running or nothing changed since the last one.
+  void analyzeNow();
+  bool isAnalyzing() const { return analysisWatcher_.isRunning(); }
+  double lastAnalysisMs() const { return analysisMs_; }
+  // The events behind a metric key of the last result, resolved against the store as it is now.
+  std::vector<plots::EventRef> sourcesOf(const QString& key) const;
+
   // A summary for the tree (ranks, tracks, per-track counts), cheap enough for a timer.
   core::SessionSummary quickSummary() const;
 
@@ -51,6 +68,7 @@ class SessionView : public QWidget {
   void loaded(const QString& path);
   void saved(const QString& path);
   void failed(const QString& what, const QString& message);
+  void analysisChanged();
 
  private:
   struct Job {
@@ -59,7 +77,20 @@ class SessionView : public QWidget {
     QString path;
     bool replacesData = false;
   };
+  // An analysed event by time: AnalysisResult refs are indices, which the live store's growth
+  // invalidates, so they are kept as (track, start, end) and found again on use.
+  struct StableRef {
+    core::TrackId track = 0;
+    int64_t start = 0, end = 0;
+  };
+  struct Analysis {
+    std::shared_ptr<const core::AnalysisResult> result;
+    std::map<std::string, std::vector<StableRef>> sources;
+    uint64_t generation = 0;
+    double ms = 0;  // worker time, lock held
+  };
   void startJob(std::function<Job()> fn);
+  void onAnalysisDone();
   void onJobDone();
 
   plots::TimelineWidget* timeline_;
@@ -69,6 +100,13 @@ class SessionView : public QWidget {
   QString label_;
   QString path_;
   QFutureWatcher<Job> watcher_;
+  std::shared_ptr<core::Analyzer> analyzer_;
+  std::shared_ptr<const core::AnalysisResult> analysis_;
+  std::map<std::string, std::vector<StableRef>> sources_;
+  uint64_t analysedGeneration_ = UINT64_MAX;
+  double analysisMs_ = 0;
+  QFutureWatcher<Analysis> analysisWatcher_;
+  QTimer* analysisTimer_;
 };
 
 }  // namespace trainscope::app

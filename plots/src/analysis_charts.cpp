@@ -164,7 +164,7 @@ ChartTab* makeBubbleChart(const core::AnalysisResult& r) {
   auto* x = new QBarCategoryAxis;
   x->append(cats);
   auto* y = new QValueAxis;
-  y->setTitleText(QStringLiteral("fraction of the step"));
+  y->setTitleText(QStringLiteral("bubble / step"));
   y->setRange(0, 1);
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);

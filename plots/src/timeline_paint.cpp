@@ -76,12 +76,14 @@ void TimelineWidget::render(QPainter& p) {
     paintLane(p, *it, top + it->y - scroll);
   paintMarks(p, top, bottom);
   p.restore();
+  paintOverlays(p, top, bottom);
   if (!pinned_.empty()) {
     p.fillRect(QRect(0, layout::kRulerHeight, width(), top - layout::kRulerHeight), kBackground);
     for (const Lane& l : pinned_) paintLane(p, l, l.y);
     p.fillRect(QRect(0, top - 3, width(), 3), QColor(0x9a, 0xa4, 0xb5));
   }
   paintSelection(p);
+  paintHighlights(p);
   paintArrows(p);
   paintLabels(p, top);
   paintRuler(p);
@@ -510,7 +512,7 @@ void TimelineWidget::paintLegend(QPainter& p) {
   p.drawText(QRect(6, y, dataLeft() - 8, layout::kLegendHeight), Qt::AlignVCenter | Qt::AlignLeft,
              tr("colour by %1").arg(colorModeName(mode_)));
   double x = dataLeft() + 4;
-  const double right = dataLeft() + dataWidth();
+  const double right = paintOverlayLegend(p, y, dataLeft() + dataWidth()) - 8;
   for (const auto& [name, c] : legend(mode_)) {
     const double w = fm.horizontalAdvance(name) + 24;
     if (x + w > right) break;

@@ -408,6 +408,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
       boxT0_.reset();
       boxT1_.reset();
       boxStats_.reset();
+      highlights_.clear();
       update();
       break;
     default:
@@ -421,6 +422,10 @@ bool TimelineWidget::event(QEvent* e) {
   std::shared_lock lock(data_->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return true;
   auto hit = itemAt(he->pos());
+  if (const QString o = hit ? QString() : overlayAt(he->pos()); !o.isEmpty()) {
+    QToolTip::showText(he->globalPos(), o, this);
+    return true;
+  }
   if (!hit) {
     QToolTip::hideText();
     e->ignore();

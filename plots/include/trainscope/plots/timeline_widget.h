@@ -12,12 +12,14 @@
 
 #include <QPixmap>
 #include <QWidget>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
 
+#include "trainscope/core/analysis.h"
 #include "trainscope/plots/timeline_data.h"
 #include "trainscope/plots/timeline_palette.h"
 #include "trainscope/plots/zoom_control.h"
@@ -64,6 +66,20 @@ class TimelineWidget : public QWidget {
   void setRowPinned(size_t row, bool pinned);
   bool rowPinned(size_t row) const;
 
+  // Analysis overlays (time ranges per rank, drawn translucent over the rank's rows): pipeline
+  // bubbles, exposed communication, the critical path. The mask says which kinds are shown.
+  enum OverlayFlag { BubbleOverlay = 1, ExposedCommOverlay = 2, CriticalPathOverlay = 4 };
+  void setOverlays(std::vector<core::Overlay> overlays);
+  const std::vector<core::Overlay>& overlays() const { return overlays_; }
+  void setOverlayMask(int mask);
+  int overlayMask() const { return overlayMask_; }
+  // The label of the shown overlay under pos ("" when none): what the tooltip says.
+  QString overlayAt(QPoint pos) const;
+  // Outlines these events, selects the first and zooms to the span of all of them (the events
+  // behind a metric). Refs are resolved now, so later growth of the store does not matter.
+  void highlightEvents(const std::vector<EventRef>& refs);
+  size_t highlightCount() const { return highlights_.size(); }
+
   // Items drawn in the last frame and the time it took to prepare them (model queries only).
   size_t lastFrameItems() const { return lastItems_; }
   double lastFramePrepMs() const { return lastPrepMs_; }
@@ -105,6 +121,11 @@ class TimelineWidget : public QWidget {
   void paintSelection(QPainter& p);
   void paintArrows(QPainter& p);
   void paintLegend(QPainter& p);
+  void paintOverlays(QPainter& p, int top, int bottom);
+  void paintHighlights(QPainter& p);
+  double paintOverlayLegend(QPainter& p, int y, double right);  // returns its left edge
+  // Widget y range [first, second) of each rank's scrolled lanes.
+  std::map<core::RankId, std::pair<int, int>> rankSpans(int top) const;
   void paintLabels(QPainter& p, int top);
   QColor itemColor(const TimelineRow& row, uint32_t eventIndex) const;
 
@@ -149,6 +170,15 @@ class TimelineWidget : public QWidget {
   QPoint dragStart_, dragNow_;
   int64_t panStartT0_ = 0;
   int panStartScroll_ = 0;
+
+  std::vector<core::Overlay> overlays_;
+  int overlayMask_ = BubbleOverlay | ExposedCommOverlay;
+  struct Highlight {
+    core::TrackId track = 0;
+    int64_t start = 0, end = 0;
+    std::optional<size_t> row;
+  };
+  std::vector<Highlight> highlights_;
 
   size_t lastItems_ = 0;
   double lastPrepMs_ = 0;

@@ -1,0 +1,85 @@
+#include "analysis_dock.h"
+
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "session_view.h"
+#include "trainscope/plots/analysis_panel.h"
+
+namespace trainscope::app {
+
+AnalysisDock::AnalysisDock(QWidget* parent)
+    : QWidget(parent), summary_(new QLabel), panel_(new plots::AnalysisPanel) {
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(4, 4, 4, 4);
+  lay->setSpacing(4);
+  summary_->setObjectName("analysisSummary");
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary_->setStyleSheet("QLabel { padding: 3px 6px; background: #eef1f6; border-radius: 3px; }");
+  panel_->setObjectName("analysisPanel");
+  lay->addWidget(summary_);
+  lay->addWidget(panel_, 1);
+}
+
+void AnalysisDock::setView(SessionView* v) {
+  if (view_ == v) return;
+  disconnect(conn_);
+  view_ = v;
+  if (v) conn_ = connect(v, &SessionView::analysisChanged, this, &AnalysisDock::refresh);
+  refresh();
+}
+
+QString AnalysisDock::summary() const {
+  return summary_->text();
+}
+
+QString AnalysisDock::summaryText(const core::AnalysisResult& r) {
+  auto pct = [](double f) { return QStringLiteral("%1 %").arg(100 * f, 0, 'f', 1); };
+  QStringList parts;
+  parts << (r.steps.count == 1 ? tr("1 step") : tr("%1 steps").arg(r.steps.count));
+  if (!std::isnan(r.steps.meanMs)) parts << tr("step %1 ms").arg(r.steps.meanMs, 0, 'f', 2);
+  if (r.pipeline.present && !std::isnan(r.pipeline.bubbleFraction)) {
+    QString b = tr("bubble %1").arg(pct(r.pipeline.bubbleFraction));
+    if (!std::isnan(r.pipeline.bubbleFractionTheory))
+      b += tr(" (theory %1, %2)")
+               .arg(pct(r.pipeline.bubbleFractionTheory), QString::fromStdString(r.pipeline.schedule));
+    parts << b;
+  }
+  if (r.dataParallel.present && !std::isnan(r.dataParallel.overlapRatio)) {
+    parts << tr("DP overlap %1").arg(pct(r.dataParallel.overlapRatio));
+    if (!std::isnan(r.dataParallel.exposedCommMs))
+      parts << tr("exposed comm %1 ms").arg(r.dataParallel.exposedCommMs, 0, 'f', 2);
+  }
+  if (r.stragglers.slowestRank >= 0 && r.stragglers.meanSkewMs > 0.005)
+    parts << tr("skew %1 ms (rank %2)").arg(r.stragglers.meanSkewMs, 0, 'f', 2).arg(r.stragglers.slowestRank);
+  return parts.join(QStringLiteral(" · "));
+}
+
+void AnalysisDock::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (stale_) refresh();
+}
+
+void AnalysisDock::refresh() {
+  // Rebuilding the charts costs GUI time: a hidden dock only notes that it is behind.
+  stale_ = !isVisible();
+  if (stale_) return;
+  auto r = view_ ? view_->analysis() : nullptr;
+  if (!r) {
+    summary_->setText(view_ ? (view_->isAnalyzing() ? tr("Analysing…") : tr("No analysis yet"))
+                            : tr("Open a session or attach to a job to see its analysis."));
+    panel_->setResult({});
+    return;
+  }
+  summary_->setText(summaryText(*r));
+  QElapsedTimer clock;
+  clock.start();
+  panel_->setResult(*r);
+  summary_->setToolTip(tr("Analysed in %1 ms (worker thread); charts drawn in %2 ms")
+                           .arg(view_->lastAnalysisMs(), 0, 'f', 1)
+                           .arg(static_cast<double>(clock.nsecsElapsed()) / 1e6, 0, 'f', 1));
+}
+
+}  // namespace trainscope::app

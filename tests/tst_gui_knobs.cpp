@@ -1,0 +1,120 @@
+// The Knobs dock of the real main window (offscreen), attached live to the real reference job
+// (`trainscope-cli demo --mode dp`, 2 MPI ranks of trainscope-train): it lists the dp.* knobs,
+// an enum edited in its combo box is applied on a worker thread ("applied at step N on all
+// ranks"), every rank reports the new value, the knob-change marker reaches the timeline and the
+// live Analysis dock lists the change.
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSignalSpy>
+#include <QtTest>
+#include <csignal>
+
+#include "analysis_dock.h"
+#include "knobs_dock.h"
+#include "main_window.h"
+#include "session_view.h"
+#include "trainscope/core/agent_client.h"
+
+using namespace trainscope;
+
+namespace {
+QString bin(const QString& name) {
+  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
+}
+}  // namespace
+
+class TstGuiKnobs : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString jobId_;
+  qint64 launcher_ = -1;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-train")))
+      QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    qputenv("XDG_CONFIG_HOME", dir_.filePath("config").toUtf8());
+    QDir().mkpath(dir_.filePath("run"));
+    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    QProcess demo;
+    demo.start(bin("trainscope-cli"),
+               {"demo", "--ranks", "2", "--steps", "100000", "--", "--step-delay-ms", "2"});
+    QVERIFY(demo.waitForFinished(60000));
+    const QString out = QString::fromUtf8(demo.readAllStandardOutput());
+    const QString err = QString::fromUtf8(demo.readAllStandardError());
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(err);
+    if (pid.hasMatch()) launcher_ = pid.captured(1).toLongLong();
+    QVERIFY2(demo.exitCode() == 0, qPrintable(out + err));
+    const auto job = QRegularExpression("job (\\S+)").match(out);
+    QVERIFY2(job.hasMatch(), qPrintable(out));
+    jobId_ = job.captured(1);
+  }
+
+  void dockSetsAKnobOnEveryRank() {
+    app::MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QSignalSpy listed(w.knobsDock(), &app::KnobsDock::listed);
+    QString error;
+    QVERIFY2(w.attachJob(jobId_, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(!listed.isEmpty() && listed.last().at(0).toInt() > 0, 15000);
+    app::KnobsDock* dock = w.knobsDock();
+    QVERIFY(dock->isVisible());
+    QVERIFY(dock->knobCount() >= 4);  // dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio
+    QVERIFY(!dock->setEditorValue("dp.compression", "zip"));  // not a choice of the combo box
+    QVERIFY(dock->setEditorValue("dp.compression", "int8"));
+    QSignalSpy applied(dock, &app::KnobsDock::applied);
+    dock->apply();
+    QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30000);
+    QVERIFY2(applied.first().at(0).toBool(), qPrintable(applied.first().at(1).toString()));
+    const QString msg = applied.first().at(1).toString();
+    const auto m = QRegularExpression("dp.compression=int8 applied at step (\\d+) on all ranks").match(msg);
+    QVERIFY2(m.hasMatch(), qPrintable(msg));
+    QCOMPARE(dock->statusText(), msg);
+
+    // Every rank says so, over its own connection.
+    auto entries = core::JobSession::entriesOf(jobId_.toStdString(), true);
+    QVERIFY(entries.isOk());
+    auto js = core::JobSession::connect(entries.value(), {});
+    QVERIFY(js.isOk());
+    for (auto& c : js.value()->ranks()) {
+      auto list = c->knobList();
+      QVERIFY(list.isOk());
+      bool found = false;
+      for (const auto& k : list.value().knobs)
+        found |= k.name == "dp.compression" && k.currentValue == "int8";
+      QVERIFY(found);
+    }
+    // And the job's own trace carries the change: its marker reaches the live timeline.
+    auto data = w.currentView()->data();
+    auto markers = [&] {
+      std::shared_lock lock(data->mutex);
+      int n = 0;
+      for (const auto& k : data->model.knobChanges())
+        n += data->store.str(k.value) == "int8" && k.step == m.captured(1).toLongLong();
+      return n;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(markers() == 2, 15000);  // one per rank
+
+    // The Analysis dock follows the live job (recomputed every 2 s off the GUI thread), and
+    // its knob-change list has the change at the step the dock reported.
+    auto analysed = [&] {
+      auto r = w.currentView()->analysis();
+      if (!r || !r->dataParallel.present) return false;
+      for (const auto& k : r->knobChanges)
+        if (k.step == m.captured(1).toLongLong() && k.values.count("dp.compression")) return true;
+      return false;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(analysed(), 15000);
+    QVERIFY2(w.analysisDock()->summary().contains("DP overlap"), qPrintable(w.analysisDock()->summary()));
+  }
+
+  void cleanupTestCase() {
+    if (launcher_ > 0) ::kill(static_cast<pid_t>(launcher_), SIGTERM);
+  }
+};
+
+QTEST_MAIN(TstGuiKnobs)
+#include "tst_gui_knobs.moc"
