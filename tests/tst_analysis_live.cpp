@@ -26,9 +26,7 @@ class TstAnalysisLive : public QObject {
  private slots:
   void recordSetAnalyze() {
     if (!QFileInfo::exists(bin("trainscope-testjob"))) QSKIP("trainscope-testjob not built (no MPI)");
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    live_test::usePrivateRuntimeDir(dir_);
     const QString jobId = QString("analysis-%1").arg(QCoreApplication::applicationPid());
     job_.start(bin("trainscope-cli"),
                {"launch", "--ranks", "2", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps",

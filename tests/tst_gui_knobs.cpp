@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "analysis_dock.h"
+#include "live_test_support.h"
 #include "knobs_dock.h"
 #include "main_window.h"
 #include "session_view.h"
@@ -17,11 +18,7 @@
 
 using namespace trainscope;
 
-namespace {
-QString bin(const QString& name) {
-  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
-}
-}  // namespace
+using live_test::bin;
 
 class TstGuiKnobs : public QObject {
   Q_OBJECT
@@ -35,9 +32,7 @@ class TstGuiKnobs : public QObject {
     if (!QFileInfo::exists(bin("trainscope-train")))
       QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
     qputenv("XDG_CONFIG_HOME", dir_.filePath("config").toUtf8());
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    live_test::usePrivateRuntimeDir(dir_);
     QProcess demo;
     demo.start(bin("trainscope-cli"),
                {"demo", "--ranks", "2", "--steps", "100000", "--", "--step-delay-ms", "2"});

@@ -6,11 +6,9 @@
 #include <QProcess>
 #include <QtTest>
 
-namespace {
-QString bin(const QString& name) {
-  return QString(TRAINSCOPE_BIN_DIR) + "/" + name;
-}
-}  // namespace
+#include "live_test_support.h"
+
+using live_test::bin;
 
 class TstGuiLive : public QObject {
   Q_OBJECT
@@ -45,9 +43,7 @@ class TstGuiLive : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     if (!QFileInfo::exists(bin("trainscope-testjob"))) QSKIP("trainscope-testjob not built (no MPI)");
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    live_test::usePrivateRuntimeDir(dir_);
     qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
     qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     jobId_ = QString("gui-%1").arg(QCoreApplication::applicationPid());

@@ -87,9 +87,7 @@ class TstTrainLive : public QObject {
     QVERIFY(dir_.isValid());
     if (!QFileInfo::exists(bin("trainscope-train")))
       QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
-    QDir().mkpath(dir_.filePath("run"));
-    QFile::setPermissions(dir_.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    qputenv("TRAINSCOPE_RUNTIME_DIR", dir_.filePath("run").toUtf8());
+    live_test::usePrivateRuntimeDir(dir_);
   }
 
   void demoRefusesOtherModes() {
