@@ -13,20 +13,28 @@ struct CliRun {
   QString out, err;
 };
 
-inline CliRun runCli(const QStringList& args, int timeoutMs = 60000) {
+// Runs a program to completion (killed after timeoutMs: a hung program fails the test instead of
+// hanging the suite); env empty = inherit.
+inline CliRun runProgram(const QString& program, const QStringList& args, int timeoutMs,
+                         const QProcessEnvironment& env = QProcessEnvironment()) {
   QProcess p;
-  p.start(QString(TRAINSCOPE_BIN_DIR) + "/trainscope-cli", args);
+  if (!env.isEmpty()) p.setProcessEnvironment(env);
+  p.start(program, args);
   CliRun r;
   if (!p.waitForFinished(timeoutMs)) {
     p.kill();
     p.waitForFinished();
-    r.err = "timed out: trainscope-cli " + args.join(' ');
+    r.err = "timed out: " + program + " " + args.join(' ');
     return r;
   }
   r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
   r.out = QString::fromUtf8(p.readAllStandardOutput());
   r.err = QString::fromUtf8(p.readAllStandardError());
   return r;
+}
+
+inline CliRun runCli(const QStringList& args, int timeoutMs = 60000) {
+  return runProgram(QString(TRAINSCOPE_BIN_DIR) + "/trainscope-cli", args, timeoutMs);
 }
 
 }  // namespace trainscope::test

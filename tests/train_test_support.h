@@ -6,12 +6,11 @@
 #include <QtTest>
 #include <vector>
 
+#include "cli_test_support.h"
+
 namespace train_test {
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
+using Run = trainscope::test::CliRun;
 
 inline QString trainer() {
   return QStringLiteral(TRAINSCOPE_BIN_DIR "/trainscope-train");
@@ -30,40 +29,13 @@ inline QProcessEnvironment mpiEnv() {
 
 // mpirun -np ranks trainscope-train args...
 inline Run mpirunTrainer(int ranks, const QStringList& args, int timeoutMs = 120000) {
-  QProcess p;
-  p.setProcessEnvironment(mpiEnv());
-  p.start(QStandardPaths::findExecutable("mpirun"),
-          QStringList{"-np", QString::number(ranks), "--oversubscribe", trainer()} + args);
-  Run r;
-  if (!p.waitForFinished(timeoutMs)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+  return trainscope::test::runProgram(QStandardPaths::findExecutable("mpirun"),
+                                      QStringList{"-np", QString::number(ranks), "--oversubscribe", trainer()} + args,
+                                      timeoutMs, mpiEnv());
 }
 
 // trainscope-train without mpirun (for what it refuses before starting MPI).
-inline Run runTrainer(const QStringList& args) {
-  QProcess p;
-  p.setProcessEnvironment(mpiEnv());
-  p.start(trainer(), args);
-  Run r;
-  if (!p.waitForFinished(30000)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+inline Run runTrainer(const QStringList& args) { return trainscope::test::runProgram(trainer(), args, 30000, mpiEnv()); }
 
 inline std::vector<float> readFloats(const QString& path) {
   QFile f(path);
