@@ -7,6 +7,7 @@
 
 #include "collectives.h"
 #include "compress.h"
+#include "segments.h"
 #include "trainscope/core/schedule.h"
 
 namespace trainscope::train {
@@ -95,7 +96,7 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--schedule", o.schedule, "Initial pp.schedule")->capture_default_str();
   app.add_option("--microbatches", o.microbatches, "Initial pp.microbatches")->capture_default_str();
   app.add_option("--virtual-stages", o.virtualStages, "Initial pp.virtual_stages")->capture_default_str();
-  app.add_option("--segments", o.segments, "seq1f1b: segments per micro-batch")->capture_default_str();
+  app.add_option("--segments", o.segments, "Initial pp.segments (seq1f1b: sequence segments per micro-batch)")->capture_default_str();
   app.add_option("--sparsity", o.discoSparsity, "Initial disco.sparsity")->capture_default_str();
   app.add_option("--disco-mode", o.discoMode, "Initial disco.mode: pipelined | wait")->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
@@ -160,10 +161,11 @@ std::string validatePipeline(const Options& o, int world) {
   const int layers = o.model == "transformer" ? 2 * o.layers + 3 : o.layers + 1;
   if (core::Status st = core::validateLayerSplit(sp, layers); !st) return "pipeline: " + st.message();
   const int replicaBatch = o.batch / (world / p);
-  if (replicaBatch % o.microbatches != 0 || replicaBatch / o.microbatches < sp.segments)
+  if (replicaBatch % o.microbatches != 0)
     return "--batch " + std::to_string(o.batch) + " over " + std::to_string(world / p) +
-           " replica(s) does not split into " + std::to_string(o.microbatches) + " micro-batches of >= " +
-           std::to_string(sp.segments) + " sample(s)";
+           " replica(s) does not split into " + std::to_string(o.microbatches) + " micro-batches";
+  if (std::string e = checkSegments(o, replicaBatch / o.microbatches, sp.segments); !e.empty())
+    return "--segments: " + e;
   return {};
 }
 

@@ -37,7 +37,7 @@ struct Options {
   std::string schedule = "1f1b";   // initial pp.schedule
   int microbatches = 4;            // initial pp.microbatches
   int virtualStages = 1;           // initial pp.virtual_stages
-  int segments = 2;                // seq1f1b: segments per micro-batch (fixed for the run)
+  int segments = 2;                // initial pp.segments (seq1f1b: segments per micro-batch)
   double discoSparsity = 0;        // initial disco.sparsity
   std::string discoMode = "pipelined";  // initial disco.mode: pipelined | wait
   // running

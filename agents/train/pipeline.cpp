@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "models.h"
+#include "segments.h"
 #include "stage_runner.h"
 #include "trainscope/agent.h"
 
@@ -18,8 +19,10 @@ bool sameParams(const core::ScheduleParams& a, const core::ScheduleParams& b) {
 }
 
 std::string describe(const core::ScheduleParams& p) {
-  return "pp.schedule=" + std::string(core::scheduleName(p.kind)) + " pp.microbatches=" +
-         std::to_string(p.microBatches) + " pp.virtual_stages=" + std::to_string(p.virtualStages);
+  std::string s = "pp.schedule=" + std::string(core::scheduleName(p.kind)) + " pp.microbatches=" +
+                  std::to_string(p.microBatches) + " pp.virtual_stages=" + std::to_string(p.virtualStages);
+  if (p.kind == core::ScheduleKind::Seq1F1B) s += " pp.segments=" + std::to_string(p.segments);
+  return s;
 }
 
 }  // namespace
@@ -55,9 +58,24 @@ PipelineTrainer::PipelineTrainer(Backend& be, const Options& o, const PpKnobs* k
     autoBounds_ = profiledSplit(*be.compute, *be.world, o, stages, replicas,
                                 o.batch / replicas / std::max(1, params_.microBatches));
   schedule_ = core::generateSchedule(params_).value();  // validated with the options
+  segBounds_ = segmentsFor(params_);
   buildStage(boundsFor(params_), {}, {});
   if (rank_ == 0)
-    std::printf("pipeline: %d stage(s) x %d replica(s), %s\n", stages, replicas, describe(params_).c_str());
+    std::printf("pipeline: %d stage(s) x %d replica(s), %s%s\n", stages, replicas, describe(params_).c_str(),
+                segmentNote().c_str());
+}
+
+// seq1f1b on the transformer: FLOPs-balanced cuts of the sequence, with P = the parameters of
+// every layer but the embedding (layer 0, a lookup), L = --layers, d = --width.
+std::vector<int> PipelineTrainer::segmentsFor(const core::ScheduleParams& p) const {
+  if (p.segments <= 1 || o_.model != "transformer") return {};
+  double params = 0;
+  for (size_t l = 1; l < globalCount_.size(); ++l) params += static_cast<double>(globalCount_[l]);
+  return segmentBounds(o_, p.segments, params);
+}
+
+std::string PipelineTrainer::segmentNote() const {
+  return segBounds_.empty() ? std::string() : ", segments " + describeSegments(segBounds_);
 }
 
 LayerBounds PipelineTrainer::boundsFor(const core::ScheduleParams& p) const {
@@ -127,10 +145,10 @@ std::string PipelineTrainer::checkParams(const core::ScheduleParams& p) const {
   if (core::Status st = core::validateSchedule(p); !st) return st.message();
   if (core::Status st = core::validateLayerSplit(p, layers_); !st) return st.message();
   const int b = o_.batch / replicas;
-  if (b % p.microBatches != 0 || b / p.microBatches < p.segments)
+  if (b % p.microBatches != 0)
     return "the replica batch of " + std::to_string(b) + " samples does not split into " +
-           std::to_string(p.microBatches) + " micro-batches of >= " + std::to_string(p.segments) + " sample(s)";
-  return {};
+           std::to_string(p.microBatches) + " micro-batches";
+  return checkSegments(o_, b / p.microBatches, p.segments);
 }
 
 void PipelineTrainer::atStepBoundary(int64_t s) {
@@ -148,11 +166,13 @@ void PipelineTrainer::atStepBoundary(int64_t s) {
   TS_RANGE("apply pipeline knobs");
   params_ = want;
   schedule_ = core::generateSchedule(params_).value();
+  segBounds_ = segmentsFor(params_);
   if (LayerBounds b = boundsFor(params_); b != bounds_) {
     const std::vector<float> p = gather(model_->params()), v = gather(velocity_);
     buildStage(b, p, v);
   }
-  std::printf("rank %d applied %s at step %lld\n", rank_, describe(params_).c_str(), static_cast<long long>(s));
+  std::printf("rank %d applied %s at step %lld%s\n", rank_, describe(params_).c_str(), static_cast<long long>(s),
+              segmentNote().c_str());
   std::fflush(stdout);
 }
 
@@ -162,7 +182,7 @@ double PipelineTrainer::step(int64_t s) {
   const int b = o_.batch / replicas;
   StageSetup setup{model_.get(), task_.get(), &sync_, pipe.get(), &schedule_, stage, chunkStart_,
                    nameF_, nameB_, nameW_, s * o_.batch + int64_t{replica} * b, b, rowsPerSample(o_),
-                   o_.width, replica * stages};
+                   segBounds_, o_.width, replica * stages};
   StageRunner runner(std::move(setup));
   if (core::Status st = core::runStage(schedule_, stage, runner); !st) {
     std::fprintf(stderr, "trainscope-train: rank %d step %lld: %s\n", rank_, static_cast<long long>(s),

@@ -40,6 +40,8 @@ class PipelineTrainer final : private PipeGrid, public Trainer {
  private:
   LayerBounds boundsFor(const core::ScheduleParams& p) const;
   std::string checkParams(const core::ScheduleParams& p) const;
+  std::vector<int> segmentsFor(const core::ScheduleParams& p) const;
+  std::string segmentNote() const;
   void buildStage(const LayerBounds& bounds, std::span<const float> params, std::span<const float> velocity);
   std::vector<float> gather(std::span<const float> local);  // the whole-model layout, all ranks
   std::vector<int> ownedLayers() const;
@@ -51,6 +53,7 @@ class PipelineTrainer final : private PipeGrid, public Trainer {
   core::ScheduleParams params_, refused_;
   core::Schedule schedule_;
   std::vector<int> chunkStart_;
+  std::vector<int> segBounds_;  // seq1f1b on the transformer: k + 1 positions (segments.h)
 };
 
 }  // namespace trainscope::train

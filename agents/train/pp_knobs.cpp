@@ -1,5 +1,6 @@
 #include "pp_knobs.h"
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -29,7 +30,8 @@ core::ScheduleParams PpKnobs::read(const Options& o, int stages) const {
   p.kind = schedule ? static_cast<core::ScheduleKind>(ts_knob_get_enum(schedule)) : core::parseSchedule(o.schedule).value();
   p.microBatches = microbatches ? static_cast<int>(ts_knob_get_int(microbatches)) : o.microbatches;
   p.virtualStages = virtualStages ? static_cast<int>(ts_knob_get_int(virtualStages)) : o.virtualStages;
-  p.segments = p.kind == core::ScheduleKind::Seq1F1B ? o.segments : 1;
+  p.segments = segments ? static_cast<int>(ts_knob_get_int(segments)) : o.segments;
+  if (p.kind != core::ScheduleKind::Seq1F1B) p.segments = 1;  // k only means segments there
   if (p.kind != core::ScheduleKind::Interleaved1F1B) p.virtualStages = 1;  // v only means chunks there
   return p;
 }
@@ -43,6 +45,8 @@ PpKnobs registerPpKnobs(const Options& o) {
                                "micro-batches per step (must divide the replica's batch)", 0);
   k.virtualStages = ts_knob_int("pp.virtual_stages", 1, 64, o.virtualStages,
                                 "model chunks per stage (interleaved-1f1b; layers % (stages x v) == 0)", 0);
+  k.segments = ts_knob_int("pp.segments", 1, 1024, std::clamp(o.segments, 1, 1024),
+                           "sequence segments per micro-batch (seq1f1b; transformer: <= seq length)", 0);
   return k;
 }
 

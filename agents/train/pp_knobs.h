@@ -1,5 +1,5 @@
 // The live pipeline knobs (contract names, ../shared/design.md): pp.schedule, pp.microbatches,
-// pp.virtual_stages. Registered in the pp and hybrid modes only; the trainer validates a new
+// pp.virtual_stages, pp.segments. Registered in the pp and hybrid modes only; the trainer validates a new
 // combination at the step boundary and keeps the old schedule when it is invalid.
 #pragma once
 
@@ -10,9 +10,9 @@
 namespace trainscope::train {
 
 struct PpKnobs {
-  ts_knob_t schedule = nullptr, microbatches = nullptr, virtualStages = nullptr;
+  ts_knob_t schedule = nullptr, microbatches = nullptr, virtualStages = nullptr, segments = nullptr;
   // The knobs' values (the options' initial values when not registered), for p stages; v is
-  // forced to 1 for every schedule but interleaved-1f1b, k is --segments for seq1f1b.
+  // forced to 1 for every schedule but interleaved-1f1b, k to 1 for every schedule but seq1f1b.
   core::ScheduleParams read(const Options& o, int stages) const;
 };
 

@@ -1,5 +1,6 @@
 #include "stage_runner.h"
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <utility>
@@ -53,13 +54,41 @@ StageRunner::Piece& StageRunner::piece(const PipeOp& op) {
   return pc;
 }
 
-// Micro-batch j covers the replica's samples [j b, (j+1) b), b = batch / m; its segment i (seq1f1b)
-// the i-th of k near-equal row slices (rows are independent in these models: see TRAINER.md).
-void StageRunner::pieceSamples(const PipeOp& op, int64_t* first, int* count) const {
+// Micro-batch j covers the replica's samples [j b, (j+1) b), b = batch / m; its segment i
+// (seq1f1b) positions [segBounds[i], segBounds[i+1]) of every sample (transformer) or the i-th
+// of k near-equal slices of the samples (mlp: a sample is one row; segments.h).
+StageRunner::Span StageRunner::spanOf(const PipeOp& op) const {
   const int b = s_.replicaBatch / m_;
-  const int lo = b * op.segment / k_, hi = b * (op.segment + 1) / k_;
-  *first = s_.firstSample + int64_t{b} * op.microBatch + lo;
-  *count = hi - lo;
+  Span sp;
+  sp.first = s_.firstSample + int64_t{b} * op.microBatch;
+  sp.count = b;
+  sp.length = s_.rowsPerSample;
+  if (k_ > 1 && !s_.segBounds.empty()) {
+    sp.offset = s_.segBounds[static_cast<size_t>(op.segment)];
+    sp.length = s_.segBounds[static_cast<size_t>(op.segment) + 1] - sp.offset;
+  } else if (k_ > 1) {
+    const int lo = b * op.segment / k_, hi = b * (op.segment + 1) / k_;
+    sp.first += lo;
+    sp.count = hi - lo;
+  }
+  return sp;
+}
+
+// The piece's token ids (columns = its positions) and labels (one per row), for the first and
+// the last virtual stage.
+Batch StageRunner::inputOf(const PipeOp& op, const Span& sp) const {
+  Batch b;
+  if (!isFirstVirtual(op) && !isLastVirtual(op)) return b;
+  b = s_.task->train(sp.first, sp.count);
+  if (sp.length == s_.rowsPerSample) return b;
+  Batch cut;
+  cut.x.resize(sp.count, sp.length);
+  for (int r = 0; r < sp.count; ++r) {
+    std::copy_n(b.x.row(r) + sp.offset, sp.length, cut.x.row(r));
+    const auto from = b.labels.begin() + static_cast<std::ptrdiff_t>(r * s_.rowsPerSample + sp.offset);
+    cut.labels.insert(cut.labels.end(), from, from + sp.length);
+  }
+  return cut;
 }
 
 bool StageRunner::isFirstVirtual(const PipeOp& op) const {
@@ -76,11 +105,8 @@ void StageRunner::progress() {
 
 Status StageRunner::forward(const PipeOp& op) {
   Piece& pc = piece(op);
-  int64_t first = 0;
-  int count = 0;
-  pieceSamples(op, &first, &count);
-  Batch b;
-  if (isFirstVirtual(op) || isLastVirtual(op)) b = s_.task->train(first, count);
+  const Span sp = spanOf(op);
+  Batch b = inputOf(op, sp);
   if (isFirstVirtual(op)) pc.act[0] = std::move(b.x);
   {
     MbScope mb(TS_MB_F, op, s_.stage);
@@ -88,12 +114,14 @@ Status StageRunner::forward(const PipeOp& op) {
     for (size_t i = 0; i + 1 < pc.act.size(); ++i) {
       const int l = lo + static_cast<int>(i);
       KernelScope k(s_.nameF[static_cast<size_t>(l)], l);
-      s_.model->layer(l).forward(slotOf(op), pc.act[i], pc.act[i + 1]);
+      Layer& layer = s_.model->layer(l);
+      if (!s_.segBounds.empty()) layer.setSpan(slotOf(op), SeqSpan{op.microBatch, sp.offset, sp.length});
+      layer.forward(slotOf(op), pc.act[i], pc.act[i + 1]);
     }
     if (isLastVirtual(op)) {  // the loss of this piece, weighted as in the whole replica batch
       Mat& d = pc.grad.back();
       const double l = softmaxCrossEntropy(pc.act.back(), b.labels, &d, nullptr);
-      const double w = static_cast<double>(count) / static_cast<double>(s_.replicaBatch);
+      const double w = static_cast<double>(sp.rows()) / (static_cast<double>(s_.replicaBatch) * s_.rowsPerSample);
       for (float& x : d.v) x *= static_cast<float>(w);
       loss_ += l * w;
     }
@@ -165,11 +193,8 @@ Status StageRunner::send(const PipeOp& op) {
 }
 
 Status StageRunner::postRecv(const PipeOp& op) {
-  int64_t first = 0;
-  int count = 0;
-  pieceSamples(op, &first, &count);
   Mat& x = payload(op);
-  x.resize(count * s_.rowsPerSample, s_.width);
+  x.resize(spanOf(op).rows(), s_.width);
   const int64_t tag = core::messageTag(s_.schedule->params, s_.stage, op);
   recvs_[tag] = s_.pipe->irecv(x.data(), x.size() * sizeof(float), op.peer, static_cast<int>(tag));
   return Status::ok();

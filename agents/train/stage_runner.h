@@ -5,6 +5,11 @@
 // micro-batches; a layer is handed to GradSync (data-parallel replicas) once its last
 // micro-batch's W is done, so replica allreduces overlap the rest of the pipeline.
 //
+// seq1f1b on the transformer: a (micro-batch, segment) piece is every sample of the micro-batch
+// at the segment's positions (segBounds); each layer is told the span (Layer::setSpan), so
+// attention reads the keys/values of the micro-batch's earlier segments. Without segBounds
+// (the MLP), segments are slices of the micro-batch's samples.
+//
 // Traced: every F/B/W as ts_mb_begin/end (micro-batch, stage, chunk) with one Kernel per layer
 // inside; sends/receives as P2P events (peer = world rank, bytes); the wait for a receive is
 // the P2PRecv interval, outside every compute event.
@@ -32,7 +37,8 @@ struct StageSetup {
   std::vector<uint32_t> nameF, nameB, nameW;  // per local layer
   int64_t firstSample = 0;  // the replica's first sample of this step
   int replicaBatch = 1;     // samples of the replica in this step
-  int rowsPerSample = 1;
+  int rowsPerSample = 1;     // = the sequence length for the transformer
+  std::vector<int> segBounds;  // seq1f1b, transformer: k + 1 positions; empty: segments cut samples
   int width = 1;            // columns of every activation between stages
   int worldRankOfStage0 = 0;  // world rank of this pipeline's stage 0 (stages are consecutive)
 };
@@ -53,9 +59,16 @@ class StageRunner final : public core::StageRunner {
   struct Piece {
     std::vector<Mat> act, grad;  // per chunk boundary: act[0] = input, grad[n] = output gradient
   };
+  // The samples [first, first + count) of a piece, at positions [offset, offset + length).
+  struct Span {
+    int64_t first = 0;
+    int count = 0, offset = 0, length = 1;
+    int rows() const { return count * length; }
+  };
   Piece& piece(const core::PipeOp& op);
   int slotOf(const core::PipeOp& op) const;
-  void pieceSamples(const core::PipeOp& op, int64_t* first, int* count) const;
+  Span spanOf(const core::PipeOp& op) const;
+  Batch inputOf(const core::PipeOp& op, const Span& sp) const;
   bool isFirstVirtual(const core::PipeOp& op) const;
   bool isLastVirtual(const core::PipeOp& op) const;
   void backwardLayers(const core::PipeOp& op, bool input, bool weight);

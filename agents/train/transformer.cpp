@@ -4,6 +4,7 @@
 // Each block's B computes the input gradient and keeps the intermediate gradients W needs.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "linear.h"
 #include "models.h"
@@ -89,37 +90,48 @@ class Embedding final : public Layer {
     g_ = g;
   }
   void init(Rng& rng) override { initNormal(p_, paramCount(), 0.1f, rng); }
+  void setSpan(int slot, const SeqSpan& span) override { s_.at(slot).offset = span.group < 0 ? 0 : span.offset; }
+  // x: token ids, one row per sequence, one column per position of the slot's span.
   void forward(int slot, const Mat& x, Mat& y) override {
-    ids_.at(slot) = x;
-    y.resize(x.rows * len_, d_);
+    Saved& s = s_.at(slot);
+    s.ids = x;
+    y.resize(x.rows * x.cols, d_);
     for (int b = 0; b < x.rows; ++b)
-      for (int t = 0; t < len_; ++t) {
+      for (int t = 0; t < x.cols; ++t) {
         const float* tok = p_ + tokOffset(x.row(b)[t]);
-        const float* pos = p_ + static_cast<size_t>(vocab_ + t) * static_cast<size_t>(d_);
-        float* out = y.row(b * len_ + t);
+        const float* pos = p_ + posOffset(s.offset + t);
+        float* out = y.row(b * x.cols + t);
         for (int j = 0; j < d_; ++j) out[j] = tok[j] + pos[j];
       }
   }
   void backwardInput(int, const Mat&, Mat& dx) override { dx.resize(0, 0); }  // token ids: no gradient
   void backwardWeight(int slot, const Mat& dy) override {
-    const Mat& x = ids_.at(slot);
+    const Saved& s = s_.at(slot);
+    const Mat& x = s.ids;
     for (int b = 0; b < x.rows; ++b)
-      for (int t = 0; t < len_; ++t) {
+      for (int t = 0; t < x.cols; ++t) {
         float* gt = g_ + tokOffset(x.row(b)[t]);
-        float* gp = g_ + static_cast<size_t>(vocab_ + t) * static_cast<size_t>(d_);
-        const float* d = dy.row(b * len_ + t);
+        float* gp = g_ + posOffset(s.offset + t);
+        const float* d = dy.row(b * x.cols + t);
         for (int j = 0; j < d_; ++j) gt[j] += d[j], gp[j] += d[j];
       }
   }
-  void release(int slot) override { ids_.release(slot); }
+  void release(int slot) override { s_.release(slot); }
 
  private:
+  struct Saved {
+    Mat ids;
+    int offset = 0;  // position of column 0
+  };
+  size_t posOffset(int t) const {
+    return static_cast<size_t>(vocab_ + std::clamp(t, 0, len_ - 1)) * static_cast<size_t>(d_);
+  }
   size_t tokOffset(float id) const {
     return static_cast<size_t>(std::clamp(static_cast<int>(id), 0, vocab_ - 1)) * static_cast<size_t>(d_);
   }
   int vocab_, len_, d_;
   float *p_ = nullptr, *g_ = nullptr;
-  Slots<Mat> ids_;
+  Slots<Saved> s_;
 };
 
 // ---- final layer norm ---------------------------------------------------------------------
@@ -174,65 +186,87 @@ class AttentionBlock final : public Layer {
     for (int j = 0; j < 3 * d_; ++j) p_.bqkv[j] = 0.0f;
     for (int j = 0; j < d_; ++j) p_.bo[j] = 0.0f;
   }
+  void setSpan(int slot, const SeqSpan& span) override { s_.at(slot).span = span; }
+  // Rows are (sequence, position of the slot's span); queries of the span attend to the keys
+  // and values of every position up to their own, this span's and the earlier ones' (cache).
   void forward(int slot, const Mat& x, Mat& y) override {
     S& s = s_.at(slot);
-    const int n = x.rows, seqs = n / len_;
+    if (s.span.group < 0) s.span = SeqSpan{-1, 0, len_};
+    const int n = x.rows, seg = s.span.length, off = s.span.offset, seqs = n / seg, ctx = off + seg;
     lnForward(x, p_.gamma, p_.beta, s.ln, s.h);
     s.qkv.resize(n, 3 * d_);
     addBias(s.qkv, p_.bqkv);
     c_.gemm(false, true, n, 3 * d_, d_, 1.0f, s.h.data(), d_, p_.wqkv, d_, 1.0f, s.qkv.data(), 3 * d_);
-    s.probs.resize(seqs * heads_ * len_, len_);
+    Kv& kv = kvOf(s);
+    if (s.span.group < 0 || off == 0 || kv.k.rows != seqs * len_) kv = Kv(seqs * len_, d_);
+    if (s.span.group >= 0) ++kv.live;
+    for (int b = 0; b < seqs; ++b)  // this span's keys and values join the cache
+      for (int t = 0; t < seg; ++t) {
+        const float* r = s.qkv.row(b * seg + t);
+        std::copy_n(r + d_, d_, kv.k.row(b * len_ + off + t));
+        std::copy_n(r + 2 * d_, d_, kv.v.row(b * len_ + off + t));
+      }
+    s.probs.resize(seqs * heads_ * seg, ctx);
     s.o.resize(n, d_);
     const float sc = 1.0f / std::sqrt(static_cast<float>(dh_));
     for (int b = 0; b < seqs; ++b)
       for (int hd = 0; hd < heads_; ++hd) {
-        float* pr = s.probs.row((b * heads_ + hd) * len_);
-        c_.gemm(false, true, len_, len_, dh_, sc, q(s, b, hd, 0), 3 * d_, q(s, b, hd, 1), 3 * d_, 0.0f, pr,
-                len_);
-        for (int t = 0; t < len_; ++t) {  // causal softmax
-          float* row = pr + t * len_;
+        float* pr = s.probs.row((b * heads_ + hd) * seg);
+        c_.gemm(false, true, seg, ctx, dh_, sc, q(s, b, hd), 3 * d_, at(kv.k, b, hd), d_, 0.0f, pr, ctx);
+        for (int t = 0; t < seg; ++t) {  // causal softmax: position off + t sees 0 .. off + t
+          float* row = pr + t * ctx;
+          const int last = off + t;
           float mx = -1e30f;
-          for (int u = 0; u <= t; ++u) mx = std::max(mx, row[u]);
+          for (int u = 0; u <= last; ++u) mx = std::max(mx, row[u]);
           float sum = 0;
-          for (int u = 0; u < len_; ++u) sum += (row[u] = u <= t ? std::exp(row[u] - mx) : 0.0f);
-          for (int u = 0; u <= t; ++u) row[u] /= sum;
+          for (int u = 0; u < ctx; ++u) sum += (row[u] = u <= last ? std::exp(row[u] - mx) : 0.0f);
+          for (int u = 0; u <= last; ++u) row[u] /= sum;
         }
-        c_.gemm(false, false, len_, dh_, len_, 1.0f, pr, len_, q(s, b, hd, 2), 3 * d_, 0.0f,
-                s.o.row(b * len_) + hd * dh_, d_);
+        c_.gemm(false, false, seg, dh_, ctx, 1.0f, pr, ctx, at(kv.v, b, hd), d_, 0.0f, s.o.row(b * seg) + hd * dh_,
+                d_);
       }
     y.resize(n, d_);
     addBias(y, p_.bo);
     c_.gemm(false, true, n, d_, d_, 1.0f, s.o.data(), d_, p_.wo, d_, 1.0f, y.data(), d_);
     for (size_t i = 0; i < y.size(); ++i) y.v[i] += x.v[i];
   }
+  // The span's queries give key/value gradients to every earlier position (accumulated in the
+  // cache); the span's own key/value gradients are complete once the later spans' B ran.
   void backwardInput(int slot, const Mat& dy, Mat& dx) override {
     S& s = s_.at(slot);
-    const int n = dy.rows, seqs = n / len_;
+    Kv& kv = kvOf(s);
+    const int n = dy.rows, seg = s.span.length, off = s.span.offset, seqs = n / seg, ctx = off + seg;
     Mat dO;
     dO.resize(n, d_);
     c_.gemm(false, false, n, d_, d_, 1.0f, dy.data(), d_, p_.wo, d_, 0.0f, dO.data(), d_);
     s.dqkv.resize(n, 3 * d_);
     Mat dp;
-    dp.resize(len_, len_);
+    dp.resize(seg, ctx);
     const float sc = 1.0f / std::sqrt(static_cast<float>(dh_));
     for (int b = 0; b < seqs; ++b)
       for (int hd = 0; hd < heads_; ++hd) {
-        const float* pr = s.probs.row((b * heads_ + hd) * len_);
-        const float* dOb = dO.row(b * len_) + hd * dh_;
-        // dV = P^T dO ; dP = dO V^T ; dS = P * (dP - rowsum(dP * P)) ; dQ = dS K sc ; dK = dS^T Q sc
-        c_.gemm(true, false, len_, dh_, len_, 1.0f, pr, len_, dOb, d_, 0.0f, dq(s, b, hd, 2), 3 * d_);
-        c_.gemm(false, true, len_, len_, dh_, 1.0f, dOb, d_, q(s, b, hd, 2), 3 * d_, 0.0f, dp.data(), len_);
-        for (int t = 0; t < len_; ++t) {
+        const float* pr = s.probs.row((b * heads_ + hd) * seg);
+        const float* dOb = dO.row(b * seg) + hd * dh_;
+        // dV += P^T dO ; dP = dO V^T ; dS = P * (dP - rowsum(dP * P)) ; dQ = dS K sc ; dK += dS^T Q sc
+        c_.gemm(true, false, ctx, dh_, seg, 1.0f, pr, ctx, dOb, d_, 1.0f, at(kv.dv, b, hd), d_);
+        c_.gemm(false, true, seg, ctx, dh_, 1.0f, dOb, d_, at(kv.v, b, hd), d_, 0.0f, dp.data(), ctx);
+        for (int t = 0; t < seg; ++t) {
           float* row = dp.row(t);
-          const float* prow = pr + t * len_;
+          const float* prow = pr + t * ctx;
+          const int last = off + t;
           float dot = 0;
-          for (int u = 0; u <= t; ++u) dot += row[u] * prow[u];
-          for (int u = 0; u < len_; ++u) row[u] = u <= t ? prow[u] * (row[u] - dot) : 0.0f;
+          for (int u = 0; u <= last; ++u) dot += row[u] * prow[u];
+          for (int u = 0; u < ctx; ++u) row[u] = u <= last ? prow[u] * (row[u] - dot) : 0.0f;
         }
-        c_.gemm(false, false, len_, dh_, len_, sc, dp.data(), len_, q(s, b, hd, 1), 3 * d_, 0.0f,
-                dq(s, b, hd, 0), 3 * d_);
-        c_.gemm(true, false, len_, dh_, len_, sc, dp.data(), len_, q(s, b, hd, 0), 3 * d_, 0.0f,
-                dq(s, b, hd, 1), 3 * d_);
+        c_.gemm(false, false, seg, dh_, ctx, sc, dp.data(), ctx, at(kv.k, b, hd), d_, 0.0f, q(s, b, hd, s.dqkv),
+                3 * d_);
+        c_.gemm(true, false, ctx, dh_, seg, sc, dp.data(), ctx, q(s, b, hd), 3 * d_, 1.0f, at(kv.dk, b, hd), d_);
+      }
+    for (int b = 0; b < seqs; ++b)
+      for (int t = 0; t < seg; ++t) {
+        float* r = s.dqkv.row(b * seg + t);
+        std::copy_n(kv.dk.row(b * len_ + off + t), d_, r + d_);
+        std::copy_n(kv.dv.row(b * len_ + off + t), d_, r + 2 * d_);
       }
     s.dh.resize(n, d_);
     c_.gemm(false, false, n, d_, 3 * d_, 1.0f, s.dqkv.data(), 3 * d_, p_.wqkv, d_, 0.0f, s.dh.data(), d_);
@@ -248,24 +282,44 @@ class AttentionBlock final : public Layer {
     biasGrad(s.dqkv, g_.bqkv);
     lnBackwardWeight(s.dh, s.ln, g_.gamma, g_.beta);
   }
-  void release(int slot) override { s_.release(slot); }
+  void release(int slot) override {  // a group's cache goes with the release of its last slot
+    const int g = s_.at(slot).span.group;
+    if (auto it = groups_.find(g); g >= 0 && it != groups_.end() && --it->second.live <= 0) groups_.erase(it);
+    s_.release(slot);
+  }
 
  private:
   struct P {
     float *gamma = nullptr, *beta = nullptr, *wqkv = nullptr, *bqkv = nullptr, *wo = nullptr, *bo = nullptr;
   };
+  // Keys and values of a group's sequences ((sequence * len + position) x d) and their
+  // gradients, accumulated by the B of every span that attended to them.
+  struct Kv {
+    Kv() = default;
+    Kv(int rows, int d) {
+      for (Mat* m : {&k, &v, &dk, &dv}) m->resize(rows, d);
+    }
+    Mat k, v, dk, dv;
+    int live = 0;  // slots of the group not yet released
+  };
   struct S {
+    SeqSpan span;
+    Kv own;  // whole sequences: the slot's own keys and values
     LnCache ln;
     Mat h, qkv, probs, o, dqkv, dh;
   };
   static size_t sz(int v) { return static_cast<size_t>(v); }
-  // Q (which 0), K (1), V (2) of sequence b, head hd: a len x dh block with row stride 3d.
-  float* q(S& s, int b, int hd, int which) { return s.qkv.row(b * len_) + which * d_ + hd * dh_; }
-  float* dq(S& s, int b, int hd, int which) { return s.dqkv.row(b * len_) + which * d_ + hd * dh_; }
+  Kv& kvOf(S& s) { return s.span.group < 0 ? s.own : groups_[s.span.group]; }
+  // Q of sequence b, head hd in the slot's rows (row stride 3d), in qkv or in dqkv.
+  float* q(S& s, int b, int hd) { return q(s, b, hd, s.qkv); }
+  float* q(S& s, int b, int hd, Mat& m) { return m.row(b * s.span.length) + hd * dh_; }
+  // Head hd of sequence b's rows in a cache matrix (row stride d).
+  float* at(Mat& m, int b, int hd) { return m.row(b * len_) + hd * dh_; }
   Compute& c_;
   int len_, d_, heads_, dh_;
   P p_, g_;
   Slots<S> s_;
+  std::map<int, Kv> groups_;  // seq1f1b: per micro-batch
 };
 
 // ---- x + W2 relu(W1 LN(x) + b1) + b2 --------------------------------------------------------
