@@ -17,6 +17,8 @@
 #include <QRegularExpression>
 #include <QtTest>
 #include <csignal>
+#include <set>
+#include <tuple>
 
 #include "live_test_support.h"
 #include "train_test_support.h"
@@ -174,8 +176,9 @@ class TstTrainSeq : public QObject {
     QVERIFY2(session.isOk(), session.status().message().c_str());
     TraceStore& s = session.value();
 
-    // F ops per (rank, step): micro-batches x segments.
+    // F ops per (rank, step): micro-batches x segments; and the (segment, offset, length) they carry.
     std::map<RankId, std::map<int64_t, int>> forwards;
+    std::map<RankId, std::map<int64_t, std::set<std::tuple<int64_t, int64_t, int64_t>>>> spans;
     std::map<RankId, std::map<int64_t, int64_t>> stepAt;  // start -> step
     int64_t first = INT64_MIN, last = INT64_MAX;           // steps every rank recorded in full
     for (const auto& [rank, m] : stepStarts(s)) {
@@ -189,10 +192,34 @@ class TstTrainSeq : public QObject {
       for (size_t i = 0; i < ev.size(); ++i) {
         if (ev.kind(i) != EventKind::MicroBatchF) continue;
         auto it = st.upper_bound(ev.start(i));
-        if (it != st.begin()) ++forwards[s.track(t).rank][std::prev(it)->second];
+        if (it == st.begin()) continue;
+        const int64_t step = std::prev(it)->second;
+        ++forwards[s.track(t).rank][step];
+        const Attr *g = ev.findAttr(i, AttrKey::Segment), *o = ev.findAttr(i, AttrKey::SegmentOffset),
+                   *n = ev.findAttr(i, AttrKey::SegmentLength);
+        QVERIFY2(g && o && n, "seq1f1b ops carry their segment");
+        spans[s.track(t).rank][step].insert({g->asInt(), o->asInt(), n->asInt()});
       }
     }
     const int64_t three = stepOf["pp.segments=3"];
+    QFile log(log_);
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(log.readAll());
+    // The segments the job printed (FLOPs-balanced: segmentsAreFlopsBalanced checks the numbers)
+    // are the ones its ops ran: (segment, first position, positions).
+    auto printed = [&](const QString& k) {
+      const auto m = QRegularExpression("pp.segments=" + k + "(?: at step \\d+)?, segments 16 tokens -> ([\\d ]+)").match(text);
+      std::set<std::tuple<int64_t, int64_t, int64_t>> out;
+      int64_t off = 0, g = 0;
+      for (const QString& len : m.captured(1).split(' ', Qt::SkipEmptyParts)) {
+        out.insert({g++, off, len.toLongLong()});
+        off += len.toLongLong();
+      }
+      return out;
+    };
+    const auto two = printed("2"), threeSpans = printed("3");
+    QCOMPARE(two.size(), size_t{2});
+    QCOMPARE(threeSpans.size(), size_t{3});
     QCOMPARE(int(forwards.size()), 2);
     QVERIFY(first < three && three < last);
     for (const auto& [rank, perStep] : forwards) {
@@ -201,13 +228,11 @@ class TstTrainSeq : public QObject {
         if (step <= first || step >= last) continue;  // may be cut by the recording
         QVERIFY2(n == (step < three ? 4 : 6),
                  qPrintable(QString("rank %1 step %2: %3 F ops (k = 3 from step %4)").arg(rank).arg(step).arg(n).arg(three)));
+        QVERIFY(spans[rank][step] == (step < three ? two : threeSpans));
         (step < three ? seen2 : seen3)++;
       }
       QVERIFY(seen2 > 0 && seen3 > 0);
     }
-    QFile log(log_);
-    QVERIFY(log.open(QIODevice::ReadOnly));
-    const QString text = QString::fromUtf8(log.readAll());
     QVERIFY2(text.contains(QString("rank 1 applied pp.schedule=seq1f1b pp.microbatches=2 pp.virtual_stages=1 "
                                    "pp.segments=3 at step %1, segments 16 tokens -> ")
                                .arg(three)),

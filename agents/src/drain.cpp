@@ -317,7 +317,7 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       st.phases.pop_back();
       break;
     case RecordType::MbBegin:
-      pushBounded(st.mbs, Open{r.ts, sMb_[r.sub % 3], static_cast<uint8_t>(r.sub % 3), r.a, r.b, 0});
+      pushBounded(st.mbs, Open{r.ts, sMb_[(r.sub & 3) % 3], r.sub, r.a, r.b, 0, r.name});
       break;
     case RecordType::MbEnd: {
       if (st.mbs.empty()) break;
@@ -325,10 +325,18 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       st.mbs.pop_back();
       static constexpr EventKind kinds[3] = {EventKind::MicroBatchF, EventKind::MicroBatchB,
                                              EventKind::MicroBatchW};
-      auto& e = add(cpuTrack(ring, st), kinds[o.sub], o.ts, r.ts, o.name);
-      e.attrs.push_back(Attr::ofInt(AttrKey::MicroBatch, static_cast<int64_t>(o.a)));
+      auto& e = add(cpuTrack(ring, st), kinds[(o.sub & 3) % 3], o.ts, r.ts, o.name);
+      const bool segment = o.sub & 4;  // ts_mb_begin_segment: packed fields (record.h)
+      const int64_t mb = segment ? static_cast<int32_t>(pairLo(o.a)) : static_cast<int64_t>(o.a);
+      const int64_t chunk = segment ? pairLo(o.b) & 0xffffu : static_cast<int32_t>(pairLo(o.b));
+      e.attrs.push_back(Attr::ofInt(AttrKey::MicroBatch, mb));
       e.attrs.push_back(Attr::ofInt(AttrKey::Stage, pairHi(o.b)));
-      e.attrs.push_back(Attr::ofInt(AttrKey::Chunk, static_cast<int32_t>(pairLo(o.b))));
+      e.attrs.push_back(Attr::ofInt(AttrKey::Chunk, chunk));
+      if (segment) {
+        e.attrs.push_back(Attr::ofInt(AttrKey::Segment, pairLo(o.b) >> 16));
+        e.attrs.push_back(Attr::ofInt(AttrKey::SegmentOffset, pairHi(o.a)));
+        e.attrs.push_back(Attr::ofInt(AttrKey::SegmentLength, static_cast<int32_t>(o.extra)));
+      }
       break;
     }
     case RecordType::BucketReady: {

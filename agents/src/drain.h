@@ -45,6 +45,7 @@ class Drain {
     uint8_t sub = 0;
     uint64_t a = 0, b = 0;
     uint32_t track = 0;
+    uint32_t extra = 0;  // micro-batch ops: the record's name field (segment length)
   };
   struct ThreadState {
     uint32_t cpuTrack = UINT32_MAX;

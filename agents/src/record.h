@@ -18,7 +18,8 @@ enum class RecordType : uint8_t {
   StepEnd,           // a = step
   PhaseBegin,        // sub = ts_phase
   PhaseEnd,          // sub = ts_phase
-  MbBegin,           // sub = op, a = micro-batch, b = stage << 32 | chunk
+  MbBegin,           // sub = op, a = micro-batch, b = stage << 32 | chunk; sub | 4: a segment,
+                     //   a = offset << 32 | micro-batch, b = stage << 32 | segment << 16 | chunk, name = length
   MbEnd,             //
   BucketReady,       // a = bytes, b = bucket
   BucketCommBegin,   // a = bytes, b = bucket, name = algorithm (0: none)

@@ -16,11 +16,11 @@ using core::Payload;
 using core::PipeOp;
 using core::Status;
 
-struct MbScope {
-  MbScope(ts_mb_op kind, const PipeOp& op, int stage) { ts_mb_begin(kind, op.microBatch, stage, op.chunk); }
-  ~MbScope() { ts_mb_end(); }
-  MbScope(const MbScope&) = delete;
-  MbScope& operator=(const MbScope&) = delete;
+struct MbEnd {  // ends the op begun by StageRunner::mbBegin
+  MbEnd() = default;
+  ~MbEnd() { ts_mb_end(); }
+  MbEnd(const MbEnd&) = delete;
+  MbEnd& operator=(const MbEnd&) = delete;
 };
 
 }  // namespace
@@ -91,6 +91,18 @@ Batch StageRunner::inputOf(const PipeOp& op, const Span& sp) const {
   return cut;
 }
 
+// With segments, the op also carries its segment and the segment's positions (transformer) or
+// its samples within the micro-batch (mlp).
+void StageRunner::mbBegin(ts_mb_op kind, const PipeOp& op) const {
+  if (k_ <= 1) return ts_mb_begin(kind, op.microBatch, s_.stage, op.chunk);
+  const Span sp = spanOf(op);
+  if (s_.segBounds.empty())
+    return ts_mb_begin_segment(kind, op.microBatch, s_.stage, op.chunk, op.segment,
+                               static_cast<int>(sp.first - spanOf(PipeOp{.microBatch = op.microBatch}).first),
+                               sp.count);
+  ts_mb_begin_segment(kind, op.microBatch, s_.stage, op.chunk, op.segment, sp.offset, sp.length);
+}
+
 bool StageRunner::isFirstVirtual(const PipeOp& op) const {
   return core::virtualStage(s_.stage, op.chunk, p_) == 0;
 }
@@ -109,7 +121,8 @@ Status StageRunner::forward(const PipeOp& op) {
   Batch b = inputOf(op, sp);
   if (isFirstVirtual(op)) pc.act[0] = std::move(b.x);
   {
-    MbScope mb(TS_MB_F, op, s_.stage);
+    mbBegin(TS_MB_F, op);
+    const MbEnd end;
     const int lo = s_.chunkStart[static_cast<size_t>(op.chunk)];
     for (size_t i = 0; i + 1 < pc.act.size(); ++i) {
       const int l = lo + static_cast<int>(i);
@@ -159,7 +172,8 @@ void StageRunner::backwardLayers(const PipeOp& op, bool input, bool weight) {
 
 Status StageRunner::backward(const PipeOp& op) {
   {
-    MbScope mb(TS_MB_B, op, s_.stage);
+    mbBegin(TS_MB_B, op);
+    const MbEnd end;
     backwardLayers(op, true, !s_.schedule->splitBackward);
   }
   progress();
@@ -168,7 +182,8 @@ Status StageRunner::backward(const PipeOp& op) {
 
 Status StageRunner::weight(const PipeOp& op) {
   {
-    MbScope mb(TS_MB_W, op, s_.stage);
+    mbBegin(TS_MB_W, op);
+    const MbEnd end;
     backwardLayers(op, false, true);
   }
   progress();

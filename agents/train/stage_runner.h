@@ -22,6 +22,7 @@
 #include "grad_sync.h"
 #include "model.h"
 #include "task.h"
+#include "trainscope/agent.h"
 #include "trainscope/core/pipeline_executor.h"
 
 namespace trainscope::train {
@@ -69,6 +70,7 @@ class StageRunner final : public core::StageRunner {
   int slotOf(const core::PipeOp& op) const;
   Span spanOf(const core::PipeOp& op) const;
   Batch inputOf(const core::PipeOp& op, const Span& sp) const;
+  void mbBegin(ts_mb_op kind, const core::PipeOp& op) const;
   bool isFirstVirtual(const core::PipeOp& op) const;
   bool isLastVirtual(const core::PipeOp& op) const;
   void backwardLayers(const core::PipeOp& op, bool input, bool weight);

@@ -40,6 +40,9 @@ constexpr std::array<AttrDesc, kBuiltinAttrMax + 1> kAttrs = {{
     {"channels", AttrType::Int},
     {"knob", AttrType::String},
     {"knob_value", AttrType::String},
+    {"segment", AttrType::Int},
+    {"segment_offset", AttrType::Int},
+    {"segment_length", AttrType::Int},
 }};
 }  // namespace
 

@@ -107,6 +107,11 @@ TS_AGENT_API void ts_phase_end(ts_phase phase);
 /* Pipeline micro-batch operations: F (forward), B (input gradient), W (weight gradient). */
 typedef enum ts_mb_op { TS_MB_F = 0, TS_MB_B = 1, TS_MB_W = 2 } ts_mb_op;
 TS_AGENT_API void ts_mb_begin(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk);
+/* As ts_mb_begin, for one sequence segment of the micro-batch (Seq1F1B): the event also carries
+ * Segment, SegmentOffset (first position) and SegmentLength (positions). chunk and segment must
+ * be in 0..65535. */
+TS_AGENT_API void ts_mb_begin_segment(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk, int32_t segment,
+                                      int32_t offset, int32_t length);
 TS_AGENT_API void ts_mb_end(void);
 
 /* Data-parallel gradient buckets: ready -> communication begin -> end (may be other threads). */

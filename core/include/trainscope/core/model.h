@@ -74,8 +74,11 @@ enum class AttrKey : uint32_t {
   Channels = 19,
   Knob = 20,       // string, knob name on KnobChange events
   KnobValue = 21,  // string
+  Segment = 22,        // seq1f1b: sequence segment of a pipeline op
+  SegmentOffset = 23,  // seq1f1b: its first position (mlp: first sample within the micro-batch)
+  SegmentLength = 24,  // seq1f1b: its positions (mlp: samples)
 };
-inline constexpr uint32_t kBuiltinAttrMax = 21;
+inline constexpr uint32_t kBuiltinAttrMax = 24;
 inline constexpr uint32_t kCustomAttrBase = 0x10000;
 
 // One typed attribute: 16 bytes. Strings are StringIds of the owning store's table.
