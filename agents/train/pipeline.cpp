@@ -160,10 +160,16 @@ double PipelineTrainer::step(int64_t s) {
   model_->zeroGrads();
   sync_.beginStep(*model_, s);
   const int b = o_.batch / replicas;
-  StageSetup setup{model_.get(), task_.get(), &sync_, pipe.get(), &schedule_, stage, chunkStart_,
+  StageSetup setup{model_.get(), data_.get(), &sync_, pipe.get(), &schedule_, stage, chunkStart_,
                    nameF_, nameB_, nameW_, s * o_.batch + int64_t{replica} * b, b, rowsPerSample(o_),
                    o_.width, replica * stages};
   StageRunner runner(std::move(setup));
+  if (runner.needsData()) {  // this step's pieces, then the next step's, made on the loader thread
+    const int64_t first = s * o_.batch + int64_t{replica} * b;
+    data_->discardBefore(first);
+    for (const int64_t f : {first, first + o_.batch})
+      for (const auto& [pf, pc] : runner.dataPieces(f)) data_->prefetch(pf, pc);
+  }
   if (core::Status st = core::runStage(schedule_, stage, runner); !st) {
     std::fprintf(stderr, "trainscope-train: rank %d step %lld: %s\n", rank_, static_cast<long long>(s),
                  st.message().c_str());
