@@ -75,19 +75,21 @@ StageRunner::Span StageRunner::spanOf(const PipeOp& op) const {
 }
 
 // The piece's token ids (columns = its positions) and labels (one per row), for the first and
-// the last virtual stage.
-Batch StageRunner::inputOf(const PipeOp& op, const Span& sp) const {
-  Batch b;
-  if (!isFirstVirtual(op) && !isLastVirtual(op)) return b;
-  b = s_.task->train(sp.first, sp.count);
-  if (sp.length == s_.rowsPerSample) return b;
+// the last virtual stage. Sequence segments cut them from their micro-batch's samples, taken from
+// the loader once (at segment 0's F; the F's of a micro-batch run in segment order).
+Batch StageRunner::inputOf(const PipeOp& op, const Span& sp) {
+  if (!isFirstVirtual(op) && !isLastVirtual(op)) return {};
+  if (sp.length == s_.rowsPerSample) return s_.data->take(sp.first, sp.count);
+  if (op.segment == 0) whole_[op.microBatch] = s_.data->take(sp.first, sp.count);
+  const Batch& b = whole_[op.microBatch];
   Batch cut;
   cut.x.resize(sp.count, sp.length);
-  for (int r = 0; r < sp.count; ++r) {
+  for (int r = 0; r < sp.count && b.x.rows == sp.count; ++r) {
     std::copy_n(b.x.row(r) + sp.offset, sp.length, cut.x.row(r));
     const auto from = b.labels.begin() + static_cast<std::ptrdiff_t>(r * s_.rowsPerSample + sp.offset);
     cut.labels.insert(cut.labels.end(), from, from + sp.length);
   }
+  if (op.segment == k_ - 1) whole_.erase(op.microBatch);
   return cut;
 }
 
@@ -101,6 +103,22 @@ void StageRunner::mbBegin(ts_mb_op kind, const PipeOp& op) const {
                                static_cast<int>(sp.first - spanOf(PipeOp{.microBatch = op.microBatch}).first),
                                sp.count);
   ts_mb_begin_segment(kind, op.microBatch, s_.stage, op.chunk, op.segment, sp.offset, sp.length);
+}
+
+bool StageRunner::needsData() const {
+  return s_.stage == 0 || s_.stage == p_ - 1;  // virtual stage 0 is chunk 0 of stage 0; the last, stage p-1's
+}
+
+std::vector<std::pair<int64_t, int>> StageRunner::dataPieces(int64_t first) const {
+  std::vector<std::pair<int64_t, int>> out;
+  PipeOp op;
+  for (op.microBatch = 0; op.microBatch < m_; ++op.microBatch)
+    for (op.segment = 0; op.segment < k_; ++op.segment) {
+      const Span sp = spanOf(op);
+      const std::pair<int64_t, int> p{sp.first - s_.firstSample + first, sp.count};
+      if (out.empty() || out.back() != p) out.push_back(p);  // sequence segments share their samples
+    }
+  return out;
 }
 
 bool StageRunner::isFirstVirtual(const PipeOp& op) const {
@@ -220,9 +238,10 @@ Status StageRunner::waitRecv(const PipeOp& op) {
   auto it = recvs_.find(tag);
   if (it == recvs_.end()) return {core::ErrorCode::InvalidArgument, "receive was not posted"};
   ts_comm_begin(TS_COMM_RECV, nameRecv_, payload(op).size() * sizeof(float), s_.worldRankOfStage0 + op.peer, 0);
+  Backoff backoff;
   while (!it->second->test()) {
     progress();
-    std::this_thread::yield();  // oversubscribed ranks: let the sender's rank compute
+    backoff.pause();  // oversubscribed ranks: let the sender's rank compute
   }
   ts_comm_end();
   recvs_.erase(it);
@@ -230,8 +249,13 @@ Status StageRunner::waitRecv(const PipeOp& op) {
 }
 
 Status StageRunner::finishSends() {
-  for (RequestPtr& r : sends_)
-    while (!r->test()) s_.sync->progress();
+  for (RequestPtr& r : sends_) {
+    Backoff backoff;
+    while (!r->test()) {
+      s_.sync->progress();
+      backoff.pause();
+    }
+  }
   sends_.clear();
   if (nextReady_ >= 0)
     return {core::ErrorCode::InvalidArgument,

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data_loader.h"
 #include "grad_sync.h"
 #include "model.h"
 #include "task.h"
@@ -29,7 +30,7 @@ namespace trainscope::train {
 
 struct StageSetup {
   Model* model = nullptr;  // this stage's chunks, chunk 0's layers first
-  const Task* task = nullptr;
+  DataLoader* data = nullptr;  // the task's batches (first and last virtual stages)
   GradSync* sync = nullptr;
   Communicator* pipe = nullptr;  // rank = stage
   const core::Schedule* schedule = nullptr;
@@ -55,6 +56,10 @@ class StageRunner final : public core::StageRunner {
   core::Status waitRecv(const core::PipeOp& op) override;
   core::Status finishSends() override;
   double loss() const { return loss_; }  // the replica's mean loss (last stage; 0 elsewhere)
+  // Whether this stage reads training data (it holds the first or the last virtual stage), and
+  // the (first sample, count) of every piece of a step whose replica batch starts at first.
+  bool needsData() const;
+  std::vector<std::pair<int64_t, int>> dataPieces(int64_t first) const;
 
  private:
   struct Piece {
@@ -69,7 +74,7 @@ class StageRunner final : public core::StageRunner {
   Piece& piece(const core::PipeOp& op);
   int slotOf(const core::PipeOp& op) const;
   Span spanOf(const core::PipeOp& op) const;
-  Batch inputOf(const core::PipeOp& op, const Span& sp) const;
+  Batch inputOf(const core::PipeOp& op, const Span& sp);
   void mbBegin(ts_mb_op kind, const core::PipeOp& op) const;
   bool isFirstVirtual(const core::PipeOp& op) const;
   bool isLastVirtual(const core::PipeOp& op) const;
@@ -81,6 +86,7 @@ class StageRunner final : public core::StageRunner {
   StageSetup s_;
   int p_, m_, v_, k_;
   std::vector<Piece> pieces_;  // [chunk * m * k + slot]
+  std::unordered_map<int, Batch> whole_;  // sequence segments: their micro-batch's samples
   std::unordered_map<int64_t, RequestPtr> recvs_;
   std::vector<RequestPtr> sends_;
   std::vector<int> wDone_;
