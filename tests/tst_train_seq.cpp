@@ -10,8 +10,8 @@
 //    (P by the model's layer sizes, the FLOPs formula of background.md, a brute-force min-max);
 //  - an impossible k is refused at start-up with a clear message;
 //  - pp.segments set live with `trainscope-cli set` takes effect at the acknowledged step on
-//    every rank (F ops per step = micro-batches x k), an invalid value is refused and the job
-//    keeps its segments.
+//    every rank (F ops per step = micro-batches x k, each op carrying its segment's positions),
+//    an invalid value is refused, the job keeps its segments and the knob is put back.
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
@@ -240,6 +240,14 @@ class TstTrainSeq : public QObject {
     QVERIFY2(text.contains("refused pp.schedule=seq1f1b pp.microbatches=2 pp.virtual_stages=1 pp.segments=99: cannot "
                            "cut sequences of 16 tokens into 99 non-empty segments"),
              qPrintable(text.right(2000)));
+    // The refused value was put back (ts_knob_restore): the knob shows the segments that run.
+    const live_test::Run knobs = cli({"knobs", "--job", jobId_, "--json"});
+    QVERIFY2(knobs.code == 0, qPrintable(knobs.out + knobs.err));
+    const QJsonValue root = json(knobs).isArray() ? QJsonValue(json(knobs).array()) : json(knobs).object()["knobs"];
+    QString k;
+    for (const auto& v : root.toArray())
+      if (v.toObject()["name"].toString() == "pp.segments") k = v.toObject()["current"].toString();
+    QCOMPARE(k, QString("3"));
   }
 
   void cleanupTestCase() {
