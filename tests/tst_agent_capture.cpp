@@ -292,6 +292,31 @@ class TstAgentCapture : public QObject {
     QVERIFY(algo);
   }
 
+  // ts_mb_begin_segment packs six numbers into one record (record.h); they all come back, and
+  // plain ts_mb_begin events carry no segment attributes.
+  void microBatchSegments() {
+    ScopedAgent agent(kNoServer);
+    ts_mb_begin_segment(TS_MB_B, 70000, 3, 2, 5, 123456, 77);
+    ts_mb_end();
+    ts_mb_begin(TS_MB_F, -1, 1, 0);
+    ts_mb_end();
+    const Recorded rec = recorded();
+    const auto b = rec.named("B");
+    QCOMPARE(b.size(), size_t{1});
+    QCOMPARE(b[0].kind, EventKind::MicroBatchB);
+    QCOMPARE(attrInt(b[0], AttrKey::MicroBatch), int64_t{70000});
+    QCOMPARE(attrInt(b[0], AttrKey::Stage), int64_t{3});
+    QCOMPARE(attrInt(b[0], AttrKey::Chunk), int64_t{2});
+    QCOMPARE(attrInt(b[0], AttrKey::Segment), int64_t{5});
+    QCOMPARE(attrInt(b[0], AttrKey::SegmentOffset), int64_t{123456});
+    QCOMPARE(attrInt(b[0], AttrKey::SegmentLength), int64_t{77});
+    const auto f = rec.named("F");
+    QCOMPARE(f.size(), size_t{1});
+    QCOMPARE(f[0].kind, EventKind::MicroBatchF);
+    QCOMPARE(attrInt(f[0], AttrKey::MicroBatch), int64_t{-1});
+    for (const auto& a : f[0].attrs) QVERIFY(a.key < static_cast<uint32_t>(AttrKey::Segment));
+  }
+
   void knobChangesAreValidated() {
     ScopedAgent agent(kNoServer);
     auto& reg = ag::KnobRegistry::instance();
