@@ -31,8 +31,9 @@ namespace {
 // d = 4, L = 2, V = 16, n = 48: the attention term is large next to the parameter term, so the
 // FLOPs-balanced segments are visibly unequal. 7 layers (embedding, 2 x (attention, MLP), LN,
 // output): at least one per stage on 4 stages.
-const QStringList kModel{"--model", "transformer", "--layers", "2", "--width", "4", "--heads", "2", "--vocab", "16",
-                         "--seq-len", "48", "--batch", "8", "--steps", "3", "--log-every", "0", "--eval-every", "0"};
+const QStringList kModel{"--model",     "transformer", "--layers",     "2",  "--width", "4", "--heads", "2",
+                         "--vocab",     "16",          "--seq-len",    "48", "--batch", "8", "--steps", "3",
+                         "--log-every", "0",           "--eval-every", "0"};
 constexpr int kD = 4, kL = 2, kV = 16, kN = 48;
 
 // FLOPs(S_i) = 2 n_i P + 2 L n_i (offset + n_i) d (background.md, Seq1F1B).
@@ -71,7 +72,8 @@ class TstTrainSeq : public QObject {
   QString jobId_, log_;
   qint64 launcher_ = -1;
 
-  std::vector<float> runParams(int ranks, const QStringList& extra, const QString& name, QString* out = nullptr) {
+  std::vector<float> runParams(int ranks, const QStringList& extra, const QString& name,
+                               QString* out = nullptr) {
     const QString file = dir_.filePath(name + ".bin");
     const Run r = mpirunTrainer(ranks, kModel + extra + QStringList{"--dump-params", file});
     if (r.code != 0) qWarning("%s", qPrintable(r.out + r.err));
@@ -95,7 +97,8 @@ class TstTrainSeq : public QObject {
       for (const char* k : {"2", "3"})
         QTest::newRow(qPrintable(QString("%1 stages k=%2").arg(ranks).arg(k)))
             << ranks << QStringList{"--mode", "pp", "--microbatches", "2", "--segments", k};
-    QTest::newRow("hybrid 2x2 k=3") << 4 << QStringList{"--mode", "hybrid", "--pp-stages", "2", "--segments", "3"};
+    QTest::newRow("hybrid 2x2 k=3") << 4
+                                    << QStringList{"--mode", "hybrid", "--pp-stages", "2", "--segments", "3"};
   }
 
   void seq1f1bEqualsOneProcess() {
@@ -122,26 +125,52 @@ class TstTrainSeq : public QObject {
     QCOMPARE(segmentFlops(34, 14, p), 26880.0);
     QCOMPARE(bruteForceSegments(3, p), (std::vector<int>{18, 16, 14}));
     QCOMPARE(bruteForceSegments(2, p), (std::vector<int>{26, 22}));
-    for (const auto& [k, want] : {std::pair{3, QString("48 tokens -> 18 16 14")}, {2, QString("48 tokens -> 26 22")}}) {
+    for (const auto& [k, want] :
+         {std::pair{3, QString("48 tokens -> 18 16 14")}, {2, QString("48 tokens -> 26 22")}}) {
       QString out;
-      runParams(2, {"--mode", "pp", "--schedule", "seq1f1b", "--microbatches", "2", "--segments", QString::number(k)},
-                "flops", &out);
+      runParams(
+          2,
+          {"--mode", "pp", "--schedule", "seq1f1b", "--microbatches", "2", "--segments", QString::number(k)},
+          "flops", &out);
       QVERIFY2(out.contains("pp.segments=" + QString::number(k) + ", segments " + want), qPrintable(out));
     }
   }
 
   void invalidSegmentsRefused() {
-    const Run r = mpirunTrainer(2, kModel + QStringList{"--mode", "pp", "--schedule", "seq1f1b", "--segments", "49"});
+    const Run r =
+        mpirunTrainer(2, kModel + QStringList{"--mode", "pp", "--schedule", "seq1f1b", "--segments", "49"});
     QVERIFY(r.code != 0);
-    QVERIFY2(r.err.contains("cannot cut sequences of 48 tokens into 49 non-empty segments"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("cannot cut sequences of 48 tokens into 49 non-empty segments"),
+             qPrintable(r.err));
   }
 
   void segmentsKnobLive() {
     using namespace live_test;
     usePrivateRuntimeDir(dir_);
-    const live_test::Run d = cli({"demo", "--ranks", "2", "--mode", "pp", "--steps", "100000", "--", "--model",
-                                  "transformer", "--width", "8", "--batch", "8", "--microbatches", "2", "--schedule",
-                                  "seq1f1b", "--segments", "2", "--step-delay-ms", "2", "--eval-every", "0"});
+    const live_test::Run d = cli({"demo",
+                                  "--ranks",
+                                  "2",
+                                  "--mode",
+                                  "pp",
+                                  "--steps",
+                                  "100000",
+                                  "--",
+                                  "--model",
+                                  "transformer",
+                                  "--width",
+                                  "8",
+                                  "--batch",
+                                  "8",
+                                  "--microbatches",
+                                  "2",
+                                  "--schedule",
+                                  "seq1f1b",
+                                  "--segments",
+                                  "2",
+                                  "--step-delay-ms",
+                                  "2",
+                                  "--eval-every",
+                                  "0"});
     QVERIFY2(d.code == 0, qPrintable(d.out + d.err));
     jobId_ = QRegularExpression("job (\\S+)").match(d.out).captured(1);
     const auto pid = QRegularExpression("launcher pid (\\d+)").match(d.err);
@@ -180,7 +209,7 @@ class TstTrainSeq : public QObject {
     std::map<RankId, std::map<int64_t, int>> forwards;
     std::map<RankId, std::map<int64_t, std::set<std::tuple<int64_t, int64_t, int64_t>>>> spans;
     std::map<RankId, std::map<int64_t, int64_t>> stepAt;  // start -> step
-    int64_t first = INT64_MIN, last = INT64_MAX;           // steps every rank recorded in full
+    int64_t first = INT64_MIN, last = INT64_MAX;          // steps every rank recorded in full
     for (const auto& [rank, m] : stepStarts(s)) {
       for (const auto& [step, start] : m) stepAt[rank][start] = step;
       first = std::max(first, m.begin()->first);
@@ -208,7 +237,9 @@ class TstTrainSeq : public QObject {
     // The segments the job printed (FLOPs-balanced: segmentsAreFlopsBalanced checks the numbers)
     // are the ones its ops ran: (segment, first position, positions).
     auto printed = [&](const QString& k) {
-      const auto m = QRegularExpression("pp.segments=" + k + "(?: at step \\d+)?, segments 16 tokens -> ([\\d ]+)").match(text);
+      const auto m =
+          QRegularExpression("pp.segments=" + k + "(?: at step \\d+)?, segments 16 tokens -> ([\\d ]+)")
+              .match(text);
       std::set<std::tuple<int64_t, int64_t, int64_t>> out;
       int64_t off = 0, g = 0;
       for (const QString& len : m.captured(1).split(' ', Qt::SkipEmptyParts)) {
@@ -227,7 +258,11 @@ class TstTrainSeq : public QObject {
       for (const auto& [step, n] : perStep) {
         if (step <= first || step >= last) continue;  // may be cut by the recording
         QVERIFY2(n == (step < three ? 4 : 6),
-                 qPrintable(QString("rank %1 step %2: %3 F ops (k = 3 from step %4)").arg(rank).arg(step).arg(n).arg(three)));
+                 qPrintable(QString("rank %1 step %2: %3 F ops (k = 3 from step %4)")
+                                .arg(rank)
+                                .arg(step)
+                                .arg(n)
+                                .arg(three)));
         QVERIFY(spans[rank][step] == (step < three ? two : threeSpans));
         (step < three ? seen2 : seen3)++;
       }
@@ -237,13 +272,15 @@ class TstTrainSeq : public QObject {
                                    "pp.segments=3 at step %1, segments 16 tokens -> ")
                                .arg(three)),
              qPrintable(text.right(2000)));
-    QVERIFY2(text.contains("refused pp.schedule=seq1f1b pp.microbatches=2 pp.virtual_stages=1 pp.segments=99: cannot "
-                           "cut sequences of 16 tokens into 99 non-empty segments"),
+    QVERIFY2(text.contains(
+                 "refused pp.schedule=seq1f1b pp.microbatches=2 pp.virtual_stages=1 pp.segments=99: cannot "
+                 "cut sequences of 16 tokens into 99 non-empty segments"),
              qPrintable(text.right(2000)));
     // The refused value was put back (ts_knob_restore): the knob shows the segments that run.
     const live_test::Run knobs = cli({"knobs", "--job", jobId_, "--json"});
     QVERIFY2(knobs.code == 0, qPrintable(knobs.out + knobs.err));
-    const QJsonValue root = json(knobs).isArray() ? QJsonValue(json(knobs).array()) : json(knobs).object()["knobs"];
+    const QJsonValue root =
+        json(knobs).isArray() ? QJsonValue(json(knobs).array()) : json(knobs).object()["knobs"];
     QString k;
     for (const auto& v : root.toArray())
       if (v.toObject()["name"].toString() == "pp.segments") k = v.toObject()["current"].toString();
@@ -253,7 +290,8 @@ class TstTrainSeq : public QObject {
   void cleanupTestCase() {
     if (launcher_ <= 0) return;
     ::kill(static_cast<pid_t>(launcher_), SIGTERM);
-    for (int i = 0; i < 100 && live_test::cli({"jobs", "--json"}).out.contains(jobId_); ++i) QTest::qWait(100);
+    for (int i = 0; i < 100 && live_test::cli({"jobs", "--json"}).out.contains(jobId_); ++i)
+      QTest::qWait(100);
   }
 };
 

@@ -120,13 +120,14 @@ TS_AGENT_API void ts_mb_begin(ts_mb_op op, int32_t microbatch, int32_t stage, in
   pushRecord(RecordType::MbBegin, static_cast<uint8_t>(op), 0, static_cast<uint64_t>(microbatch),
        packPair(stage, static_cast<uint32_t>(chunk)));
 }
-TS_AGENT_API void ts_mb_begin_segment(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk, int32_t segment,
-                                      int32_t offset, int32_t length) {
+TS_AGENT_API void ts_mb_begin_segment(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk,
+                                      int32_t segment, int32_t offset, int32_t length) {
   // Bit 2 of the sub-type: a segment; a = offset << 32 | micro-batch, b = stage << 32 |
   // segment << 16 | chunk, name = length.
   pushRecord(RecordType::MbBegin, static_cast<uint8_t>(op | 4), static_cast<uint32_t>(length),
              packPair(offset, static_cast<uint32_t>(microbatch)),
-             packPair(stage, (static_cast<uint32_t>(segment) & 0xffffu) << 16 | (static_cast<uint32_t>(chunk) & 0xffffu)));
+             packPair(stage, (static_cast<uint32_t>(segment) & 0xffffu) << 16 |
+                                 (static_cast<uint32_t>(chunk) & 0xffffu)));
 }
 TS_AGENT_API void ts_mb_end(void) { pushRecord(RecordType::MbEnd, 0, 0, 0, 0); }
 

@@ -24,9 +24,9 @@ namespace trainscope::train {
 
 // The part of every sequence of a slot; group < 0: whole sequences.
 struct SeqSpan {
-  int group = -1;   // the micro-batch whose segments share keys/values
-  int offset = 0;   // first position
-  int length = 0;   // positions
+  int group = -1;  // the micro-batch whose segments share keys/values
+  int offset = 0;  // first position
+  int length = 0;  // positions
 };
 
 class Layer {

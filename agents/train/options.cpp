@@ -96,7 +96,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--schedule", o.schedule, "Initial pp.schedule")->capture_default_str();
   app.add_option("--microbatches", o.microbatches, "Initial pp.microbatches")->capture_default_str();
   app.add_option("--virtual-stages", o.virtualStages, "Initial pp.virtual_stages")->capture_default_str();
-  app.add_option("--segments", o.segments, "Initial pp.segments (seq1f1b: sequence segments per micro-batch)")->capture_default_str();
+  app.add_option("--segments", o.segments, "Initial pp.segments (seq1f1b: sequence segments per micro-batch)")
+      ->capture_default_str();
   app.add_option("--sparsity", o.discoSparsity, "Initial disco.sparsity")->capture_default_str();
   app.add_option("--disco-mode", o.discoMode, "Initial disco.mode: pipelined | wait")->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")

@@ -178,8 +178,8 @@ void PipelineTrainer::atStepBoundary(int64_t s) {
     const std::vector<float> p = gather(model_->params()), v = gather(velocity_);
     buildStage(b, p, v);
   }
-  std::printf("rank %d applied %s at step %lld%s\n", rank_, describe(params_).c_str(), static_cast<long long>(s),
-              segmentNote().c_str());
+  std::printf("rank %d applied %s at step %lld%s\n", rank_, describe(params_).c_str(),
+              static_cast<long long>(s), segmentNote().c_str());
   std::fflush(stdout);
 }
 

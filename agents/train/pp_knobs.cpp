@@ -31,7 +31,7 @@ core::ScheduleParams PpKnobs::read(const Options& o, int stages) const {
   p.microBatches = microbatches ? static_cast<int>(ts_knob_get_int(microbatches)) : o.microbatches;
   p.virtualStages = virtualStages ? static_cast<int>(ts_knob_get_int(virtualStages)) : o.virtualStages;
   p.segments = segments ? static_cast<int>(ts_knob_get_int(segments)) : o.segments;
-  if (p.kind != core::ScheduleKind::Seq1F1B) p.segments = 1;  // k only means segments there
+  if (p.kind != core::ScheduleKind::Seq1F1B) p.segments = 1;               // k only means segments there
   if (p.kind != core::ScheduleKind::Interleaved1F1B) p.virtualStages = 1;  // v only means chunks there
   return p;
 }

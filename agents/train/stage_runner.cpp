@@ -152,7 +152,8 @@ Status StageRunner::forward(const PipeOp& op) {
     if (isLastVirtual(op)) {  // the loss of this piece, weighted as in the whole replica batch
       Mat& d = pc.grad.back();
       const double l = softmaxCrossEntropy(pc.act.back(), b.labels, &d, nullptr);
-      const double w = static_cast<double>(sp.rows()) / (static_cast<double>(s_.replicaBatch) * s_.rowsPerSample);
+      const double w =
+          static_cast<double>(sp.rows()) / (static_cast<double>(s_.replicaBatch) * s_.rowsPerSample);
       for (float& x : d.v) x *= static_cast<float>(w);
       loss_ += l * w;
     }

@@ -39,7 +39,7 @@ struct StageSetup {
   std::vector<uint32_t> nameF, nameB, nameW;  // per local layer
   int64_t firstSample = 0;  // the replica's first sample of this step
   int replicaBatch = 1;     // samples of the replica in this step
-  int rowsPerSample = 1;     // = the sequence length for the transformer
+  int rowsPerSample = 1;    // = the sequence length for the transformer
   std::vector<int> segBounds;  // seq1f1b, transformer: k + 1 positions; empty: segments cut samples
   int width = 1;            // columns of every activation between stages
   int worldRankOfStage0 = 0;  // world rank of this pipeline's stage 0 (stages are consecutive)

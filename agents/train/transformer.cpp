@@ -90,7 +90,9 @@ class Embedding final : public Layer {
     g_ = g;
   }
   void init(Rng& rng) override { initNormal(p_, paramCount(), 0.1f, rng); }
-  void setSpan(int slot, const SeqSpan& span) override { s_.at(slot).offset = span.group < 0 ? 0 : span.offset; }
+  void setSpan(int slot, const SeqSpan& span) override {
+    s_.at(slot).offset = span.group < 0 ? 0 : span.offset;
+  }
   // x: token ids, one row per sequence, one column per position of the slot's span.
   void forward(int slot, const Mat& x, Mat& y) override {
     Saved& s = s_.at(slot);
@@ -222,8 +224,8 @@ class AttentionBlock final : public Layer {
           for (int u = 0; u < ctx; ++u) sum += (row[u] = u <= last ? std::exp(row[u] - mx) : 0.0f);
           for (int u = 0; u <= last; ++u) row[u] /= sum;
         }
-        c_.gemm(false, false, seg, dh_, ctx, 1.0f, pr, ctx, at(kv.v, b, hd), d_, 0.0f, s.o.row(b * seg) + hd * dh_,
-                d_);
+        c_.gemm(false, false, seg, dh_, ctx, 1.0f, pr, ctx, at(kv.v, b, hd), d_, 0.0f,
+                s.o.row(b * seg) + hd * dh_, d_);
       }
     y.resize(n, d_);
     addBias(y, p_.bo);
@@ -258,9 +260,10 @@ class AttentionBlock final : public Layer {
           for (int u = 0; u <= last; ++u) dot += row[u] * prow[u];
           for (int u = 0; u < ctx; ++u) row[u] = u <= last ? prow[u] * (row[u] - dot) : 0.0f;
         }
-        c_.gemm(false, false, seg, dh_, ctx, sc, dp.data(), ctx, at(kv.k, b, hd), d_, 0.0f, q(s, b, hd, s.dqkv),
-                3 * d_);
-        c_.gemm(true, false, ctx, dh_, seg, sc, dp.data(), ctx, q(s, b, hd), 3 * d_, 1.0f, at(kv.dk, b, hd), d_);
+        c_.gemm(false, false, seg, dh_, ctx, sc, dp.data(), ctx, at(kv.k, b, hd), d_, 0.0f,
+                q(s, b, hd, s.dqkv), 3 * d_);
+        c_.gemm(true, false, ctx, dh_, seg, sc, dp.data(), ctx, q(s, b, hd), 3 * d_, 1.0f, at(kv.dk, b, hd),
+                d_);
       }
     for (int b = 0; b < seqs; ++b)
       for (int t = 0; t < seg; ++t) {

@@ -110,8 +110,8 @@ TS_AGENT_API void ts_mb_begin(ts_mb_op op, int32_t microbatch, int32_t stage, in
 /* As ts_mb_begin, for one sequence segment of the micro-batch (Seq1F1B): the event also carries
  * Segment, SegmentOffset (first position) and SegmentLength (positions). chunk and segment must
  * be in 0..65535. */
-TS_AGENT_API void ts_mb_begin_segment(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk, int32_t segment,
-                                      int32_t offset, int32_t length);
+TS_AGENT_API void ts_mb_begin_segment(ts_mb_op op, int32_t microbatch, int32_t stage, int32_t chunk,
+                                      int32_t segment, int32_t offset, int32_t length);
 TS_AGENT_API void ts_mb_end(void);
 
 /* Data-parallel gradient buckets: ready -> communication begin -> end (may be other threads). */
