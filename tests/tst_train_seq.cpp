@@ -4,8 +4,9 @@
 // to them). Checked:
 //  - the parameters after 3 steps equal a one-process run on whole sequences (2 and 4 stages,
 //    k = 2 and 3, and a 2x2 DP x PP grid). This is also the test that later segments use the
-//    earlier keys/values: a segment attending to itself only computes another function (its
-//    positions would not see the earlier tokens) and lands far from the reference;
+//    earlier keys/values and send their gradients back: hiding the earlier keys/values from a
+//    segment moved the parameters by 0.026-0.037, dropping the gradients sent back by
+//    0.006-0.008 (experiments, docs/TRAINER.md), against ~1e-7 here;
 //  - the segment lengths the job prints are the FLOPs-balanced ones, computed here by hand
 //    (P by the model's layer sizes, the FLOPs formula of background.md, a brute-force min-max);
 //  - an impossible k is refused at start-up with a clear message;
