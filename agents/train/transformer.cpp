@@ -2,6 +2,9 @@
 // embedding (+ learned positions) -> [attention block, MLP block] x layers -> LN -> vocab.
 // Activations are (batch * seqLen) x d row-major matrices; the attention reshapes per sequence.
 // Each block's B computes the input gradient and keeps the intermediate gradients W needs.
+// Seq1F1B (Layer::setSpan): a slot may hold a segment of positions of every sequence; the
+// embedding offsets its positions and the attention reads and extends a per-micro-batch K/V
+// cache, so the segments of a micro-batch compute exactly what whole sequences compute.
 #include <algorithm>
 #include <cmath>
 #include <map>
