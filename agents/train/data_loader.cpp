@@ -1,5 +1,8 @@
 #include "data_loader.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "trainscope/agent.h"
@@ -72,6 +75,10 @@ void DataLoader::discardBefore(int64_t first) {
 }
 
 void DataLoader::loop() {
+  // Below the compute thread: where ranks share cores, the loader runs in the time its rank
+  // waits (a waiting rank sleeps: Backoff) instead of stretching the rank's forward passes.
+  // Linux applies a thread's nice value to that thread only.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kLoaderNice);
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
