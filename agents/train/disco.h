@@ -10,7 +10,11 @@
 // by the L1 norm of W[O_i, f]; the lowest fraction `sparsity` of them are pruned (weights and
 // momentum zeroed, never updated again while pruned). Every rank computes the same mask (the
 // norms are shared with one allreduce). Applied at start and whenever disco.sparsity[.<l>]
-// changes (prune to the new level at the step boundary, then training goes on: fine-tuning).
+// is set (prune to the new level at the step boundary, then training goes on: fine-tuning).
+//
+// Knobs (all values in [0, 1]): disco.sparsity.<l> starts at --sparsity; setting
+// disco.sparsity sets every split layer; a layer's sparsity is the value of the later of the
+// two changes (the agent applies one step's changes in the order they were sent).
 #pragma once
 
 #include <memory>
@@ -26,6 +30,19 @@ namespace trainscope::train {
 struct DiscoKnobs {
   ts_knob_t sparsity = nullptr, mode = nullptr;
   std::vector<ts_knob_t> perLayer;  // disco.sparsity.<l> for split layers 1..L-1 (index l-1)
+  // Which sparsity knobs were set since the last step boundary, kept by their change callbacks
+  // (run in ts_step_begin, in the order the changes are applied); heap-held: the callbacks'
+  // context outlives copies of this struct.
+  struct Sets {
+    ts_knob_t global = nullptr;
+    std::vector<ts_knob_t> layers;
+    std::vector<char> layerSet;  // index l-1: disco.sparsity.<l> set after any disco.sparsity
+    bool globalSet = false;
+  };
+  std::shared_ptr<Sets> sets;
+  // Updates each split layer's target sparsity (index l-1) from the knobs set since the last
+  // call: the later of disco.sparsity and disco.sparsity.<l> wins. False when nothing was set.
+  bool takeTargets(std::vector<double>& targets) const;
 };
 // Registered in disco mode only.
 DiscoKnobs registerDiscoKnobs(const Options& o);
@@ -41,6 +58,18 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   bool writeParams(const std::string& path) override;  // collective: the dense model's layout
   uint64_t bytesLastStep() const { return bytes_; }
 
+  // For the inference benchmark (disco_bench.cpp). Collective: every rank calls them.
+  void pruneAll(double sparsity);  // every split layer to this sparsity (from the current mask)
+  struct Inference {
+    uint64_t bytes = 0;  // features this rank sent
+    int correct = 0;
+  };
+  // A forward pass (no training) of x with the sparse exchange in the given mode.
+  Inference infer(const Mat& x, const std::vector<int>& labels, bool pipelined);
+  const Batch& heldOut() const { return heldOut_; }
+  // Kept off-diagonal sub-rows over all split layers and rank pairs (the same on every rank).
+  uint64_t keptSubRows() const;
+
  protected:
   void atStepBoundary(int64_t s) override;
   double step(int64_t s) override;
@@ -53,7 +82,7 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
 
   const DiscoKnobs* knobs_;
   int n_ = 1, me_ = 0, w_ = 0, part_ = 0;
-  std::vector<double> applied_;                   // per split layer (index l-1)
+  std::vector<double> applied_, target_;          // per split layer (index l-1)
   std::vector<std::vector<std::vector<int>>> kept_;  // [l-1][receiver * n + sender] -> features (global ids)
   uint64_t bytes_ = 0;
   uint32_t nameEx_ = 0, nameGather_ = 0, kernF_ = 0, kernB_ = 0;
