@@ -464,8 +464,9 @@ class TstAnalysis : public QObject {
   // Layer 0 dense: L_comp 2, L_comm 4 ms, 8e6 B. At S = 0.5: L_comm 4(1-0.5) = 2,
   //   L_comp 2(1 - (N-1)/N S) = 2 * 0.75 = 1.5, 4e6 B -> B = 4e6 / 2 ms = 2 GB/s.
   //   Dense back: comm 2/(1-0.5) = 4, comp 1.5/0.75 = 2, A = 2, S_eql = (4-2)/(4-2+1) = 2/3.
-  // Layer 1 at disco.sparsity.1 = 0.25: L_comm 1, L_comp 3 -> comm dense 4/3, comp dense
-  //   3/0.875, A = (4/3)/(24/7) = 7/18 < 1: not communication-bound, S_eql = 0.
+  // Layer 1: disco.sparsity.1 = 0.25, so max(0, 0.25) = 0.25 in steps 0-1 and max(0.5, 0.25) =
+  //   0.5 from step 2 (docs/TRAINER.md). L_comm 1, L_comp 3 throughout; at S = 0.5: comm dense
+  //   1/0.5 = 2, comp dense 3/0.75 = 4, A = 0.5 < 1: not communication-bound, S_eql = 0.
   // Accuracy 0.9, 0.92 (S = 0) and 0.88, 0.86 (S = 0.5) -> 0.91 and 0.87.
   void disco() {
     const AnalysisResult r = analyse("disco");
@@ -490,8 +491,11 @@ class TstAnalysis : public QObject {
     NEAR(l0.bySparsity[1].accuracy, 0.87);
     QCOMPARE(l0.bySparsity[1].samples, 4);  // 2 steps x 2 ranks
     const DiscoLayer& l1 = r.disco[1];
-    NEAR(l1.sparsity, 0.25);
-    NEAR(l1.ratioA, 7.0 / 18);
+    NEAR(l1.sparsity, 0.5);
+    QCOMPARE(l1.bySparsity.size(), size_t{2});
+    NEAR(l1.bySparsity[0].sparsity, 0.25);
+    NEAR(l1.bySparsity[1].sparsity, 0.5);
+    NEAR(l1.ratioA, 0.5);
     NEAR(l1.equilibriumSparsity, 0.0);
     QVERIFY(!l1.commBound);
     QCOMPARE(r.knobChanges.size(), size_t{1});

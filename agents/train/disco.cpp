@@ -13,32 +13,7 @@ namespace {
 
 const char* const kModes[] = {"pipelined", "wait"};
 
-void noteSet(ts_knob_t k, void* ctx) {
-  auto* sets = static_cast<DiscoKnobs::Sets*>(ctx);
-  if (k == sets->global) {
-    sets->globalSet = true;
-    std::fill(sets->layerSet.begin(), sets->layerSet.end(), 0);  // an earlier per-layer set is overridden
-    return;
-  }
-  for (size_t i = 0; i < sets->layers.size(); ++i)
-    if (sets->layers[i] == k) sets->layerSet[i] = 1;
-}
-
 }  // namespace
-
-bool DiscoKnobs::takeTargets(std::vector<double>& targets) const {
-  if (!sets || (!sets->globalSet && std::find(sets->layerSet.begin(), sets->layerSet.end(), 1) == sets->layerSet.end()))
-    return false;
-  for (size_t i = 0; i < targets.size() && i < perLayer.size(); ++i) {
-    if (sets->layerSet[i])
-      targets[i] = ts_knob_get_float(perLayer[i]);
-    else if (sets->globalSet)
-      targets[i] = ts_knob_get_float(sparsity);
-  }
-  sets->globalSet = false;
-  std::fill(sets->layerSet.begin(), sets->layerSet.end(), 0);
-  return true;
-}
 
 DiscoKnobs registerDiscoKnobs(const Options& o) {
   DiscoKnobs k;
@@ -49,16 +24,10 @@ DiscoKnobs registerDiscoKnobs(const Options& o) {
   k.mode = ts_knob_enum("disco.mode", kModes, 2, o.discoMode == "wait" ? 1 : 0,
                         "pipelined: local part computed while remote features arrive; wait: receive first", 0);
   for (int l = 1; l < o.layers; ++l)
-    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), 0.0, 1.0, o.discoSparsity,
-                                       "this split layer's sparsity (starts at --sparsity; a later "
-                                       "disco.sparsity sets it too: the later change wins)",
+    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), 0.0, 1.0, 0.0,
+                                       "raises this split layer's sparsity above disco.sparsity: the "
+                                       "layer is pruned to max(disco.sparsity, this)",
                                        TS_KNOB_CHANGES_MATH));
-  k.sets = std::make_shared<DiscoKnobs::Sets>();
-  k.sets->global = k.sparsity;
-  k.sets->layers = k.perLayer;
-  k.sets->layerSet.assign(k.perLayer.size(), 0);
-  ts_knob_on_change(k.sparsity, noteSet, k.sets.get());
-  for (ts_knob_t l : k.perLayer) ts_knob_on_change(l, noteSet, k.sets.get());
   return k;
 }
 
@@ -81,7 +50,10 @@ DiscoTrainer::DiscoTrainer(Backend& be, const Options& o, const DiscoKnobs* knob
   for (int l = 1; l < o.layers; ++l) prune(l, sparsityOf(l));
 }
 
-double DiscoTrainer::sparsityOf(int l) const { return target_[static_cast<size_t>(l - 1)]; }
+double DiscoTrainer::sparsityOf(int l) const {
+  if (!knobs_) return target_[static_cast<size_t>(l - 1)];
+  return std::max(ts_knob_get_float(knobs_->sparsity), ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]));
+}
 
 // Scores every off-diagonal sub-row by its L1 norm (all ranks' norms shared by one allreduce),
 // keeps the largest (1 - sparsity) of them, zeroes the weights and momentum of the rest.
@@ -127,7 +99,6 @@ void DiscoTrainer::prune(int l, double sparsity) {
 void DiscoTrainer::atStepBoundary(int64_t s) {
   if (!knobs_) return;
   pipelined_ = ts_knob_get_enum(knobs_->mode) == 0;
-  knobs_->takeTargets(target_);
   for (int l = 1; l < o_.layers; ++l)
     if (const double sp = sparsityOf(l); sp != applied_[static_cast<size_t>(l - 1)]) {
       prune(l, sp);

@@ -12,9 +12,9 @@
 // norms are shared with one allreduce). Applied at start and whenever disco.sparsity[.<l>]
 // is set (prune to the new level at the step boundary, then training goes on: fine-tuning).
 //
-// Knobs (all values in [0, 1]): disco.sparsity.<l> starts at --sparsity; setting
-// disco.sparsity sets every split layer; a layer's sparsity is the value of the later of the
-// two changes (the agent applies one step's changes in the order they were sent).
+// Knobs, all in [0, 1]: layer l's sparsity is max(disco.sparsity, disco.sparsity.<l>), a
+// function of the values alone (no order of changes to remember: a recording that starts
+// mid-job reads it from the values in force).
 #pragma once
 
 #include <memory>
@@ -30,19 +30,6 @@ namespace trainscope::train {
 struct DiscoKnobs {
   ts_knob_t sparsity = nullptr, mode = nullptr;
   std::vector<ts_knob_t> perLayer;  // disco.sparsity.<l> for split layers 1..L-1 (index l-1)
-  // Which sparsity knobs were set since the last step boundary, kept by their change callbacks
-  // (run in ts_step_begin, in the order the changes are applied); heap-held: the callbacks'
-  // context outlives copies of this struct.
-  struct Sets {
-    ts_knob_t global = nullptr;
-    std::vector<ts_knob_t> layers;
-    std::vector<char> layerSet;  // index l-1: disco.sparsity.<l> set after any disco.sparsity
-    bool globalSet = false;
-  };
-  std::shared_ptr<Sets> sets;
-  // Updates each split layer's target sparsity (index l-1) from the knobs set since the last
-  // call: the later of disco.sparsity and disco.sparsity.<l> wins. False when nothing was set.
-  bool takeTargets(std::vector<double>& targets) const;
 };
 // Registered in disco mode only.
 DiscoKnobs registerDiscoKnobs(const Options& o);
@@ -82,7 +69,8 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
 
   const DiscoKnobs* knobs_;
   int n_ = 1, me_ = 0, w_ = 0, part_ = 0;
-  std::vector<double> applied_, target_;          // per split layer (index l-1)
+  std::vector<double> applied_;                   // per split layer (index l-1)
+  std::vector<double> target_;                    // without knobs (benchmark): set by pruneAll
   std::vector<std::vector<std::vector<int>>> kept_;  // [l-1][receiver * n + sender] -> features (global ids)
   uint64_t bytes_ = 0;
   uint32_t nameEx_ = 0, nameGather_ = 0, kernF_ = 0, kernB_ = 0;

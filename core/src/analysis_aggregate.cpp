@@ -228,6 +228,14 @@ double parseDouble(const std::string& v, double dflt) {
   }
 }
 
+// The sparsity of split layer l in force at a step (docs/TRAINER.md): max(disco.sparsity,
+// disco.sparsity.<l>), each the knob's value at that step (0 when never known). Recordings made
+// when disco.sparsity.<l> = -1 meant "follow disco.sparsity" read the same under this rule.
+double discoSparsityAt(const AnalyzerState& s, int64_t layer, int64_t step) {
+  return std::max(parseDouble(knobAt(s, "disco.sparsity", step), 0),
+                  parseDouble(knobAt(s, "disco.sparsity." + std::to_string(layer), step), 0));
+}
+
 void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   // Accuracy per step: counters carry their step, or fall in (or at the end of) a window.
   std::map<int64_t, std::pair<double, int>> accuracy;
@@ -259,10 +267,7 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   for (const RankStepRecord& r : s.records) {
     for (const LayerRecord& l : r.layers) {
       if (l.comm <= 0) continue;  // only layers with a feature exchange are DISCO layers
-      // disco.sparsity.<l> < 0 (trainscope-train's default) means "follows disco.sparsity".
-      std::string v = knobAt(s, "disco.sparsity." + std::to_string(l.layer), r.step);
-      if (v.empty() || parseDouble(v, 0) < 0) v = knobAt(s, "disco.sparsity", r.step);
-      const double sp = parseDouble(v, 0);
+      const double sp = discoSparsityAt(s, l.layer, r.step);
       LayerAcc& a = layers[l.layer];
       a.ranks.insert(r.rank);
       PointAcc& p = a.points[sp];
