@@ -109,7 +109,7 @@ void DiscoTrainer::atStepBoundary(int64_t s) {
 }
 
 double DiscoTrainer::step(int64_t s) {
-  Batch b = task_->train(s * o_.batch, o_.batch);  // every rank: the whole batch (feature split)
+  Batch b = task_->train((s - stepBase_) * o_.batch, o_.batch);  // every rank: the whole batch (feature split)
   model_->zeroGrads();
   bytes_ = 0;
   const double loss = forwardBackward(b.x, b.labels, true, nullptr);

@@ -54,6 +54,9 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   // A forward pass (no training) of x with the sparse exchange in the given mode.
   Inference infer(const Mat& x, const std::vector<int>& labels, bool pipelined);
   const Batch& heldOut() const { return heldOut_; }
+  // Step numbers (trace, counters) start at first while the data start at sample 0: a second
+  // model trained after a first one in the same trace sees the same samples.
+  void numberStepsFrom(int64_t first) { stepBase_ = first; }
   // Kept off-diagonal sub-rows over all split layers and rank pairs (the same on every rank).
   uint64_t keptSubRows() const;
 
@@ -73,6 +76,7 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   std::vector<double> target_;                    // without knobs (benchmark): set by pruneAll
   std::vector<std::vector<std::vector<int>>> kept_;  // [l-1][receiver * n + sender] -> features (global ids)
   uint64_t bytes_ = 0;
+  int64_t stepBase_ = 0;
   uint32_t nameEx_ = 0, nameGather_ = 0, kernF_ = 0, kernB_ = 0;
   bool pipelined_ = true, reportBytes_ = true;
 };
