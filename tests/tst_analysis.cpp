@@ -468,6 +468,8 @@ class TstAnalysis : public QObject {
   //   0.5 from step 2 (docs/TRAINER.md). L_comm 1, L_comp 3 throughout; at S = 0.5: comm dense
   //   1/0.5 = 2, comp dense 3/0.75 = 4, A = 0.5 < 1: not communication-bound, S_eql = 0.
   // Accuracy 0.9, 0.92 (S = 0) and 0.88, 0.86 (S = 0.5) -> 0.91 and 0.87.
+  // Benchmark rows (counters after the steps): (0, 3072 B, 0.3 / 0.4 ms, 0.9), (0.5, 1536 B,
+  // 0.2 / 0.3, 0.88), independent (1, 0 B, 0.05 / 0.06, 0.8).
   void disco() {
     const AnalysisResult r = analyse("disco");
     QCOMPARE(r.disco.size(), size_t{2});
@@ -500,6 +502,19 @@ class TstAnalysis : public QObject {
     QVERIFY(!l1.commBound);
     QCOMPARE(r.knobChanges.size(), size_t{1});
     QCOMPARE(r.knobChanges[0].step, int64_t{2});
+    // The inference benchmark's counters (rank 0): three rows in order, the last independent.
+    QCOMPARE(r.discoInference.size(), size_t{3});
+    NEAR(r.discoInference[0].sparsity, 0.0);
+    NEAR(r.discoInference[0].bytes, 3072.0);
+    NEAR(r.discoInference[0].latencyPipelinedMs, 0.3);
+    NEAR(r.discoInference[0].latencyWaitMs, 0.4);
+    NEAR(r.discoInference[1].sparsity, 0.5);
+    NEAR(r.discoInference[1].accuracy, 0.88);
+    QVERIFY(!r.discoInference[1].independent);
+    QVERIFY(r.discoInference[2].independent);
+    NEAR(r.discoInference[2].sparsity, 1.0);
+    NEAR(r.discoInference[2].bytes, 0.0);
+    NEAR(r.discoInference[2].accuracy, 0.8);
   }
 
   // Steps 0 (0-10) and 1 (10-20) complete, step 2 has no end; kernels 1-4, 12-14, a kernel

@@ -63,10 +63,12 @@ void measureLatency(DiscoTrainer& t, Communicator& world, const std::vector<Batc
   row.waitMs = median(ms[1]);
 }
 
-Row measure(DiscoTrainer& t, Communicator& world, const Options& o, double sparsity, int64_t steps) {
+Row measure(DiscoTrainer& t, Communicator& world, const Options& o, double sparsity, bool independent,
+            int64_t steps) {
   TS_RANGE("disco inference benchmark");
   Row row;
   row.sparsity = sparsity;
+  row.independent = independent;
   row.trainSteps = steps;
   row.keptSubRows = t.keptSubRows();
   const Batch& held = t.heldOut();
@@ -81,7 +83,8 @@ Row measure(DiscoTrainer& t, Communicator& world, const Options& o, double spars
   row.gatherBytes = n * (n - 1) * static_cast<uint64_t>(o.benchBatch) * static_cast<uint64_t>(o.width) / n * 4;
   measureLatency(t, world, batches, o.benchReps, row);
   if (world.rank() == 0)  // the row, for a recording of the run
-    for (const auto& [name, v] : {std::pair<const char*, double>{"disco_bench_sparsity", sparsity},
+    for (const auto& [name, v] : {std::pair<const char*, double>{"disco_bench_sparsity", sparsity},  // first
+                                  {"disco_bench_independent", independent ? 1.0 : 0.0},
                                   {"disco_bench_bytes", static_cast<double>(row.bytes)},
                                   {"disco_bench_latency_pipelined_ms", row.pipelinedMs},
                                   {"disco_bench_latency_wait_ms", row.waitMs},
@@ -130,7 +133,7 @@ int runDiscoBench(Backend& be, const Options& o) {
       t.pruneAll(s);
       t.runSteps(nullptr, steps, steps + o.finetuneSteps);
       steps += o.finetuneSteps;
-      rows.push_back(measure(t, world, o, s, steps));
+      rows.push_back(measure(t, world, o, s, false, steps));
     }
   }
   Options scratch = o;
@@ -138,8 +141,7 @@ int runDiscoBench(Backend& be, const Options& o) {
   DiscoTrainer t(be, scratch, nullptr);
   t.numberStepsFrom(steps);  // the trace's steps go on; the data are those the pruned model saw
   t.runSteps(nullptr, steps, 2 * steps);
-  rows.push_back(measure(t, world, o, 1.0, steps));
-  rows.back().independent = true;
+  rows.push_back(measure(t, world, o, 1.0, true, steps));
   if (world.rank() != 0) return 0;
   printTable(rows, world.size(), o.benchBatch);
   std::ofstream f(o.discoBench);
