@@ -378,6 +378,39 @@ class TstAgentCapture : public QObject {
       if (a.key == static_cast<uint32_t>(AttrKey::KnobValue)) QCOMPARE(rec.name(a.asString()), std::string("500"));
   }
 
+  // The job puts a knob back after refusing a change (ts_knob_restore): the value reads and lists
+  // at once, callbacks run, a KnobChange at the current step records it; bad values are refused.
+  void knobRestoredByTheJob() {
+    ScopedAgent agent(kNoServer);
+    auto& reg = ag::KnobRegistry::instance();
+    reg.resetChangesForTest();
+    ts_knob_t k = ts_knob_int("tst.restore", 1, 64, 4, "restored by the job", 0);
+    g_callbackCalls = 0;
+    ts_knob_on_change(k, onChange, nullptr);
+    ts_step_begin(6);
+    QVERIFY(reg.receive(setKnob(1, "tst.restore", "5"), 1, false).accepted);
+    ts_step_end(6);
+    ts_step_begin(7);
+    QCOMPARE(ts_knob_get_int(k), int64_t{5});  // applied; the job finds it cannot run it
+    QCOMPARE(ts_knob_restore(k, "4"), 0);
+    QCOMPARE(ts_knob_get_int(k), int64_t{4});
+    QCOMPARE(g_callbackCalls, 2);
+    QCOMPARE(g_callbackValue, int64_t{4});
+    QCOMPARE(ts_knob_restore(k, "65"), -1);  // out of range: nothing changes
+    QCOMPARE(ts_knob_restore(k, "x"), -1);
+    QCOMPARE(ts_knob_restore(nullptr, "4"), -1);
+    QCOMPARE(ts_knob_get_int(k), int64_t{4});
+    ts_step_end(7);
+    for (const auto& d : reg.list(7).knobs)
+      if (d.name == "tst.restore") QCOMPARE(d.currentValue, std::string("4"));
+    const Recorded rec = recorded();
+    const auto changes = rec.named("tst.restore");
+    QCOMPARE(changes.size(), size_t{2});
+    QCOMPARE(attrInt(changes[1], AttrKey::Step), int64_t{7});
+    for (const auto& a : changes[1].attrs)
+      if (a.key == static_cast<uint32_t>(AttrKey::KnobValue)) QCOMPARE(rec.name(a.asString()), std::string("4"));
+  }
+
   // The fixed-point conversion: exact on integer ratios, within 1 ns after 10 hours of
   // extrapolation at a non-integer one, earlier segments kept for late records.
   void tscCalibrationArithmetic() {

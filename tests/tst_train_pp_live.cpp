@@ -131,6 +131,24 @@ class TstTrainPpLive : public QObject {
     const QString text = QString::fromUtf8(log.readAll());
     QVERIFY2(text.contains(QString("refused pp.schedule=interleaved-1f1b pp.microbatches=5")), qPrintable(text.right(2000)));
     QVERIFY(text.contains(QString("rank 3 applied pp.schedule=zb-h1 pp.microbatches=4 pp.virtual_stages=1 at step %1").arg(zb)));
+    // The refused change was put back (ts_knob_restore): the knobs list what runs, on every rank,
+    // and the recording holds the restore as a knob change at the refused step.
+    const Run knobs = cli({"knobs", "--job", jobId_, "--json"});
+    QVERIFY2(knobs.code == 0, qPrintable(knobs.out + knobs.err));
+    const QJsonValue root = json(knobs).isArray() ? QJsonValue(json(knobs).array()) : json(knobs).object()["knobs"];
+    QString mb;
+    for (const auto& k : root.toArray())
+      if (k.toObject()["name"].toString() == "pp.microbatches") mb = k.toObject()["current"].toString();
+    QCOMPARE(mb, QString("4"));
+    QVERIFY2(!json(knobs).isObject() || !json(knobs).object().contains("differing") ||
+                 !json(knobs).object()["differing"].toObject().contains("pp.microbatches"),
+             qPrintable(knobs.out));
+    const auto changes = knobChanges(session.value(), "pp.microbatches");  // the last per rank
+    QCOMPARE(int(changes.size()), kRanks);
+    for (const auto& [rank, change] : changes) {
+      QCOMPARE(QString::fromStdString(change.first), QString("4"));
+      QCOMPARE(change.second, bad);
+    }
   }
 
   void stopPipeline() { stop(); }

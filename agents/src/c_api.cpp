@@ -228,6 +228,16 @@ TS_AGENT_API int ts_knob_get_enum(ts_knob_t k) {
 }
 TS_AGENT_API const char* ts_knob_name(ts_knob_t k) { return k ? k->name.c_str() : ""; }
 
+TS_AGENT_API int ts_knob_restore(ts_knob_t k, const char* value) {
+  if (!k || !value) return -1;
+  try {
+    const int64_t step = globals().currentStep.load(std::memory_order_relaxed);
+    return KnobRegistry::instance().restore(k, value, step < 0 ? 0 : step) ? 0 : -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
 TS_AGENT_API int ts_knob_on_change(ts_knob_t k, ts_knob_callback cb, void* ctx) {
   try {
     return KnobRegistry::instance().onChange(k, cb, ctx) ? 0 : -1;

@@ -203,6 +203,23 @@ void KnobRegistry::applyAtStepBegin(int64_t step, const std::function<void(const
     for (const auto& a : acks) sink(a);
 }
 
+bool KnobRegistry::restore(ts_knob* k, const std::string& text, int64_t step) {
+  std::vector<std::pair<ts_knob_callback, void*>> calls;
+  {
+    std::lock_guard lock(mu_);
+    std::string reason;
+    const auto bits = parse(*k, text, reason);
+    if (!bits) return false;
+    k->bits.store(*bits, std::memory_order_release);
+    auto& strings = StringTable::instance();
+    pushRecord(RecordType::KnobChange, 0, strings.intern(k->name), strings.intern(format(*k, *bits)),
+               static_cast<uint64_t>(step));
+    calls = k->callbacks;
+  }
+  for (auto& [cb, ctx] : calls) cb(k, ctx);
+  return true;
+}
+
 uint64_t KnobRegistry::lastReceivedSeq() const {
   std::lock_guard lock(mu_);
   return receivedAhead_.empty() ? contiguous_.load() : *receivedAhead_.rbegin();

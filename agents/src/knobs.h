@@ -56,6 +56,9 @@ class KnobRegistry {
   // Job thread, inside ts_step_begin: applies agreed changes; acks go to sink.
   void applyAtStepBegin(int64_t step, const std::function<void(const core::wire::KnobAck&)>& sink);
 
+  // Job thread: the job sets k back to text at step (ts_knob_restore). False if text is invalid.
+  bool restore(ts_knob* k, const std::string& text, int64_t step);
+
   uint64_t lastReceivedSeq() const;
   uint64_t contiguousSeq() const { return contiguous_.load(); }
   void resetChangesForTest();

@@ -2,6 +2,8 @@
 // them) and MPI non-blocking calls on a duplicate of MPI_COMM_WORLD (the agent's knob agreement
 // uses MPI_COMM_WORLD; a separate communicator keeps the two from ever matching each other).
 #include <cblas.h>
+#include <chrono>
+#include <thread>
 #include <mpi.h>
 
 #include "backend.h"
@@ -117,9 +119,22 @@ std::unique_ptr<Compute> makeCpuCompute() {
   return std::make_unique<CpuCompute>();
 }
 
-void waitFor(Request& r) {
-  while (!r.test()) {
+void Backoff::pause() {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (startNs_ < 0) startNs_ = now;
+  const int64_t waited = now - startNs_;
+  if (waited < 20'000) return;
+  if (waited < 200'000) {
+    std::this_thread::yield();
+    return;
   }
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+void waitFor(Request& r) {
+  Backoff b;
+  while (!r.test()) b.pause();
 }
 
 std::unique_ptr<Backend> makeBackend(const std::string& kind, std::string* why) {

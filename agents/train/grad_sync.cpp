@@ -99,12 +99,13 @@ void GradSync::progress() {
 
 void GradSync::finish() {
   while (nextBucket_ < buckets_.size()) start(nextBucket_++);  // layers never reported: start anyway
+  Backoff backoff;
   for (;;) {
     progress();
     bool all = true;
     for (size_t b = 0; b < buckets_.size() && all; ++b) all = ended_[b];
     if (all) return;
-    std::this_thread::yield();  // ranks may share cores: let a computing one run
+    backoff.pause();  // ranks may share cores: let a computing one run
   }
 }
 

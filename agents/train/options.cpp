@@ -113,6 +113,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--bench-batch", o.benchBatch, "--disco-bench: samples per inference")->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
       ->capture_default_str();
+  app.add_flag("!--no-prefetch", o.prefetch,
+               "Make each step's batches inline instead of on a loader thread a step ahead");
   app.add_option("--held-out", o.heldOut, "Held-out samples")->capture_default_str();
   app.add_option("--log-every", o.logEvery, "Rank 0 prints the loss every N steps (0: never)")
       ->capture_default_str();

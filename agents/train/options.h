@@ -53,6 +53,7 @@ struct Options {
   int logEvery = 10;
   std::string dumpParams;  // after the last step; "{rank}" is replaced by the rank
   bool noAgent = false;
+  bool prefetch = true;  // the next step's batches made on a loader thread (--no-prefetch: inline)
   int stepDelayMs = 0;
   std::string stepsFile;  // rank 0 writes "steptime <step> <us>" per step
 };

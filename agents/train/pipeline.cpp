@@ -51,6 +51,7 @@ PipelineTrainer::PipelineTrainer(Backend& be, const Options& o, const PpKnobs* k
     }
   }
   params_ = knobs ? knobs->read(o, stages) : PpKnobs{}.read(o, stages);
+  if (knobs) good_ = knobs->values();
   if (o.partition == "auto")
     autoBounds_ = profiledSplit(*be.compute, *be.world, o, stages, replicas,
                                 o.batch / replicas / std::max(1, params_.microBatches));
@@ -136,17 +137,23 @@ std::string PipelineTrainer::checkParams(const core::ScheduleParams& p) const {
 void PipelineTrainer::atStepBoundary(int64_t s) {
   if (!knobs_) return;
   const core::ScheduleParams want = knobs_->read(o_, stages);
-  if (sameParams(want, params_)) return;
+  if (sameParams(want, params_)) {
+    good_ = knobs_->values();  // e.g. pp.virtual_stages changed under a schedule that ignores it
+    return;
+  }
   if (const std::string why = checkParams(want); !why.empty()) {  // every rank decides alike
-    if (rank_ == 0 && !sameParams(want, refused_))
+    if (rank_ == 0)
       std::printf("step %lld: refused %s: %s; keeping %s\n", static_cast<long long>(s), describe(want).c_str(),
                   why.c_str(), describe(params_).c_str());
     std::fflush(stdout);
-    refused_ = want;
+    const std::string mark = "refused " + describe(want) + ": " + why;
+    ts_marker(ts_name(mark.c_str()));
+    knobs_->restore(good_);  // the knobs show the schedule that runs
     return;
   }
   TS_RANGE("apply pipeline knobs");
   params_ = want;
+  good_ = knobs_->values();
   schedule_ = core::generateSchedule(params_).value();
   if (LayerBounds b = boundsFor(params_); b != bounds_) {
     const std::vector<float> p = gather(model_->params()), v = gather(velocity_);
@@ -160,10 +167,16 @@ double PipelineTrainer::step(int64_t s) {
   model_->zeroGrads();
   sync_.beginStep(*model_, s);
   const int b = o_.batch / replicas;
-  StageSetup setup{model_.get(), task_.get(), &sync_, pipe.get(), &schedule_, stage, chunkStart_,
+  StageSetup setup{model_.get(), data_.get(), &sync_, pipe.get(), &schedule_, stage, chunkStart_,
                    nameF_, nameB_, nameW_, s * o_.batch + int64_t{replica} * b, b, rowsPerSample(o_),
                    o_.width, replica * stages};
   StageRunner runner(std::move(setup));
+  if (runner.needsData()) {  // this step's pieces, then the next step's, made on the loader thread
+    const int64_t first = s * o_.batch + int64_t{replica} * b;
+    data_->discardBefore(first);
+    for (const int64_t f : {first, first + o_.batch})
+      for (const auto& [pf, pc] : runner.dataPieces(f)) data_->prefetch(pf, pc);
+  }
   if (core::Status st = core::runStage(schedule_, stage, runner); !st) {
     std::fprintf(stderr, "trainscope-train: rank %d step %lld: %s\n", rank_, static_cast<long long>(s),
                  st.message().c_str());

@@ -48,7 +48,8 @@ class PipelineTrainer final : private PipeGrid, public Trainer {
   int layers_ = 0;
   std::vector<size_t> globalOffset_, globalCount_;
   LayerBounds autoBounds_, bounds_;
-  core::ScheduleParams params_, refused_;
+  core::ScheduleParams params_;
+  PpKnobs::Values good_;  // the knob values params_ came from
   core::Schedule schedule_;
   std::vector<int> chunkStart_;
 };

@@ -34,6 +34,24 @@ core::ScheduleParams PpKnobs::read(const Options& o, int stages) const {
   return p;
 }
 
+PpKnobs::Values PpKnobs::values() const {
+  Values v;
+  if (schedule) v.schedule = ts_knob_get_enum(schedule);
+  if (microbatches) v.microbatches = ts_knob_get_int(microbatches);
+  if (virtualStages) v.virtualStages = ts_knob_get_int(virtualStages);
+  return v;
+}
+
+void PpKnobs::restore(const Values& v) const {
+  const Values now = values();
+  if (schedule && now.schedule != v.schedule)
+    ts_knob_restore(schedule, std::string(core::scheduleName(core::kAllSchedules[v.schedule])).c_str());
+  if (microbatches && now.microbatches != v.microbatches)
+    ts_knob_restore(microbatches, std::to_string(v.microbatches).c_str());
+  if (virtualStages && now.virtualStages != v.virtualStages)
+    ts_knob_restore(virtualStages, std::to_string(v.virtualStages).c_str());
+}
+
 PpKnobs registerPpKnobs(const Options& o) {
   PpKnobs k;
   const int n = static_cast<int>(std::size(core::kAllSchedules));

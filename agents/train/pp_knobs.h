@@ -14,6 +14,16 @@ struct PpKnobs {
   // The knobs' values (the options' initial values when not registered), for p stages; v is
   // forced to 1 for every schedule but interleaved-1f1b, k is --segments for seq1f1b.
   core::ScheduleParams read(const Options& o, int stages) const;
+
+  // The knobs' raw values, and putting them back (ts_knob_restore) after a refused change, so
+  // `trainscope-cli knobs` shows what the job runs. Every rank calls restore alike.
+  struct Values {
+    int schedule = 0;
+    int64_t microbatches = 0, virtualStages = 0;
+    bool operator==(const Values&) const = default;
+  };
+  Values values() const;
+  void restore(const Values& v) const;
 };
 
 // The trainer prints what it applies ("rank r applied pp.schedule=zb-h1 at step s") or refuses.

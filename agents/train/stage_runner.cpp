@@ -62,6 +62,23 @@ void StageRunner::pieceSamples(const PipeOp& op, int64_t* first, int* count) con
   *count = hi - lo;
 }
 
+bool StageRunner::needsData() const {
+  return s_.stage == 0 || s_.stage == p_ - 1;  // virtual stage 0 is chunk 0 of stage 0; the last, stage p-1's
+}
+
+std::vector<std::pair<int64_t, int>> StageRunner::dataPieces(int64_t first) const {
+  std::vector<std::pair<int64_t, int>> out;
+  PipeOp op;
+  for (op.microBatch = 0; op.microBatch < m_; ++op.microBatch)
+    for (op.segment = 0; op.segment < k_; ++op.segment) {
+      int64_t f = 0;
+      int c = 0;
+      pieceSamples(op, &f, &c);
+      out.emplace_back(f - s_.firstSample + first, c);
+    }
+  return out;
+}
+
 bool StageRunner::isFirstVirtual(const PipeOp& op) const {
   return core::virtualStage(s_.stage, op.chunk, p_) == 0;
 }
@@ -80,7 +97,7 @@ Status StageRunner::forward(const PipeOp& op) {
   int count = 0;
   pieceSamples(op, &first, &count);
   Batch b;
-  if (isFirstVirtual(op) || isLastVirtual(op)) b = s_.task->train(first, count);
+  if (isFirstVirtual(op) || isLastVirtual(op)) b = s_.data->take(first, count);
   if (isFirstVirtual(op)) pc.act[0] = std::move(b.x);
   {
     MbScope mb(TS_MB_F, op, s_.stage);
@@ -180,9 +197,10 @@ Status StageRunner::waitRecv(const PipeOp& op) {
   auto it = recvs_.find(tag);
   if (it == recvs_.end()) return {core::ErrorCode::InvalidArgument, "receive was not posted"};
   ts_comm_begin(TS_COMM_RECV, nameRecv_, payload(op).size() * sizeof(float), s_.worldRankOfStage0 + op.peer, 0);
+  Backoff backoff;
   while (!it->second->test()) {
     progress();
-    std::this_thread::yield();  // oversubscribed ranks: let the sender's rank compute
+    backoff.pause();  // oversubscribed ranks: let the sender's rank compute
   }
   ts_comm_end();
   recvs_.erase(it);
@@ -190,8 +208,13 @@ Status StageRunner::waitRecv(const PipeOp& op) {
 }
 
 Status StageRunner::finishSends() {
-  for (RequestPtr& r : sends_)
-    while (!r->test()) s_.sync->progress();
+  for (RequestPtr& r : sends_) {
+    Backoff backoff;
+    while (!r->test()) {
+      s_.sync->progress();
+      backoff.pause();
+    }
+  }
   sends_.clear();
   if (nextReady_ >= 0)
     return {core::ErrorCode::InvalidArgument,

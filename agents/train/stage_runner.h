@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data_loader.h"
 #include "grad_sync.h"
 #include "model.h"
 #include "task.h"
@@ -23,7 +24,7 @@ namespace trainscope::train {
 
 struct StageSetup {
   Model* model = nullptr;  // this stage's chunks, chunk 0's layers first
-  const Task* task = nullptr;
+  DataLoader* data = nullptr;  // the task's batches (first and last virtual stages)
   GradSync* sync = nullptr;
   Communicator* pipe = nullptr;  // rank = stage
   const core::Schedule* schedule = nullptr;
@@ -48,6 +49,10 @@ class StageRunner final : public core::StageRunner {
   core::Status waitRecv(const core::PipeOp& op) override;
   core::Status finishSends() override;
   double loss() const { return loss_; }  // the replica's mean loss (last stage; 0 elsewhere)
+  // Whether this stage reads training data (it holds the first or the last virtual stage), and
+  // the (first sample, count) of every piece of a step whose replica batch starts at first.
+  bool needsData() const;
+  std::vector<std::pair<int64_t, int>> dataPieces(int64_t first) const;
 
  private:
   struct Piece {

@@ -28,6 +28,7 @@ Trainer::Trainer(Backend& be, const Options& o, Communicator& dpComm, const Mode
       compute_(*be.compute, sync_) {
   task_ = o.model == "transformer" ? makeSequenceTask(o.seed, o.seqLen, o.vocab)
                                    : makeTeacherTask(o.seed, o.inputDim, o.classes);
+  data_ = std::make_unique<DataLoader>(*task_, o.prefetch);
   model_ = makeModel(compute_);
   velocity_.assign(model_->params().size(), 0.0f);
   act_.resize(static_cast<size_t>(model_->layerCount()) + 1);
@@ -53,7 +54,9 @@ DpConfig Trainer::currentConfig(const DpKnobs* knobs) const {
 
 double Trainer::step(int64_t s) {
   const int local = o_.batch / world_;
-  Batch b = task_->train(s * o_.batch + static_cast<int64_t>(dp_.rank()) * local, local);
+  const int64_t first = s * o_.batch + static_cast<int64_t>(dp_.rank()) * local;
+  data_->prefetch(first + o_.batch, local);  // the next step's, made while this one computes
+  Batch b = data_->take(first, local);
   const int L = model_->layerCount();
   ts_phase_begin(TS_PHASE_FORWARD);
   act_[0] = std::move(b.x);

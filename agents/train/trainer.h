@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "data_loader.h"
 #include "grad_sync.h"
 #include "model.h"
 #include "options.h"
@@ -71,6 +72,7 @@ class Trainer {
   Communicator& dp_;
   int rank_ = 0, world_ = 1;  // world_: data-parallel replicas (dp_'s size)
   std::unique_ptr<Task> task_;
+  std::unique_ptr<DataLoader> data_;  // task_'s batches, a step ahead
   std::unique_ptr<Model> model_;
   GradSync sync_;
   ProgressingCompute compute_;

@@ -156,6 +156,13 @@ TS_AGENT_API int ts_knob_get_bool(ts_knob_t k);
 TS_AGENT_API int ts_knob_get_enum(ts_knob_t k); /* index into choices */
 TS_AGENT_API const char* ts_knob_name(ts_knob_t k);
 
+/* The job puts one of its knobs back to `value` (text as `trainscope-cli set` takes it) after
+ * refusing an agreed change it cannot run (e.g. a combination of pipeline knobs): call it on
+ * every rank alike, at the step boundary, on the thread that runs ts_step_begin. The knob then
+ * reads and lists `value`, a KnobChange event at the current step records it, and change
+ * callbacks run. 0 on success, -1 for a null knob or a value the knob does not accept. */
+TS_AGENT_API int ts_knob_restore(ts_knob_t k, const char* value);
+
 /* Called on the thread that runs ts_step_begin, after the new value is visible. */
 typedef void (*ts_knob_callback)(ts_knob_t knob, void* ctx);
 TS_AGENT_API int ts_knob_on_change(ts_knob_t k, ts_knob_callback cb, void* ctx);
