@@ -5,7 +5,7 @@
 # latency pipelined / wait, accuracy per sparsity, independent branches last). Then, per N, a
 # live `demo --mode disco` job recorded at sparsity 0 and 0.5 gives `analyze`'s per-layer
 # measured A and equilibrium sparsity (training steps, batch = BATCH_TRAIN).
-# Usage: [RANKS="2 4"] [BATCHES="1 256"] [REPS=5] bench/disco_tradeoff.sh [BUILD_DIR]
+# Usage: [RANKS="2 4"] [BATCHES="1 256"] [REPS=7] bench/disco_tradeoff.sh [BUILD_DIR]
 set -eu
 B=${1:-build}/bin
 OUT=${OUT:-$(mktemp -d)}
@@ -16,7 +16,7 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load: $(cut -d' ' -f1-
 for n in ${RANKS:-2 4}; do
   for b in ${BATCHES:-1 256}; do
     mpirun --oversubscribe -np "$n" "$B/trainscope-train" --no-agent --mode disco $MODEL --steps 400 \
-      --finetune-steps 40 --held-out 512 --bench-batch "$b" --bench-reps "${REPS:-5}" --log-every 0 \
+      --finetune-steps 40 --held-out 512 --bench-batch "$b" --bench-reps "${REPS:-7}" --log-every 0 \
       --eval-every 0 --disco-bench "$OUT/disco_n${n}_b$b.csv" | grep -v 'disco bytes'
   done
 done
