@@ -1,28 +1,31 @@
 #!/bin/sh
 # DISCO's distributed-inference trade-off (BENCHMARKS.md, docs/TRAINER.md "Inference benchmark"):
-# for N = 2 and 4 ranks and each batch size, `trainscope-train --mode disco --disco-bench`
-# trains the dense split MLP, prunes + fine-tunes level by level, and writes the table (bytes,
-# latency pipelined / wait, accuracy per sparsity, independent branches last). Then, per N, a
-# live `demo --mode disco` job recorded at sparsity 0 and 0.5 gives `analyze`'s per-layer
-# measured A and equilibrium sparsity (training steps, batch = BATCH_TRAIN).
-# Usage: [RANKS="2 4"] [BATCHES="1 256"] [REPS=7] bench/disco_tradeoff.sh [BUILD_DIR]
+# for N = 2 and 4 ranks and each WIDTH:BATCH configuration, `trainscope-train --mode disco
+# --disco-bench` trains the dense split MLP (4 layers, 3 split), prunes + fine-tunes level by
+# level, and writes the table (bytes, latency pipelined / wait per inference of BATCH samples,
+# accuracy per sparsity, independent branches last). Then, per N, a live `demo --mode disco`
+# job (width 256, batch BATCH_TRAIN) recorded at sparsity 0 and 0.5 gives `analyze`'s per-layer
+# measured A and equilibrium sparsity.
+# Usage: [RANKS="2 4"] [CONFIGS="256:1 256:256 16:1"] [REPS=7] bench/disco_tradeoff.sh [BUILD_DIR]
 set -eu
 B=${1:-build}/bin
 OUT=${OUT:-$(mktemp -d)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
        OMPI_MCA_oob_tcp_if_include=lo TRAINSCOPE_RUNTIME_DIR=$(mktemp -d)
-MODEL="--layers 4 --width 256 --input-dim 32 --classes 8 --batch ${BATCH_TRAIN:-64}"
+MODEL="--layers 4 --input-dim 32 --classes 8 --batch ${BATCH_TRAIN:-64}"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for n in ${RANKS:-2 4}; do
-  for b in ${BATCHES:-1 256}; do
-    mpirun --oversubscribe -np "$n" "$B/trainscope-train" --no-agent --mode disco $MODEL --steps 400 \
-      --finetune-steps 40 --held-out 512 --bench-batch "$b" --bench-reps "${REPS:-7}" --log-every 0 \
-      --eval-every 0 --disco-bench "$OUT/disco_n${n}_b$b.csv" | grep -v 'disco bytes'
+  for c in ${CONFIGS:-256:1 256:256 16:1}; do
+    w=${c%%:*} b=${c##*:}
+    echo "## N=$n width $w"
+    mpirun --oversubscribe -np "$n" "$B/trainscope-train" --no-agent --mode disco $MODEL --width "$w" --steps 400 \
+      --finetune-steps 40 --held-out 1024 --bench-batch "$b" --bench-reps "${REPS:-7}" --log-every 0 \
+      --eval-every 0 --disco-bench "$OUT/disco_n${n}_w${w}_b$b.csv" | grep -v 'disco bytes'
   done
 done
 echo "# load after the tables: $(cut -d' ' -f1-3 /proc/loadavg)"
 for n in ${RANKS:-2 4}; do
-  log=$("$B/trainscope-cli" demo --ranks "$n" --mode disco --steps 100000 -- $MODEL --eval-every 0 2>&1)
+  log=$("$B/trainscope-cli" demo --ranks "$n" --mode disco --steps 100000 -- $MODEL --width 256 --eval-every 0 2>&1)
   job=$(echo "$log" | sed -n 's/^job \(\S*\)$/\1/p')
   pid=$(echo "$log" | sed -n 's/.*launcher pid \([0-9]*\).*/\1/p')
   sleep 2
