@@ -46,6 +46,7 @@ DiscoTrainer::DiscoTrainer(Backend& be, const Options& o, const DiscoKnobs* knob
   applied_.assign(static_cast<size_t>(std::max(0, o.layers - 1)), -1.0);
   target_.assign(applied_.size(), o.discoSparsity);
   kept_.resize(applied_.size());
+  wkCache_.resize(applied_.size());
   pipelined_ = o.discoMode != "wait";
   for (int l = 1; l < o.layers; ++l) prune(l, sparsityOf(l));
 }
@@ -92,6 +93,7 @@ void DiscoTrainer::prune(int l, double sparsity) {
     }
   }
   for (auto& k : kept) std::sort(k.begin(), k.end());
+  wkCache_[static_cast<size_t>(l - 1)].assign(static_cast<size_t>(n_), Mat{});
   applied_[static_cast<size_t>(l - 1)] = sparsity;
   reportBytes_ = true;
 }
@@ -115,6 +117,7 @@ double DiscoTrainer::step(int64_t s) {
   const double loss = forwardBackward(b.x, b.labels, true, nullptr);
   ts_phase_begin(TS_PHASE_OPTIMIZER);
   optimizer();
+  for (auto& layer : wkCache_) layer.assign(static_cast<size_t>(n_), Mat{});  // gathered from the old weights
   ts_phase_end(TS_PHASE_OPTIMIZER);
   if (reportBytes_) {
     std::printf("rank %d step %lld disco bytes %llu\n", me_, static_cast<long long>(s),

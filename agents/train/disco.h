@@ -75,6 +75,9 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   std::vector<double> applied_;                   // per split layer (index l-1)
   std::vector<double> target_;                    // without knobs (benchmark): set by pruneAll
   std::vector<std::vector<std::vector<int>>> kept_;  // [l-1][receiver * n + sender] -> features (global ids)
+  // [l-1][sender]: W_l[O_me, kept features of sender], gathered for inference; cleared when the
+  // weights (a training step) or the mask (prune) change.
+  std::vector<std::vector<Mat>> wkCache_;
   uint64_t bytes_ = 0;
   int64_t stepBase_ = 0;
   uint32_t nameEx_ = 0, nameGather_ = 0, kernF_ = 0, kernB_ = 0;
