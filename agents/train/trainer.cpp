@@ -169,7 +169,7 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     if (!o_.stepsFile.empty()) times.emplace_back(s, us);
   }
   if (rank_ == 0 && !o_.stepsFile.empty()) {
-    std::ofstream f(o_.stepsFile);
+    std::ofstream f(o_.stepsFile, first > 0 ? std::ios::app : std::ios::trunc);  // later phases append
     for (const auto& [s, us] : times) f << "steptime " << s << ' ' << us << '\n';
   }
 }
