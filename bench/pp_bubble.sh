@@ -2,7 +2,9 @@
 # Measured pipeline bubble fraction per schedule against the schedule's formula (BENCHMARKS.md):
 # a 4-stage pipeline of equal stages (8 equal 512x512 layers of the MLP: 2 per stage; interleaved:
 # 1 per chunk), started with `demo --mode pp`, recorded for a few seconds, `analyze --json`.
-# Usage: [RANKS=4] [BATCH=128] bench/pp_bubble.sh [BUILD_DIR]   (prints: schedule measured theory)
+# Usage: [RANKS=4] [BATCH=128] bench/pp_bubble.sh [BUILD_DIR]
+# Prints: schedule, measured, simulated (the schedule with the measured op times, no
+# communication: imbalance included), theory (the formula).
 set -eu
 B=${1:-build}/bin
 export TRAINSCOPE_RUNTIME_DIR=$(mktemp -d)
@@ -19,5 +21,6 @@ for args in "gpipe" "1f1b" "interleaved-1f1b --virtual-stages 2" "zb-h1" "seq1f1
   sleep 1
   "$B/trainscope-cli" analyze "$OUT/$sched.tsdb" --json | python3 -c "
 import json,sys; p=json.load(sys.stdin)['pipeline']
-print('$sched', round(p['bubble_fraction'],3), round(p['bubble_fraction_theory'],3) if p.get('bubble_fraction_theory') is not None else None)"
+r=lambda k: round(p[k],3) if p.get(k) is not None else None
+print('$sched', 'measured', r('bubble_fraction'), 'simulated', r('bubble_fraction_simulated'), 'theory', r('bubble_fraction_theory'))"
 done

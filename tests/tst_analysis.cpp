@@ -117,6 +117,9 @@ class TstAnalysis : public QObject {
     QCOMPARE(r.pipeline.microbatches, 4);
     NEAR(r.pipeline.bubbleFraction, 3.0 / 7);
     NEAR(r.pipeline.bubbleFractionTheory, 3.0 / 7);
+    // The schedule simulated with the measured F = 1, B = 2 and no communication is this trace.
+    NEAR(r.pipeline.bubbleFractionSimulated, 3.0 / 7);
+    NEAR(stage(r, 2).perStep[1].bubbleFractionSimulated, 9.0 / 21);
     const double warm[4] = {6, 5, 4, 3}, cool[4] = {3, 4, 5, 6};
     for (int s = 0; s < 4; ++s) {
       const StageResult& st = stage(r, s);
@@ -186,6 +189,10 @@ class TstAnalysis : public QObject {
     const AnalysisResult r = analyse("pp_1f1b_unbalanced");
     NEAR(r.pipeline.bubbleFraction, 1.0 / 3);
     NEAR(r.pipeline.bubbleFractionTheory, 0.2);
+    // Simulated with each stage's own measured times, the imbalance is in it: 10/18 and 2/18.
+    NEAR(r.pipeline.bubbleFractionSimulated, 1.0 / 3);
+    NEAR(stage(r, 0).bubbleFractionSimulated, 10.0 / 18);
+    NEAR(stage(r, 1).bubbleFractionSimulated, 2.0 / 18);
     NEAR(stage(r, 0).bubbleFraction, 10.0 / 18);
     NEAR(stage(r, 1).bubbleFraction, 2.0 / 18);
     NEAR(stage(r, 0).warmupMs, 3.0);
@@ -230,6 +237,8 @@ class TstAnalysis : public QObject {
     QCOMPARE(r.pipeline.schedule, std::string("gpipe"));
     NEAR(r.pipeline.bubbleFraction, 0.4);
     NEAR(r.pipeline.bubbleFractionTheory, 1.0 / 3);
+    NEAR(stage(r, 0).bubbleFractionSimulated, 0.6);
+    NEAR(stage(r, 1).bubbleFractionSimulated, 0.2);
     NEAR(stage(r, 0).bubbleFraction, 0.6);
     NEAR(stage(r, 0).warmupMs, 5.0);
     NEAR(stage(r, 0).cooldownMs, 1.0);

@@ -81,6 +81,7 @@ class TstAnalysisPanel : public QObject {
       QCOMPARE(f[0].toInt(), s);
       QVERIFY(qAbs(f[1].toDouble() - 3.0 / 7) < 1e-9);
       QVERIFY(qAbs(f[2].toDouble() - 3.0 / 7) < 1e-9);
+      QVERIFY(qAbs(f[10].toDouble() - 3.0 / 7) < 1e-9);  // simulated: this trace follows the schedule
     }
     const QString steps = panel.chart("step_time")->csv();
     QVERIFY(steps.contains("\n0,21,21,4,"));

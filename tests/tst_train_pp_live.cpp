@@ -14,6 +14,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
+#include <set>
 #include <csignal>
 #include <tuple>
 
@@ -60,6 +61,27 @@ std::map<RankId, std::vector<Op>> pipelineOps(TraceStore& s) {
         if (t >= w.first && t <= w.second) op.step = step;
       if (op.step >= 0) out[r].push_back(op);
     }
+  return out;
+}
+
+// Per rank: (step, algorithm) of every gradient collective inside a step window.
+std::map<RankId, std::vector<std::pair<int64_t, std::string>>> collectiveAlgorithms(TraceStore& s) {
+  std::map<RankId, std::map<int64_t, int64_t>> starts;  // rank -> step start time -> step
+  for (const auto& [rank, steps] : stepStarts(s))
+    for (const auto& [step, t] : steps) starts[rank][t] = step;
+  std::map<RankId, std::vector<std::pair<int64_t, std::string>>> out;
+  for (TrackId t = 0; t < s.trackCount(); ++t) {
+    const TrackEvents& ev = s.events(t);
+    const RankId r = s.track(t).rank;
+    if (!starts.count(r)) continue;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (ev.kind(i) != EventKind::Collective) continue;
+      const Attr* a = ev.findAttr(i, AttrKey::Algorithm);
+      auto it = starts.at(r).upper_bound(ev.start(i));  // after the step that started last before it
+      if (!a || it == starts.at(r).begin()) continue;
+      out[r].emplace_back(std::prev(it)->second, std::string(s.str(a->asString())));
+    }
+  }
   return out;
 }
 
@@ -152,6 +174,58 @@ class TstTrainPpLive : public QObject {
   }
 
   void stopPipeline() { stop(); }
+
+  // Hybrid DP x PP (2 stages x 2 replicas): a pipeline knob and a data-parallel knob switched
+  // live on the same job, each from its acknowledged step on every rank.
+  void hybridSwitchesScheduleAndAlgorithm() {
+    start("hybrid", "pp.schedule");
+    QVERIFY(!jobId_.isEmpty());
+    const QString file = dir_.filePath("hybrid.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QTest::qWait(800);
+    std::map<QString, int64_t> stepOf;
+    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("dp.algorithm=ring")}) {
+      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+      const QJsonObject a = json(set).array().first().toObject();
+      QVERIFY(a["same_step"].toBool());
+      stepOf[kv] = a["step"].toInteger();
+      QTest::qWait(800);
+    }
+    QVERIFY(rec.waitForFinished(60000));
+    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    stop();
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    const int64_t zb = stepOf["pp.schedule=zb-h1"], ring = stepOf["dp.algorithm=ring"];
+    const auto ops = pipelineOps(session.value());
+    QCOMPARE(int(ops.size()), kRanks);
+    for (const auto& [rank, list] : ops) {
+      int64_t firstW = -1, firstStep = INT64_MAX;
+      std::set<int64_t> stages;
+      for (const Op& op : list) {
+        stages.insert(op.stage);
+        firstStep = std::min(firstStep, op.step);
+        if (op.kind == EventKind::MicroBatchW && firstW < 0) firstW = op.step;
+      }
+      QVERIFY(firstStep < zb);
+      QCOMPARE(firstW, zb);  // split backward (W ops) from the acknowledged step on, not before
+      QCOMPARE(stages, (std::set<int64_t>{rank % 2}));  // rank = replica * 2 + stage
+    }
+    const auto algos = collectiveAlgorithms(session.value());
+    QCOMPARE(int(algos.size()), kRanks);
+    for (const auto& [rank, list] : algos) {
+      bool before = false, after = false;
+      for (const auto& [step, algo] : list) {
+        QVERIFY2(algo == (step < ring ? "allreduce" : "ring"),
+                 qPrintable(QString("rank %1 step %2: %3 (ring from %4)").arg(rank).arg(step).arg(algo.c_str()).arg(ring)));
+        (step < ring ? before : after) = true;
+      }
+      QVERIFY(before && after);
+    }
+  }
 
   void discoSparsityLive() {
     start("disco", "disco.sparsity");

@@ -68,13 +68,16 @@ std::unique_ptr<Compute> makeCudaCompute();
 std::unique_ptr<Compute> makeCpuCompute();
 
 // How a rank polls while it waits for a message: spin for the first 20 us (a hand-off that is
-// about to arrive costs no more than that), then yield until 200 us, then sleep 50 us at a time.
-// Ranks that share cores (this machine: 2 cores, 2-4 ranks) thus give the core to the rank
-// whose compute they are waiting for instead of stretching it; on dedicated cores a wait that
-// lasts longer than 200 us ends at most ~50 us late.
+// about to arrive costs no more than that), then yield until 200 us, then -- only where ranks
+// share cores -- sleep 50 us at a time. Ranks on shared cores (this machine: 2 cores, 2-4 ranks)
+// thus give the core to the rank whose compute they are waiting for instead of stretching it;
+// with a core per rank they keep yielding and see a message as soon as it lands.
 class Backoff {
  public:
   void pause();
+  // Whether waits may sleep; by default when the node's ranks (OMPI_COMM_WORLD_LOCAL_SIZE or
+  // MPI_LOCALNRANKS) are at least its hardware threads.
+  static bool sharedCores();
 
  private:
   int64_t startNs_ = -1;

@@ -2,7 +2,9 @@
 // them) and MPI non-blocking calls on a duplicate of MPI_COMM_WORLD (the agent's knob agreement
 // uses MPI_COMM_WORLD; a separate communicator keeps the two from ever matching each other).
 #include <cblas.h>
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <mpi.h>
 
@@ -125,11 +127,21 @@ void Backoff::pause() {
   if (startNs_ < 0) startNs_ = now;
   const int64_t waited = now - startNs_;
   if (waited < 20'000) return;
-  if (waited < 200'000) {
+  if (waited < 200'000 || !sharedCores()) {
     std::this_thread::yield();
     return;
   }
   std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+bool Backoff::sharedCores() {
+  static const bool shared = [] {
+    int local = 1;
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+      if (const char* v = std::getenv(name)) local = std::max(local, std::atoi(v));
+    return local >= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return shared;
 }
 
 void waitFor(Request& r) {

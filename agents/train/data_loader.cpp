@@ -1,5 +1,9 @@
 #include "data_loader.h"
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "trainscope/agent.h"
@@ -72,6 +76,11 @@ void DataLoader::discardBefore(int64_t first) {
 }
 
 void DataLoader::loop() {
+  // Below the compute thread: where ranks share cores, the loader runs in the time its rank
+  // waits (a waiting rank sleeps: Backoff) instead of stretching the rank's forward passes.
+  // Linux applies a thread's nice value to that thread only.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kLoaderNice);
+  pthread_setname_np(pthread_self(), "data loader");  // the timeline's track name
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

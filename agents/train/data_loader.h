@@ -39,6 +39,7 @@ class DataLoader {
     Batch batch;
   };
   void loop();
+  static constexpr int kLoaderNice = 10;
 
   const Task& task_;
   std::mutex mu_;

@@ -45,6 +45,8 @@ QString AnalysisDock::summaryText(const core::AnalysisResult& r) {
     if (!std::isnan(r.pipeline.bubbleFractionTheory))
       b += tr(" (theory %1, %2)")
                .arg(pct(r.pipeline.bubbleFractionTheory), QString::fromStdString(r.pipeline.schedule));
+    if (!std::isnan(r.pipeline.bubbleFractionSimulated))
+      b += tr(", %1 with these stage times").arg(pct(r.pipeline.bubbleFractionSimulated));
     parts << b;
   }
   if (r.dataParallel.present && !std::isnan(r.dataParallel.overlapRatio)) {

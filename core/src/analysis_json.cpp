@@ -59,7 +59,8 @@ Json pipelineJson(const PipelineResult& p) {
                        {"rank", st.rank},
                        {"bubble_ms", num(st.bubbleMs)},
                        {"bubble_fraction", num(st.bubbleFraction)},
-                       {"bubble_fraction_theory", num(st.bubbleFractionTheory)}});
+                       {"bubble_fraction_theory", num(st.bubbleFractionTheory)},
+                       {"bubble_fraction_simulated", num(st.bubbleFractionSimulated)}});
     for (const BubbleWait& w : s.waits)
       waits.push_back({{"peer", w.peer >= 0 ? Json(w.peer) : Json(nullptr)}, {"ms", num(w.ms)}});
     for (const MicroBatchTiming& m : s.microBatches)
@@ -75,6 +76,7 @@ Json pipelineJson(const PipelineResult& p) {
                       {"bubble_ms", num(s.bubbleMs)},
                       {"bubble_fraction", num(s.bubbleFraction)},
                       {"bubble_fraction_theory", num(s.bubbleFractionTheory)},
+                      {"bubble_fraction_simulated", num(s.bubbleFractionSimulated)},
                       {"warmup_ms", num(s.warmupMs)},
                       {"steady_ms", num(s.steadyMs)},
                       {"cooldown_ms", num(s.cooldownMs)},
@@ -93,6 +95,7 @@ Json pipelineJson(const PipelineResult& p) {
           {"virtual_stages", p.virtualStages},
           {"bubble_fraction", num(p.bubbleFraction)},
           {"bubble_fraction_theory", num(p.bubbleFractionTheory)},
+          {"bubble_fraction_simulated", num(p.bubbleFractionSimulated)},
           {"per_stage", stages}};
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "analysis_state.h"
+#include "trainscope/core/schedule_sim.h"
 
 namespace trainscope::core {
 
@@ -98,6 +99,8 @@ struct StageAcc {
   std::map<std::pair<int64_t, int64_t>, std::array<std::pair<double, int>, 3>> mb;
   double theory = 0;
   int theorySteps = 0;
+  double simulated = 0;
+  int simulatedSteps = 0;
   std::vector<EventRef> refs;
 };
 
@@ -115,6 +118,54 @@ int parsePositive(const std::string& s) {
   } catch (...) {
     return 0;
   }
+}
+
+// The step's schedule simulated with the step's measured mean op durations, per stage (index in
+// the sorted stage ids): NaN where the schedule or the durations do not fit.
+std::vector<double> simulatedBubbles(const std::string& schedule, const std::vector<int>& stageIds, int m, int v,
+                                     int units, const std::vector<const RankStepRecord*>& recs) {
+  const std::vector<double> none(stageIds.size(), kNaN);
+  const auto kind = parseSchedule(schedule);
+  if (!kind || m < 1) return none;
+  ScheduleParams sp;
+  sp.kind = kind.value();
+  sp.stages = static_cast<int>(stageIds.size());
+  sp.microBatches = m;
+  sp.virtualStages = sp.kind == ScheduleKind::Interleaved1F1B ? v : 1;
+  sp.segments = sp.kind == ScheduleKind::Seq1F1B ? std::max(1, units / m) : 1;
+  const auto sched = generateSchedule(sp);
+  if (!sched) return none;
+  // Mean duration per (stage index, op kind, chunk), falling back to (stage, kind), then kind.
+  std::map<std::tuple<int, int, int64_t>, std::pair<double, int>> byChunk;
+  std::map<std::pair<int, int>, std::pair<double, int>> byStage;
+  std::array<std::pair<double, int>, 3> byKind{};
+  for (const RankStepRecord* r : recs) {
+    const auto it = std::find(stageIds.begin(), stageIds.end(), r->stage);
+    const int si = static_cast<int>(it - stageIds.begin());
+    for (const OpRecord& op : r->ops) {
+      const int k = opIndex(op.kind);
+      const double d = static_cast<double>(op.dur);
+      for (auto* acc : {&byChunk[{si, k, op.chunk}], &byStage[{si, k}], &byKind[static_cast<size_t>(k)]}) {
+        acc->first += d;
+        ++acc->second;
+      }
+    }
+  }
+  auto meanOf = [](const std::pair<double, int>& a) { return a.first / a.second; };
+  const bool haveW = byKind[2].second > 0;
+  const OpDurationFn duration = [&](int stage, const PipeOp& op) -> double {
+    int k = op.kind == OpKind::Forward ? 0 : op.kind == OpKind::Backward ? 1 : 2;
+    if (k == 2 && !haveW) return 0.0;  // W measured inside B
+    if (auto it = byChunk.find({stage, k, op.chunk}); it != byChunk.end()) return meanOf(it->second);
+    if (auto it = byStage.find({stage, k}); it != byStage.end()) return meanOf(it->second);
+    if (byKind[static_cast<size_t>(k)].second > 0) return meanOf(byKind[static_cast<size_t>(k)]);
+    return byKind[0].second > 0 ? meanOf(byKind[0]) : 1.0;
+  };
+  const auto sim = simulateSchedule(sched.value(), OpDurations{}, duration);
+  if (!sim) return none;
+  std::vector<double> out;
+  for (const StageSimulation& st : sim.value().stages) out.push_back(st.bubbleFraction);
+  return out;
 }
 
 }  // namespace
@@ -153,6 +204,7 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
   double theorySum = 0;
   int theorySteps = 0;
   std::map<int64_t, double> theoryAt;
+  std::map<std::pair<int64_t, int>, double> simAt;  // (step, stage)
   for (const auto& [step, recs] : bySteps) {
     std::set<int> st;
     int mbMax = 0, chunkMax = 1, fOpsMax = 0;
@@ -184,12 +236,22 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     const int units = schedule == "seq1f1b" ? std::max(m, fOpsMax / std::max(1, v)) : m;
     const double tf = opCnt[0] ? opSum[0] / opCnt[0] : 1, tb = opCnt[1] ? opSum[1] / opCnt[1] : tf;
     const double tw = opCnt[2] ? opSum[2] / opCnt[2] : (schedule == "zb-h1" ? tf : 0);
-    const double th = bubbleFractionTheory(schedule, static_cast<int>(st.size()), units, v, tf, tb, tw);
+    // p is the pipeline's stage count, also in a step the recording caught on some stages only
+    const double th = bubbleFractionTheory(schedule, static_cast<int>(stages.size()), units, v, tf, tb, tw);
     p.schedule = schedule;
-    p.stages = static_cast<int>(st.size());
     p.microbatches = units;
     p.virtualStages = v;
     theoryAt[step] = th;
+    std::vector<int> stageIds;
+    for (const auto& [id, acc] : stages) stageIds.push_back(id);
+    const std::vector<double> sim = simulatedBubbles(schedule, stageIds, m, v, units, recs);
+    for (size_t i = 0; i < stageIds.size(); ++i) {
+      if (!st.count(stageIds[i])) continue;
+      simAt[{step, stageIds[i]}] = sim[i];
+      if (std::isnan(sim[i])) continue;
+      stages[stageIds[i]].simulated += sim[i];
+      ++stages[stageIds[i]].simulatedSteps;
+    }
     if (!std::isnan(th)) {
       theorySum += th;
       ++theorySteps;
@@ -212,6 +274,7 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     r.bubbleMs = mean(a.bubble, a.samples);
     r.bubbleFraction = mean(a.fraction, a.samples);
     r.bubbleFractionTheory = mean(a.theory, a.theorySteps);
+    r.bubbleFractionSimulated = mean(a.simulated, a.simulatedSteps);
     r.warmupMs = mean(a.warm, a.samples);
     r.steadyMs = mean(a.steady, a.samples);
     r.cooldownMs = mean(a.cool, a.samples);
@@ -228,13 +291,19 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
       if (rec.stage != stage) continue;
       const double w = static_cast<double>(rec.window.length());
       r.perStep.push_back({rec.step, rec.rank, static_cast<double>(rec.bubble) / 1e6,
-                           w > 0 ? static_cast<double>(rec.bubble) / w : kNaN, theoryAt[rec.step]});
+                           w > 0 ? static_cast<double>(rec.bubble) / w : kNaN, theoryAt[rec.step],
+                           simAt.count({rec.step, stage}) ? simAt[{rec.step, stage}] : kNaN});
     }
     fracSum += r.bubbleFraction;
     out.sources["pipeline.per_stage[" + std::to_string(p.perStage.size()) + "]"] = std::move(a.refs);
     p.perStage.push_back(std::move(r));
   }
   p.bubbleFraction = fracSum / static_cast<double>(p.perStage.size());
+  double simSum = 0;
+  int simN = 0;
+  for (const StageResult& r : p.perStage)
+    if (!std::isnan(r.bubbleFractionSimulated)) simSum += r.bubbleFractionSimulated, ++simN;
+  p.bubbleFractionSimulated = mean(simSum, simN);
 }
 
 }  // namespace trainscope::core

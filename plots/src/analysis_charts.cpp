@@ -140,25 +140,30 @@ ChartTab* makeBubbleChart(const core::AnalysisResult& r) {
                                   .arg(p.virtualStages)
                             : QStringLiteral("Pipeline bubble per stage (no pipeline in this session)"));
   auto* measured = new QBarSet(QStringLiteral("measured"));
+  auto* simulated = new QBarSet(QStringLiteral("simulated (measured op times)"));
   auto* theory = new QBarSet(QStringLiteral("theory"));
   measured->setColor(QColor(220, 120, 60));
+  simulated->setColor(QColor(230, 190, 120));
   theory->setColor(QColor(150, 150, 150));
   QStringList cats;
   QString csv = QStringLiteral(
       "stage,bubble_fraction,bubble_fraction_theory,bubble_ms,warmup_ms,steady_ms,cooldown_ms,f_ms,b_ms,w_"
-      "ms\n");
+      "ms,bubble_fraction_simulated\n");
   for (const core::StageResult& s : p.perStage) {
     cats << QStringLiteral("stage %1").arg(s.stage);
     *measured << orZero(s.bubbleFraction);
+    *simulated << orZero(s.bubbleFractionSimulated);
     *theory << orZero(s.bubbleFractionTheory);
-    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10\n")
+    csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11\n")
                .arg(s.stage)
                .arg(csvNumber(s.bubbleFraction), csvNumber(s.bubbleFractionTheory), csvNumber(s.bubbleMs),
                     csvNumber(s.warmupMs), csvNumber(s.steadyMs), csvNumber(s.cooldownMs), csvNumber(s.fMs),
-                    csvNumber(s.bMs), csvNumber(s.wMs));
+                    csvNumber(s.bMs), csvNumber(s.wMs))
+               .arg(csvNumber(s.bubbleFractionSimulated));
   }
   auto* series = new QBarSeries;
   series->append(measured);
+  series->append(simulated);
   series->append(theory);
   chart->addSeries(series);
   auto* x = new QBarCategoryAxis;

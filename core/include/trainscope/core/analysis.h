@@ -89,6 +89,7 @@ struct StageStep {
   int64_t step = 0;
   RankId rank = 0;
   double bubbleMs = kNaN, bubbleFraction = kNaN, bubbleFractionTheory = kNaN;
+  double bubbleFractionSimulated = kNaN;
 };
 
 struct StageResult {
@@ -99,6 +100,11 @@ struct StageResult {
   double bubbleMs = kNaN;  // mean per step
   double bubbleFraction = kNaN;
   double bubbleFractionTheory = kNaN;
+  // The schedule simulated with this step's measured mean F/B/W durations per stage and chunk
+  // and zero communication time, mean over steps: the bubble the schedule leaves with these
+  // stage times (imbalance included). Measured minus this is what hand-offs, jitter and
+  // per-step overheads cost.
+  double bubbleFractionSimulated = kNaN;
   double warmupMs = 0, steadyMs = 0, cooldownMs = 0;  // mean per step, sums to bubbleMs
   std::vector<BubbleWait> waits;                      // mean per step, by peer
   double fMs = kNaN, bMs = kNaN, wMs = kNaN;          // mean op durations
@@ -113,6 +119,7 @@ struct PipelineResult {
   int stages = 0, microbatches = 0, virtualStages = 1;
   double bubbleFraction = kNaN;        // mean over stages
   double bubbleFractionTheory = kNaN;  // mean over steps of the formula in force
+  double bubbleFractionSimulated = kNaN;  // mean over stages of StageResult's
   std::vector<StageResult> perStage;
 };
 
