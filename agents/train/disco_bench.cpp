@@ -49,14 +49,16 @@ std::vector<Batch> slices(const Batch& all, int batch) {
 
 // Milliseconds per inference of one pass over the batches: from a common start to the slowest
 // rank's end. Pipelined and wait passes alternate so that drifting load hits both alike.
-void measureLatency(DiscoTrainer& t, Communicator& world, const std::vector<Batch>& batches, int reps, Row& row) {
+void measureLatency(DiscoTrainer& t, Communicator& world, const std::vector<Batch>& batches, int reps,
+                    Row& row) {
   std::vector<double> ms[2];
   for (int r = 0; r < reps; ++r)
     for (const bool pipelined : {true, false}) {
       world.allreduceMaxDouble(0);  // common start
       const auto t0 = std::chrono::steady_clock::now();
       for (const Batch& b : batches) t.infer(b.x, b.labels, pipelined);
-      const double local = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double local =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       ms[pipelined ? 0 : 1].push_back(world.allreduceMaxDouble(local) / static_cast<double>(batches.size()));
     }
   row.pipelinedMs = median(ms[0]);
@@ -80,7 +82,8 @@ Row measure(DiscoTrainer& t, Communicator& world, const Options& o, double spars
   const std::vector<Batch> batches = slices(held, o.benchBatch);
   row.bytes = sumOverRanks(world, t.infer(batches[0].x, batches[0].labels, true).bytes);  // also a warm-up
   const auto n = static_cast<uint64_t>(world.size());
-  row.gatherBytes = n * (n - 1) * static_cast<uint64_t>(o.benchBatch) * static_cast<uint64_t>(o.width) / n * 4;
+  row.gatherBytes =
+      n * (n - 1) * static_cast<uint64_t>(o.benchBatch) * static_cast<uint64_t>(o.width) / n * 4;
   measureLatency(t, world, batches, o.benchReps, row);
   if (world.rank() == 0)  // the row, for a recording of the run
     for (const auto& [name, v] : {std::pair<const char*, double>{"disco_bench_sparsity", sparsity},  // first
@@ -113,9 +116,9 @@ void printTable(const std::vector<Row>& rows, int ranks, int batch) {
   for (const Row& r : rows) {
     char label[32];
     std::snprintf(label, sizeof label, "%.4g%s", r.sparsity, r.independent ? " (independent)" : "");
-    std::printf("%-22s %6lld %10llu %12llu %14.4f %10.4f %9.4f\n", label, static_cast<long long>(r.trainSteps),
-                static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.gatherBytes),
-                r.pipelinedMs, r.waitMs, r.accuracy);
+    std::printf("%-22s %6lld %10llu %12llu %14.4f %10.4f %9.4f\n", label,
+                static_cast<long long>(r.trainSteps), static_cast<unsigned long long>(r.bytes),
+                static_cast<unsigned long long>(r.gatherBytes), r.pipelinedMs, r.waitMs, r.accuracy);
   }
   std::fflush(stdout);
 }
