@@ -473,9 +473,12 @@ class TstAnalysis : public QObject {
   // Layer 0 dense: L_comp 2, L_comm 4 ms, 8e6 B. At S = 0.5: L_comm 4(1-0.5) = 2,
   //   L_comp 2(1 - (N-1)/N S) = 2 * 0.75 = 1.5, 4e6 B -> B = 4e6 / 2 ms = 2 GB/s.
   //   Dense back: comm 2/(1-0.5) = 4, comp 1.5/0.75 = 2, A = 2, S_eql = (4-2)/(4-2+1) = 2/3.
-  // Layer 1 at disco.sparsity.1 = 0.25: L_comm 1, L_comp 3 -> comm dense 4/3, comp dense
-  //   3/0.875, A = (4/3)/(24/7) = 7/18 < 1: not communication-bound, S_eql = 0.
+  // Layer 1: disco.sparsity.1 = 0.25, so max(0, 0.25) = 0.25 in steps 0-1 and max(0.5, 0.25) =
+  //   0.5 from step 2 (docs/TRAINER.md). L_comm 1, L_comp 3 throughout; at S = 0.5: comm dense
+  //   1/0.5 = 2, comp dense 3/0.75 = 4, A = 0.5 < 1: not communication-bound, S_eql = 0.
   // Accuracy 0.9, 0.92 (S = 0) and 0.88, 0.86 (S = 0.5) -> 0.91 and 0.87.
+  // Benchmark rows (counters after the steps): (0, 3072 B, 0.3 / 0.4 ms, 0.9), (0.5, 1536 B,
+  // 0.2 / 0.3, 0.88), independent (1, 0 B, 0.05 / 0.06, 0.8).
   void disco() {
     const AnalysisResult r = analyse("disco");
     QCOMPARE(r.disco.size(), size_t{2});
@@ -499,12 +502,28 @@ class TstAnalysis : public QObject {
     NEAR(l0.bySparsity[1].accuracy, 0.87);
     QCOMPARE(l0.bySparsity[1].samples, 4);  // 2 steps x 2 ranks
     const DiscoLayer& l1 = r.disco[1];
-    NEAR(l1.sparsity, 0.25);
-    NEAR(l1.ratioA, 7.0 / 18);
+    NEAR(l1.sparsity, 0.5);
+    QCOMPARE(l1.bySparsity.size(), size_t{2});
+    NEAR(l1.bySparsity[0].sparsity, 0.25);
+    NEAR(l1.bySparsity[1].sparsity, 0.5);
+    NEAR(l1.ratioA, 0.5);
     NEAR(l1.equilibriumSparsity, 0.0);
     QVERIFY(!l1.commBound);
     QCOMPARE(r.knobChanges.size(), size_t{1});
     QCOMPARE(r.knobChanges[0].step, int64_t{2});
+    // The inference benchmark's counters (rank 0): three rows in order, the last independent.
+    QCOMPARE(r.discoInference.size(), size_t{3});
+    NEAR(r.discoInference[0].sparsity, 0.0);
+    NEAR(r.discoInference[0].bytes, 3072.0);
+    NEAR(r.discoInference[0].latencyPipelinedMs, 0.3);
+    NEAR(r.discoInference[0].latencyWaitMs, 0.4);
+    NEAR(r.discoInference[1].sparsity, 0.5);
+    NEAR(r.discoInference[1].accuracy, 0.88);
+    QVERIFY(!r.discoInference[1].independent);
+    QVERIFY(r.discoInference[2].independent);
+    NEAR(r.discoInference[2].sparsity, 1.0);
+    NEAR(r.discoInference[2].bytes, 0.0);
+    NEAR(r.discoInference[2].accuracy, 0.8);
   }
 
   // Steps 0 (0-10) and 1 (10-20) complete, step 2 has no end; kernels 1-4, 12-14, a kernel

@@ -1,6 +1,8 @@
 // AnalysisPanel offscreen: the six charts build from real analysis results of the constructed
 // cases (tests/data), export PNG/SVG/CSV with the numbers of the result, and clicks name the
 // metric whose events the timeline should select.
+#include <QChartView>
+#include <QComboBox>
 #include <QImage>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -115,6 +117,20 @@ class TstAnalysisPanel : public QObject {
     QVERIFY2(csv.contains("\n0,2,model,0.5,2,1.5,2,3.5,\n"), qPrintable(csv));
     QVERIFY(csv.contains("\n0,2,measured,0.5,2,1.5,2,3.5,0.87\n"));
     QVERIFY(csv.contains("\n0,2,equilibrium,0.666666666667"));
+    // The inference benchmark's rows (whole model: no layer, no nodes).
+    QVERIFY2(csv.contains("\n,,inference,0.5,,,0.2,0.3,0.88\n"), qPrintable(csv));
+    QVERIFY(csv.contains("\n,,inference-independent,1,,,0.05,0.06,0.8\n"));
+    // Layers 0 and 1, then the benchmark's whole-model view: it draws (title and series).
+    auto* pick = panel.chart("disco")->chartWidget()->findChild<QComboBox*>();
+    QVERIFY(pick && pick->count() == 3);
+    pick->setCurrentIndex(2);
+    auto* view = panel.chart("disco")->chartWidget()->findChild<QChartView*>();
+    QVERIFY(view && view->chart()->title().contains("inference benchmark"));
+    QCOMPARE(view->chart()->series().size(), 5);  // pipelined, wait, accuracy, independent x 2
+    view->resize(1000, 600);
+    QVERIFY(inkPixels(view->grab().toImage()) > 500);
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_CHART_DIR"))
+      view->grab().save(qEnvironmentVariable("TRAINSCOPE_CHART_DIR") + "/disco_inference.png");
     QVERIFY(panel.chart("disco")->exportSvg(dir_.filePath("disco.svg")));
     if (qEnvironmentVariableIsSet("TRAINSCOPE_CHART_DIR")) {  // for looking at the charts
       panel.resize(1000, 600);

@@ -2,11 +2,18 @@
 // one-process model; the bytes the ranks exchange fall linearly with the sparsity (exactly:
 // 2 directions x batch x 4 bytes x kept off-diagonal sub-rows per split layer); pruning keeps
 // the diagonal blocks and zeroes the pruned sub-rows; training still lowers the loss at
-// moderate sparsity.
+// moderate sparsity. The inference benchmark (--disco-bench) writes one row per level plus the
+// independent branches, with bytes per inference exactly batch x 4 bytes x kept sub-rows and,
+// at sparsity 0, the accuracy of the unsplit model. Knob values outside [0, 1] are refused by
+// a live job, which keeps its sparsity.
+#include <QJsonArray>
+#include <QJsonObject>
 #include <QRegularExpression>
 #include <QtTest>
 #include <cmath>
+#include <csignal>
 
+#include "live_test_support.h"
 #include "train_test_support.h"
 
 using namespace train_test;
@@ -15,6 +22,30 @@ namespace {
 
 // 3 hidden layers of 32 (layers 1 and 2 are split), batch 16.
 const QStringList kModel{"--layers", "3", "--width", "32", "--batch", "16", "--eval-every", "0"};
+
+// kModel's split layers 1 and 2 on n ranks: off-diagonal sub-rows per layer, and those kept at s.
+int offDiagonal(int ranks) { return ranks * (32 - 32 / ranks); }
+int keptPerLayer(int ranks, double s) {
+  return offDiagonal(ranks) - static_cast<int>(std::llround(s * offDiagonal(ranks)));
+}
+
+// The benchmark's CSV: one map of column -> value per row.
+std::vector<std::map<QString, QString>> readTable(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) return {};
+  const QStringList lines = QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
+  std::vector<std::map<QString, QString>> rows;
+  if (lines.isEmpty()) return rows;
+  const QStringList head = lines[0].split(',');
+  for (int i = 1; i < lines.size(); ++i) {
+    const QStringList v = lines[i].split(',');
+    if (v.size() != head.size()) return {};
+    std::map<QString, QString> row;
+    for (int c = 0; c < head.size(); ++c) row[head[c]] = v[c];
+    rows.push_back(row);
+  }
+  return rows;
+}
 
 uint64_t bytesAllRanks(const QString& out) {
   uint64_t sum = 0;
@@ -60,8 +91,7 @@ class TstTrainDisco : public QObject {
     const Run r = mpirunTrainer(ranks, kModel + QStringList{"--steps", "1", "--mode", "disco", "--sparsity",
                                                            QString::number(sparsity)});
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
-    const int offDiagonal = ranks * (32 - 32 / ranks);  // sub-rows per split layer
-    const auto kept = offDiagonal - static_cast<int>(std::llround(sparsity * offDiagonal));
+    const auto kept = keptPerLayer(ranks, sparsity);
     const uint64_t expected = uint64_t{2} * 16 * 4 * static_cast<uint64_t>(kept) * 2;  // 2 split layers
     QCOMPARE(bytesAllRanks(r.out), expected);
   }
@@ -97,6 +127,138 @@ class TstTrainDisco : public QObject {
     }
     QVERIFY2(last < 0.8 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));
   }
+
+  // 10 dense steps, then 3 fine-tuning steps after each pruning; 4 samples per inference.
+  void benchmarkTable_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::newRow("N=2") << 2;
+    QTest::newRow("N=4") << 4;
+  }
+
+  void benchmarkTable() {
+    QFETCH(int, ranks);
+    const QString csv = dir_.filePath(QString("bench%1.csv").arg(ranks));
+    const QList<double> levels{0, 0.25, 0.5, 0.9, 1};
+    const Run r = mpirunTrainer(ranks, kModel + QStringList{"--mode", "disco", "--steps", "10", "--finetune-steps", "3",
+                                                           "--bench-sparsities", "0,0.25,0.5,0.9,1", "--bench-reps",
+                                                           "2", "--bench-batch", "4", "--held-out", "64",
+                                                           "--disco-bench", csv});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    QVERIFY2(r.out.contains("DISCO inference trade-off"), qPrintable(r.out));
+    const auto rows = readTable(csv);
+    QCOMPARE(int(rows.size()), int(levels.size()) + 1);  // one per level, then the independent branches
+    for (int i = 0; i <= levels.size(); ++i) {
+      const auto& row = rows[size_t(i)];
+      const bool independent = i == levels.size();
+      const double s = independent ? 1.0 : levels[i];
+      QCOMPARE(row.at("ranks").toInt(), ranks);
+      QCOMPARE(row.at("sparsity").toDouble(), s);
+      QCOMPARE(row.at("independent").toInt(), independent ? 1 : 0);
+      // Trained: 10 dense steps + 3 per level so far; the independent branches as many as the last level.
+      QCOMPARE(row.at("train_steps").toInt(), 10 + 3 * (independent ? int(levels.size()) : i + 1));
+      // Forward only: every kept sub-row of the 2 split layers is one float per sample sent once.
+      const int kept = 2 * keptPerLayer(ranks, s);
+      QCOMPARE(row.at("kept_subrows").toInt(), kept);
+      QCOMPARE(row.at("bytes").toULongLong(), uint64_t(4) * 4 * uint64_t(kept));
+      // The dense allgather of the last hidden layer: each rank's 4 x 32/N floats to N-1 ranks.
+      QCOMPARE(row.at("gather_bytes").toULongLong(), uint64_t(ranks) * (ranks - 1) * 4 * (32 / ranks) * 4);
+      for (const char* col : {"latency_pipelined_ms", "latency_wait_ms"})
+        QVERIFY2(row.at(col).toDouble() > 0, col);  // a benchmark: present, never a fixed value
+      const double acc = row.at("accuracy").toDouble();
+      QVERIFY(acc >= 0 && acc <= 1);
+    }
+    QCOMPARE(rows.back().at("bytes").toULongLong(), uint64_t{0});
+    // Sparsity 0 (after 10 + 3 steps) is the unsplit model trained as long: same held-out accuracy.
+    const Run dense = mpirunTrainer(1, kModel + QStringList{"--steps", "13", "--held-out", "64", "--eval-every", "13"});
+    QVERIFY2(dense.code == 0, qPrintable(dense.out + dense.err));
+    const auto m = QRegularExpression("accuracy=([0-9.]+)").match(dense.out);
+    QVERIFY2(m.hasMatch(), qPrintable(dense.out));
+    QCOMPARE(std::lround(rows[0].at("accuracy").toDouble() * 64), std::lround(m.captured(1).toDouble() * 64));
+  }
+
+  void benchmarkRefusesBadLevels() {
+    for (const QStringList& bad : {QStringList{"--bench-sparsities", "0.5,0.25"}, QStringList{"--bench-sparsities", "1.5"},
+                                   QStringList{"--bench-reps", "0"}, QStringList{"--sparsity", "0.5"}}) {
+      const Run r = runTrainer(kModel + QStringList{"--mode", "disco", "--disco-bench", dir_.filePath("x.csv")} + bad);
+      QVERIFY2(r.code == 2 && r.err.contains("trainscope-train:"), qPrintable(bad.join(' ') + ": " + r.err));
+    }
+    const Run r = runTrainer(kModel + QStringList{"--disco-bench", dir_.filePath("x.csv")});
+    QVERIFY2(r.code == 2 && r.err.contains("--disco-bench needs --mode disco"), qPrintable(r.err));
+  }
+
+  // A live 2-rank job (the agent on): values outside [0, 1], NaN and text are refused for both
+  // knobs, and the job keeps training at its old sparsity; a valid per-layer value then applies.
+  void knobRangeRefused() {
+    live_test::usePrivateRuntimeDir(dir_);
+    const Run demo = live_test::cli({"demo", "--ranks", "2", "--mode", "disco", "--steps", "100000", "--",
+                                     "--step-delay-ms", "2", "--eval-every", "0"});
+    QVERIFY2(demo.code == 0, qPrintable(demo.out + demo.err));
+    job_ = QRegularExpression("job (\\S+)").match(demo.out).captured(1);
+    const QString job = job_;
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(demo.err);
+    const QString log = QRegularExpression("log (\\S+)").match(demo.err).captured(1);
+    QVERIFY2(!job.isEmpty() && pid.hasMatch(), qPrintable(demo.out + demo.err));
+    launcher_ = pid.captured(1).toLongLong();
+    bool listed = false;
+    for (int i = 0; i < 200 && !listed; ++i) {
+      listed = live_test::cli({"knobs", "--job", job, "--json"}).out.contains("disco.sparsity.3");
+      if (!listed) QTest::qWait(100);
+    }
+    QVERIFY(listed);
+    for (const char* bad : {"disco.sparsity=-0.1", "disco.sparsity=1.5", "disco.sparsity=nan", "disco.sparsity=half",
+                               "disco.sparsity.1=-1", "disco.sparsity.2=1.5", "disco.sparsity.3=NaN"}) {
+      const Run set = live_test::cli({"set", "--job", job, bad});
+      QVERIFY2(set.code != 0, qPrintable(QString(bad) + " was accepted: " + set.out));
+      QVERIFY2(set.err.contains("out of range [0, 1]") || set.err.contains("takes a number"),
+               qPrintable(QString(bad) + ": " + set.err));
+    }
+    const Run set = live_test::cli({"set", "--job", job, "disco.sparsity.1=0.5", "--json"});
+    QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
+    const int64_t step = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
+    std::map<QString, double> values;
+    const Run knobs = live_test::cli({"knobs", "--job", job, "--json"});
+    for (const auto& k : live_test::json(knobs).object()["knobs"].toArray()) {
+      const QJsonObject o = k.toObject();
+      if (!o["name"].toString().startsWith("disco.sparsity")) continue;
+      values[o["name"].toString()] = o["current"].toString().toDouble();
+      QVERIFY2(o["min"].toDouble() == 0 && o["max"].toDouble() == 1, qPrintable(o["name"].toString()));  // the contract
+    }
+    QCOMPARE(int(values.size()), 4);  // disco.sparsity and layers 1..3
+    stopDemo();
+    QCOMPARE(values["disco.sparsity"], 0.0);
+    QCOMPARE(values["disco.sparsity.1"], 0.5);
+    QCOMPARE(values["disco.sparsity.2"], 0.0);
+    QFile f(log);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(f.readAll());
+    // One application per rank, the valid one, at the acknowledged step; nothing else was pruned.
+    QCOMPARE(int(text.count("applied disco sparsity")), 2);
+    QVERIFY2(text.contains(QString("rank 1 applied disco sparsity 0.5 to layer 1 at step %1").arg(step)),
+             qPrintable(text.right(1500)));
+    // Both ranks' bytes at that step: layer 1 keeps 64 of 128 sub-rows, layers 2 and 3 all 128;
+    // 2 directions x 64 samples x 4 bytes each.
+    uint64_t sum = 0;
+    QRegularExpression re(QString("rank \\d+ step %1 disco bytes (\\d+)").arg(step));
+    for (auto it = re.globalMatch(text); it.hasNext();) sum += it.next().captured(1).toULongLong();
+    QCOMPARE(sum, uint64_t{2} * 64 * 4 * (64 + 128 + 128));
+  }
+
+  void cleanupTestCase() { stopDemo(); }
+
+ private:
+  void stopDemo() {  // SIGTERM to the launcher (forwarded to mpirun); wait until the job is gone
+    if (launcher_ <= 0) return;
+    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
+    launcher_ = -1;
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !live_test::cli({"jobs", "--json"}).out.contains(job_);
+      if (!gone) QTest::qWait(100);
+    }
+    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
+  }
+  qint64 launcher_ = -1;
+  QString job_;
 };
 
 QTEST_GUILESS_MAIN(TstTrainDisco)

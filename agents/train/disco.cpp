@@ -24,8 +24,9 @@ DiscoKnobs registerDiscoKnobs(const Options& o) {
   k.mode = ts_knob_enum("disco.mode", kModes, 2, o.discoMode == "wait" ? 1 : 0,
                         "pipelined: local part computed while remote features arrive; wait: receive first", 0);
   for (int l = 1; l < o.layers; ++l)
-    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), -1.0, 1.0, -1.0,
-                                       "this split layer's sparsity (-1: follow disco.sparsity)",
+    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), 0.0, 1.0, 0.0,
+                                       "raises this split layer's sparsity above disco.sparsity: the "
+                                       "layer is pruned to max(disco.sparsity, this)",
                                        TS_KNOB_CHANGES_MATH));
   return k;
 }
@@ -43,15 +44,16 @@ DiscoTrainer::DiscoTrainer(Backend& be, const Options& o, const DiscoKnobs* knob
   kernF_ = ts_name("F disco linear");
   kernB_ = ts_name("B+W disco linear");
   applied_.assign(static_cast<size_t>(std::max(0, o.layers - 1)), -1.0);
+  target_.assign(applied_.size(), o.discoSparsity);
   kept_.resize(applied_.size());
+  wkCache_.resize(applied_.size());
   pipelined_ = o.discoMode != "wait";
   for (int l = 1; l < o.layers; ++l) prune(l, sparsityOf(l));
 }
 
 double DiscoTrainer::sparsityOf(int l) const {
-  if (!knobs_) return o_.discoSparsity;
-  const double own = ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]);
-  return own >= 0 ? own : ts_knob_get_float(knobs_->sparsity);
+  if (!knobs_) return target_[static_cast<size_t>(l - 1)];
+  return std::max(ts_knob_get_float(knobs_->sparsity), ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]));
 }
 
 // Scores every off-diagonal sub-row by its L1 norm (all ranks' norms shared by one allreduce),
@@ -91,6 +93,7 @@ void DiscoTrainer::prune(int l, double sparsity) {
     }
   }
   for (auto& k : kept) std::sort(k.begin(), k.end());
+  wkCache_[static_cast<size_t>(l - 1)].assign(static_cast<size_t>(n_), Mat{});
   applied_[static_cast<size_t>(l - 1)] = sparsity;
   reportBytes_ = true;
 }
@@ -108,12 +111,13 @@ void DiscoTrainer::atStepBoundary(int64_t s) {
 }
 
 double DiscoTrainer::step(int64_t s) {
-  Batch b = task_->train(s * o_.batch, o_.batch);  // every rank: the whole batch (feature split)
+  Batch b = task_->train((s - stepBase_) * o_.batch, o_.batch);  // every rank: the whole batch (feature split)
   model_->zeroGrads();
   bytes_ = 0;
   const double loss = forwardBackward(b.x, b.labels, true, nullptr);
   ts_phase_begin(TS_PHASE_OPTIMIZER);
   optimizer();
+  for (auto& layer : wkCache_) layer.assign(static_cast<size_t>(n_), Mat{});  // gathered from the old weights
   ts_phase_end(TS_PHASE_OPTIMIZER);
   if (reportBytes_) {
     std::printf("rank %d step %lld disco bytes %llu\n", me_, static_cast<long long>(s),
@@ -126,11 +130,33 @@ double DiscoTrainer::step(int64_t s) {
 
 double DiscoTrainer::evaluate() {
   TS_RANGE("evaluate");
-  int correct = 0;
-  const uint64_t keep = bytes_;
-  forwardBackward(heldOut_.x, heldOut_.labels, false, &correct);
-  bytes_ = keep;
+  const int correct = infer(heldOut_.x, heldOut_.labels, pipelined_).correct;
   return static_cast<double>(correct) / static_cast<double>(heldOut_.labels.size());
+}
+
+void DiscoTrainer::pruneAll(double sparsity) {
+  std::fill(target_.begin(), target_.end(), sparsity);
+  for (int l = 1; l < o_.layers; ++l) prune(l, sparsity);
+}
+
+DiscoTrainer::Inference DiscoTrainer::infer(const Mat& x, const std::vector<int>& labels, bool pipelined) {
+  const bool keepMode = pipelined_;
+  const uint64_t keepBytes = bytes_;
+  pipelined_ = pipelined;
+  bytes_ = 0;
+  Inference r;
+  forwardBackward(x, labels, false, &r.correct);
+  r.bytes = bytes_;
+  bytes_ = keepBytes;
+  pipelined_ = keepMode;
+  return r;
+}
+
+uint64_t DiscoTrainer::keptSubRows() const {
+  uint64_t n = 0;
+  for (const auto& layer : kept_)
+    for (const auto& pair : layer) n += pair.size();
+  return n;
 }
 
 bool DiscoTrainer::writeParams(const std::string& path) {

@@ -10,7 +10,11 @@
 // by the L1 norm of W[O_i, f]; the lowest fraction `sparsity` of them are pruned (weights and
 // momentum zeroed, never updated again while pruned). Every rank computes the same mask (the
 // norms are shared with one allreduce). Applied at start and whenever disco.sparsity[.<l>]
-// changes (prune to the new level at the step boundary, then training goes on: fine-tuning).
+// is set (prune to the new level at the step boundary, then training goes on: fine-tuning).
+//
+// Knobs, all in [0, 1]: layer l's sparsity is max(disco.sparsity, disco.sparsity.<l>), a
+// function of the values alone (no order of changes to remember: a recording that starts
+// mid-job reads it from the values in force).
 #pragma once
 
 #include <memory>
@@ -41,6 +45,21 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   bool writeParams(const std::string& path) override;  // collective: the dense model's layout
   uint64_t bytesLastStep() const { return bytes_; }
 
+  // For the inference benchmark (disco_bench.cpp). Collective: every rank calls them.
+  void pruneAll(double sparsity);  // every split layer to this sparsity (from the current mask)
+  struct Inference {
+    uint64_t bytes = 0;  // features this rank sent
+    int correct = 0;
+  };
+  // A forward pass (no training) of x with the sparse exchange in the given mode.
+  Inference infer(const Mat& x, const std::vector<int>& labels, bool pipelined);
+  const Batch& heldOut() const { return heldOut_; }
+  // Step numbers (trace, counters) start at first while the data start at sample 0: a second
+  // model trained after a first one in the same trace sees the same samples.
+  void numberStepsFrom(int64_t first) { stepBase_ = first; }
+  // Kept off-diagonal sub-rows over all split layers and rank pairs (the same on every rank).
+  uint64_t keptSubRows() const;
+
  protected:
   void atStepBoundary(int64_t s) override;
   double step(int64_t s) override;
@@ -54,8 +73,13 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   const DiscoKnobs* knobs_;
   int n_ = 1, me_ = 0, w_ = 0, part_ = 0;
   std::vector<double> applied_;                   // per split layer (index l-1)
+  std::vector<double> target_;                    // without knobs (benchmark): set by pruneAll
   std::vector<std::vector<std::vector<int>>> kept_;  // [l-1][receiver * n + sender] -> features (global ids)
+  // [l-1][sender]: W_l[O_me, kept features of sender], gathered for inference; cleared when the
+  // weights (a training step) or the mask (prune) change.
+  std::vector<std::vector<Mat>> wkCache_;
   uint64_t bytes_ = 0;
+  int64_t stepBase_ = 0;
   uint32_t nameEx_ = 0, nameGather_ = 0, kernF_ = 0, kernB_ = 0;
   bool pipelined_ = true, reportBytes_ = true;
 };

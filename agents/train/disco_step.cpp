@@ -111,7 +111,10 @@ double DiscoTrainer::forwardBackward(const Mat& x, const std::vector<int>& label
     {
       KernelScope k(kernF_, l);
       for (int j : ex.from) {
-        const Mat wk = gatherCols(l, K(l, me_, j));
+        // Gathered once per training step (the backward reuses them) and once per weights for
+        // inference (the cache is cleared when the optimizer or a pruning changes them).
+        Mat& wk = wkCache_[static_cast<size_t>(l - 1)][static_cast<size_t>(j)];
+        if (train || wk.v.empty()) wk = gatherCols(l, K(l, me_, j));
         c.gemm(false, true, B, n, wk.cols, 1, got[li][static_cast<size_t>(j)].data(), wk.cols, wk.data(), wk.cols, 1,
                h[li].data(), n);
       }
@@ -165,7 +168,7 @@ double DiscoTrainer::forwardBackward(const Mat& x, const std::vector<int>& label
                dwk.data(), dwk.cols);
         for (int r = 0; r < n; ++r)
           for (size_t q = 0; q < cols.size(); ++q) gw[static_cast<size_t>(r) * w_ + static_cast<size_t>(cols[q])] += dwk.row(r)[q];
-        const Mat wk = gatherCols(l, cols);
+        const Mat& wk = wkCache_[static_cast<size_t>(l - 1)][static_cast<size_t>(j)];  // from the forward
         part[static_cast<size_t>(j)].resize(B, wk.cols);
         c.gemm(false, false, B, wk.cols, n, 1, dh.data(), n, wk.data(), wk.cols, 0, part[static_cast<size_t>(j)].data(),
                wk.cols);

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "disco.h"
+#include "disco_bench.h"
 #include "dp_knobs.h"
 #include "options.h"
 #include "pipeline.h"
@@ -43,6 +44,10 @@ int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, const Di
     const int rc = ts_init(&params);
     if (rc < 0 && rank == 0)
       std::fprintf(stderr, "trainscope-train: agent start returned %d (training goes on)\n", rc);
+  }
+  if (!o.discoBench.empty()) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return runDiscoBench(*backend, o);
   }
   std::unique_ptr<Trainer> trainer;
   if (o.mode == "pp" || o.mode == "hybrid")
@@ -88,7 +93,8 @@ int main(int argc, char** argv) {
   // started at load time lists them, and accepts changes, from the start.
   const DpKnobs knobs = registerDpKnobs(o, &g_rank);
   const PpKnobs ppKnobs = o.mode == "pp" || o.mode == "hybrid" ? registerPpKnobs(o) : PpKnobs{};
-  const DiscoKnobs discoKnobs = o.mode == "disco" ? registerDiscoKnobs(o) : DiscoKnobs{};
+  // The inference benchmark sets the sparsity itself: no disco.* knobs then.
+  const DiscoKnobs discoKnobs = o.mode == "disco" && o.discoBench.empty() ? registerDiscoKnobs(o) : DiscoKnobs{};
   if (!o.noAgent) ts_set_agree_fn(agreeMin, nullptr);  // only called from ts_step_end, after MPI_Init
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;

@@ -100,6 +100,19 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
       ->capture_default_str();
   app.add_option("--sparsity", o.discoSparsity, "Initial disco.sparsity")->capture_default_str();
   app.add_option("--disco-mode", o.discoMode, "Initial disco.mode: pipelined | wait")->capture_default_str();
+  app.add_option("--disco-bench", o.discoBench,
+                 "disco: distributed-inference benchmark; train dense, then prune to each --bench-sparsities level "
+                 "in turn (fine-tune --finetune-steps each), measure latency/bytes/accuracy, write the CSV table "
+                 "to FILE");
+  app.add_option("--bench-sparsities", o.benchSparsities, "--disco-bench: ascending sparsity levels")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->capture_default_str();
+  app.add_option("--finetune-steps", o.finetuneSteps, "--disco-bench: training steps after each pruning")
+      ->capture_default_str();
+  app.add_option("--bench-reps", o.benchReps, "--disco-bench: latency = median of this many passes")
+      ->capture_default_str();
+  app.add_option("--bench-batch", o.benchBatch, "--disco-bench: samples per inference")->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
       ->capture_default_str();
   app.add_flag("!--no-prefetch", o.prefetch,
@@ -172,6 +185,21 @@ std::string validatePipeline(const Options& o, int world) {
   return {};
 }
 
+std::string validateDiscoBench(const Options& o) {
+  if (o.discoBench.empty()) return {};
+  if (o.discoSparsity != 0) return "--disco-bench trains the dense model first: leave --sparsity at 0";
+  if (o.benchSparsities.empty()) return "--bench-sparsities needs at least one level";
+  for (size_t i = 0; i < o.benchSparsities.size(); ++i) {
+    const double s = o.benchSparsities[i];
+    if (!(s >= 0 && s <= 1)) return "--bench-sparsities: every level must be in [0, 1]";
+    if (i > 0 && s < o.benchSparsities[i - 1])
+      return "--bench-sparsities must ascend (each level prunes the previous level's model further)";
+  }
+  if (o.finetuneSteps < 0 || o.benchReps < 1) return "--finetune-steps must be >= 0 and --bench-reps >= 1";
+  if (o.benchBatch < 1 || o.benchBatch > o.heldOut) return "--bench-batch must be in 1..--held-out";
+  return {};
+}
+
 }  // namespace
 
 std::string validate(const Options& o, int world) {
@@ -186,6 +214,9 @@ std::string validate(const Options& o, int world) {
       return "--width " + std::to_string(o.width) + " does not split over " + std::to_string(world) + " ranks";
     if (!(o.discoSparsity >= 0 && o.discoSparsity <= 1)) return "--sparsity must be in [0, 1]";
     if (o.discoMode != "pipelined" && o.discoMode != "wait") return "--disco-mode must be pipelined or wait";
+    if (std::string e = validateDiscoBench(o); !e.empty()) return e;
+  } else if (!o.discoBench.empty()) {
+    return "--disco-bench needs --mode disco";
   }
   if (o.model != "mlp" && o.model != "transformer")
     return "--model must be mlp or transformer, not '" + o.model + "'";

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace trainscope::train {
 
@@ -40,6 +41,12 @@ struct Options {
   int segments = 2;                // initial pp.segments (seq1f1b: segments per micro-batch)
   double discoSparsity = 0;        // initial disco.sparsity
   std::string discoMode = "pipelined";  // initial disco.mode: pipelined | wait
+  // DISCO inference benchmark (disco_bench.h): the table goes to discoBench (CSV)
+  std::string discoBench;
+  std::vector<double> benchSparsities{0, 0.25, 0.5, 0.75, 0.9, 1.0};  // ascending: pruned in turn
+  int finetuneSteps = 20;  // training steps after each pruning
+  int benchReps = 5;       // latency: median of this many passes over the held-out set
+  int benchBatch = 1;      // samples per inference
   // running
   int evalEvery = 10;
   int heldOut = 256;

@@ -132,11 +132,11 @@ double Trainer::evaluate() {
   return static_cast<double>(correct) / static_cast<double>(heldOut_.labels.size());
 }
 
-void Trainer::run(const DpKnobs* knobs) {
+void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
   const uint32_t nLoss = ts_name("loss"), nAcc = ts_name("accuracy"), nStepMs = ts_name("step_time_ms"),
                  nWire = ts_name("dp_wire_bytes");
   std::vector<std::pair<int64_t, int64_t>> times;
-  for (int64_t s = 0; s < o_.steps; ++s) {
+  for (int64_t s = first; s < end; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     DpKnobs::noteStep(s);
     ts_step_begin(s);  // applies knob changes agreed at the previous step's end
@@ -144,19 +144,19 @@ void Trainer::run(const DpKnobs* knobs) {
     const bool wasDecentralized = sync_.config().algorithm == Algorithm::Decentralized;
     if (sync_.configure(*model_, currentConfig(knobs))) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
-      if (rank_ == 0 && s > 0)
+      if (rank_ == 0 && s > first)
         std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
                     opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
     }
     lastLoss_ = step(s);
     ts_counter(nLoss, lastLoss_);
     ts_counter(nWire, static_cast<double>(sync_.wireBytesThisStep()));
-    const bool eval = o_.evalEvery > 0 && ((s + 1) % o_.evalEvery == 0 || s + 1 == o_.steps);
+    const bool eval = o_.evalEvery > 0 && ((s + 1) % o_.evalEvery == 0 || s + 1 == end);
     if (eval) {
       lastAcc_ = evaluate();
       ts_counter(nAcc, lastAcc_);
     }
-    if (rank_ == 0 && o_.logEvery > 0 && ((s + 1) % o_.logEvery == 0 || s + 1 == o_.steps)) {
+    if (rank_ == 0 && o_.logEvery > 0 && ((s + 1) % o_.logEvery == 0 || s + 1 == end)) {
       std::printf("step %lld loss %.5f accuracy %.4f wire_bytes %llu\n", static_cast<long long>(s), lastLoss_,
                   lastAcc_, static_cast<unsigned long long>(sync_.wireBytesThisStep()));
       std::fflush(stdout);
@@ -169,7 +169,7 @@ void Trainer::run(const DpKnobs* knobs) {
     if (!o_.stepsFile.empty()) times.emplace_back(s, us);
   }
   if (rank_ == 0 && !o_.stepsFile.empty()) {
-    std::ofstream f(o_.stepsFile);
+    std::ofstream f(o_.stepsFile, first > 0 ? std::ios::app : std::ios::trunc);  // later phases append
     for (const auto& [s, us] : times) f << "steptime " << s << ' ' << us << '\n';
   }
 }

@@ -25,7 +25,9 @@ class Trainer {
   Trainer(Backend& backend, const Options& o);
   virtual ~Trainer() = default;
   // Runs o.steps steps; knobs (may be null) are read at each step boundary.
-  void run(const DpKnobs* knobs);
+  void run(const DpKnobs* knobs) { runSteps(knobs, 0, o_.steps); }
+  // Runs steps first .. end-1 (their data and step numbers): training continued in phases.
+  void runSteps(const DpKnobs* knobs, int64_t first, int64_t end);
   Model& model() { return *model_; }
   double lastLoss() const { return lastLoss_; }
   double lastAccuracy() const { return lastAcc_; }

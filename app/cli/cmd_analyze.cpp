@@ -86,6 +86,10 @@ void printText(const core::AnalysisResult& r) {
                 static_cast<long long>(d.layer), d.nodes, fmt(d.sparsity).c_str(), fmt(d.lCommMs).c_str(),
                 fmt(d.lCompMs).c_str(), fmt(d.bytes, "%.0f").c_str(), fmt(d.ratioA).c_str(),
                 fmt(d.equilibriumSparsity).c_str());
+  for (const core::DiscoInferencePoint& p : r.discoInference)
+    std::printf("disco inference  sparsity %s%s  %s bytes  pipelined %s ms  wait %s ms  accuracy %s\n",
+                fmt(p.sparsity).c_str(), p.independent ? " (independent)" : "", fmt(p.bytes, "%.0f").c_str(),
+                fmt(p.latencyPipelinedMs).c_str(), fmt(p.latencyWaitMs).c_str(), fmt(p.accuracy).c_str());
   if (!r.criticalPath.empty()) {
     const core::CriticalPathStep& c = r.criticalPath.back();
     std::printf("\ncritical path of step %lld: %s ms = compute %s + comm %s + wait %s, %zu segments\n",

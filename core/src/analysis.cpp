@@ -108,13 +108,16 @@ void AnalyzerState::scanInstants(TraceStore& store, int64_t from) {
         KnobEvent e{step ? step->asInt() : -1, ev.start(i), std::string(store.str(name->asString())),
                     std::string(store.str(value->asString()))};
         if (knobSeen.insert({e.step, e.knob, e.value}).second) knobs.push_back(std::move(e));
-      } else if (k == EventKind::Counter && ev.name(i) == accuracy) {
+      } else if (k == EventKind::Counter) {
         const Attr* v = ev.findAttr(i, AttrKey::Value);
-        const Attr* step = ev.findAttr(i, AttrKey::Step);
-        if (v)
-          accuracySamples[{rank, ev.start(i)}] = {
-              step ? step->asInt() : -1,
-              v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt())};
+        if (!v) return;
+        const double value = v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt());
+        if (ev.name(i) == accuracy) {
+          const Attr* step = ev.findAttr(i, AttrKey::Step);
+          accuracySamples[{rank, ev.start(i)}] = {step ? step->asInt() : -1, value};
+        } else if (const std::string_view name = store.str(ev.name(i)); name.starts_with("disco_bench_")) {
+          discoBench[rank][std::string(name)][ev.start(i)] = value;
+        }
       }
     });
   }

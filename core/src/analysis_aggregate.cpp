@@ -228,6 +228,14 @@ double parseDouble(const std::string& v, double dflt) {
   }
 }
 
+// The sparsity of split layer l in force at a step (docs/TRAINER.md): max(disco.sparsity,
+// disco.sparsity.<l>), each the knob's value at that step (0 when never known). Recordings made
+// when disco.sparsity.<l> = -1 meant "follow disco.sparsity" read the same under this rule.
+double discoSparsityAt(const AnalyzerState& s, int64_t layer, int64_t step) {
+  return std::max(parseDouble(knobAt(s, "disco.sparsity", step), 0),
+                  parseDouble(knobAt(s, "disco.sparsity." + std::to_string(layer), step), 0));
+}
+
 void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   // Accuracy per step: counters carry their step, or fall in (or at the end of) a window.
   std::map<int64_t, std::pair<double, int>> accuracy;
@@ -259,10 +267,7 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   for (const RankStepRecord& r : s.records) {
     for (const LayerRecord& l : r.layers) {
       if (l.comm <= 0) continue;  // only layers with a feature exchange are DISCO layers
-      // disco.sparsity.<l> < 0 (trainscope-train's default) means "follows disco.sparsity".
-      std::string v = knobAt(s, "disco.sparsity." + std::to_string(l.layer), r.step);
-      if (v.empty() || parseDouble(v, 0) < 0) v = knobAt(s, "disco.sparsity", r.step);
-      const double sp = parseDouble(v, 0);
+      const double sp = discoSparsityAt(s, l.layer, r.step);
       LayerAcc& a = layers[l.layer];
       a.ranks.insert(r.rank);
       PointAcc& p = a.points[sp];
@@ -315,6 +320,34 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   }
 }
 
+// The benchmark's rows (TRACE_CONVENTIONS.md): on the lowest rank that has them, each
+// disco_bench_sparsity sample starts a row; the row's other values are each disco_bench_*
+// counter's first sample from then until the next row.
+void aggregateDiscoInference(const AnalyzerState& s, AnalysisResult& out) {
+  for (const auto& [rank, counters] : s.discoBench) {
+    auto sp = counters.find("disco_bench_sparsity");
+    if (sp == counters.end()) continue;
+    auto valueIn = [&counters](const char* name, int64_t from, int64_t to) {
+      auto c = counters.find(name);
+      if (c == counters.end()) return kNaN;
+      auto it = c->second.lower_bound(from);
+      return it != c->second.end() && it->first < to ? it->second : kNaN;
+    };
+    for (auto it = sp->second.begin(); it != sp->second.end(); ++it) {
+      const int64_t from = it->first, to = std::next(it) == sp->second.end() ? INT64_MAX : std::next(it)->first;
+      DiscoInferencePoint p;
+      p.sparsity = it->second;
+      p.independent = valueIn("disco_bench_independent", from, to) == 1;
+      p.bytes = valueIn("disco_bench_bytes", from, to);
+      p.latencyPipelinedMs = valueIn("disco_bench_latency_pipelined_ms", from, to);
+      p.latencyWaitMs = valueIn("disco_bench_latency_wait_ms", from, to);
+      p.accuracy = valueIn("disco_bench_accuracy", from, to);
+      out.discoInference.push_back(p);
+    }
+    return;
+  }
+}
+
 void aggregateKnobs(const AnalyzerState& s, AnalysisResult& out) {
   std::map<int64_t, KnobChangeEntry> bySteps;
   for (const KnobEvent& k : s.knobs) {
@@ -337,6 +370,7 @@ AnalysisResult aggregate(const AnalyzerState& s, const TraceStore& store) {
   aggregateDataParallel(s, out);
   aggregateCollectives(s, out);
   aggregateDisco(s, out);
+  aggregateDiscoInference(s, out);
   aggregateKnobs(s, out);
   for (const auto& [step, cp] : s.critical) {
     out.criticalPath.push_back(cp);

@@ -156,7 +156,7 @@ Json stragglersJson(const StragglerResult& s) {
           {"per_step", per}};
 }
 
-Json discoJson(const std::vector<DiscoLayer>& layers) {
+Json discoJson(const std::vector<DiscoLayer>& layers, const std::vector<DiscoInferencePoint>& inference) {
   Json out = Json::array();
   for (const DiscoLayer& d : layers) {
     Json pts = Json::array();
@@ -181,7 +181,15 @@ Json discoJson(const std::vector<DiscoLayer>& layers) {
                    {"comm_bound", d.commBound},
                    {"by_sparsity", pts}});
   }
-  return {{"layers", out}};
+  Json inf = Json::array();
+  for (const DiscoInferencePoint& p : inference)
+    inf.push_back({{"sparsity", p.sparsity},
+                   {"independent", p.independent},
+                   {"bytes", num(p.bytes)},
+                   {"latency_pipelined_ms", num(p.latencyPipelinedMs)},
+                   {"latency_wait_ms", num(p.latencyWaitMs)},
+                   {"accuracy", num(p.accuracy)}});
+  return {{"layers", out}, {"inference", inf}};
 }
 
 Json criticalJson(const std::vector<CriticalPathStep>& steps) {
@@ -221,7 +229,7 @@ std::string analysisToJson(const AnalysisResult& r, int indent) {
               {"data_parallel", dataParallelJson(r.dataParallel)},
               {"collectives", collectivesJson(r.collectives)},
               {"stragglers", stragglersJson(r.stragglers)},
-              {"disco", discoJson(r.disco)},
+              {"disco", discoJson(r.disco, r.discoInference)},
               {"critical_path", criticalJson(r.criticalPath)}};
   return doc.dump(indent);
 }

@@ -109,6 +109,8 @@ class AnalyzerState {
   std::set<std::tuple<int64_t, std::string, std::string>> knobSeen;
   // (rank, time) -> (step or -1, value) of `accuracy` counters
   std::map<std::pair<RankId, int64_t>, std::pair<int64_t, double>> accuracySamples;
+  // disco_bench_* counters: rank -> counter name -> time -> value
+  std::map<RankId, std::map<std::string, std::map<int64_t, double>>> discoBench;
   std::set<std::pair<RankId, int64_t>> incompleteSeen;
   int64_t scanFrom = INT64_MIN / 4;  // steps, knobs and counters are scanned from here on
   std::map<RankId, std::vector<TrackId>> tracksByRank;

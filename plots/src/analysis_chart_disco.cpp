@@ -1,7 +1,8 @@
 // DISCO trade-off: for one split layer, latency against communication sparsity in pipelined
 // mode max(L_comm, L_comp) and wait mode L_comm + L_comp (the cost model of background.md 1 fed
 // with the layer's measured dense times), the measured points, held-out accuracy on the right
-// axis, and the equilibrium sparsity where L_comm = L_comp.
+// axis, and the equilibrium sparsity where L_comm = L_comp. A recording of the inference
+// benchmark adds a whole-model view of its table.
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
@@ -88,6 +89,54 @@ QChart* discoChart(const core::DiscoLayer& d) {
   return chart;
 }
 
+// The inference benchmark's table (trainscope-train --disco-bench): whole-model latency per
+// inference against sparsity in both modes, accuracy on the right axis; the independent
+// branches (sparsity 1 from scratch) as single points.
+QChart* inferenceChart(const std::vector<core::DiscoInferencePoint>& points) {
+  auto* chart = new QChart;
+  chart->setTitle(QStringLiteral("DISCO inference benchmark: latency per inference and accuracy vs sparsity"));
+  auto* x = new QValueAxis;
+  x->setRange(0, 1);
+  x->setTitleText(QStringLiteral("communication sparsity"));
+  auto* y = new QValueAxis;
+  y->setTitleText(QStringLiteral("latency per inference, ms"));
+  auto* acc = new QValueAxis;
+  acc->setRange(0, 1);
+  acc->setTitleText(QStringLiteral("accuracy"));
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  chart->addAxis(acc, Qt::AlignRight);
+  auto series = [&](QXYSeries* s, const QString& name, QValueAxis* ax) {
+    s->setName(name);
+    chart->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(ax);
+    return s;
+  };
+  QXYSeries* pipe = series(new QLineSeries, QStringLiteral("pipelined"), y);
+  QXYSeries* wait = series(new QLineSeries, QStringLiteral("wait"), y);
+  QXYSeries* accuracy = series(new QLineSeries, QStringLiteral("accuracy"), acc);
+  QXYSeries* indLatency = series(new QScatterSeries, QStringLiteral("independent: latency"), y);
+  QXYSeries* indAccuracy = series(new QScatterSeries, QStringLiteral("independent: accuracy"), acc);
+  double yMax = 0;
+  for (const core::DiscoInferencePoint& p : points) {
+    for (double v : {p.latencyPipelinedMs, p.latencyWaitMs})
+      if (!std::isnan(v)) yMax = std::max(yMax, v);
+    if (p.independent) {
+      indLatency->append(p.sparsity, p.latencyPipelinedMs);
+      indLatency->append(p.sparsity, p.latencyWaitMs);
+      indAccuracy->append(p.sparsity, p.accuracy);
+      continue;
+    }
+    pipe->append(p.sparsity, p.latencyPipelinedMs);
+    wait->append(p.sparsity, p.latencyWaitMs);
+    if (!std::isnan(p.accuracy)) accuracy->append(p.sparsity, p.accuracy);
+  }
+  y->setRange(0, yMax > 0 ? yMax * 1.15 : 1);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  return chart;
+}
+
 }  // namespace
 
 ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
@@ -96,17 +145,21 @@ ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
   layout->setContentsMargins(0, 0, 0, 0);
   auto* pick = new QComboBox;
   for (const core::DiscoLayer& d : r.disco) pick->addItem(QStringLiteral("layer %1").arg(d.layer));
-  pick->setVisible(r.disco.size() > 1);
+  if (!r.discoInference.empty()) pick->addItem(QStringLiteral("inference benchmark (whole model)"));
+  pick->setVisible(pick->count() > 1);
   auto* view = new QChartView;
   view->setRenderHint(QPainter::Antialiasing);
   view->setMinimumSize(400, 250);
   layout->addWidget(pick);
   layout->addWidget(view, 1);
   const std::vector<core::DiscoLayer> layers = r.disco;
-  auto show = [view, layers](int i) {
+  const std::vector<core::DiscoInferencePoint> inference = r.discoInference;
+  auto show = [view, layers, inference](int i) {
     QChart* old = view->chart();
     if (i >= 0 && i < static_cast<int>(layers.size()))
       view->setChart(discoChart(layers[static_cast<size_t>(i)]));
+    else if (i >= 0 && !inference.empty())
+      view->setChart(inferenceChart(inference));
     else {
       auto* empty = new QChart;
       empty->setTitle(QStringLiteral("DISCO trade-off (no DISCO layers in this session)"));
@@ -114,7 +167,7 @@ ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
     }
     delete old;
   };
-  show(layers.empty() ? -1 : 0);
+  show(pick->count() > 0 ? 0 : -1);
   QObject::connect(pick, &QComboBox::currentIndexChanged, view, show);
   auto* tab = new ChartTab(QStringLiteral("DISCO"), QStringLiteral("disco"), box);
   QString csv =
@@ -141,6 +194,11 @@ ChartTab* makeDiscoChart(const core::AnalysisResult& r) {
                .arg(d.nodes)
                .arg(csvNumber(d.equilibriumSparsity));
   }
+  for (const core::DiscoInferencePoint& p : r.discoInference)  // whole model: no layer, nodes
+    csv += QStringLiteral(",,%1,%2,,,%3,%4,%5\n")
+               .arg(p.independent ? QStringLiteral("inference-independent") : QStringLiteral("inference"),
+                    csvNumber(p.sparsity), csvNumber(p.latencyPipelinedMs), csvNumber(p.latencyWaitMs),
+                    csvNumber(p.accuracy));
   tab->setCsv(csv);
   return tab;
 }

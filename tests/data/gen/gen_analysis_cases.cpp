@@ -295,6 +295,16 @@ void disco(const fs::path& dir) {
            {Attr::ofDouble(AttrKey::Value, acc[n]), Attr::ofInt(AttrKey::Step, n)});
     }
   }
+  // The inference benchmark's table as trainscope-train --disco-bench emits it (rank 0, one
+  // counter per column, disco_bench_sparsity first): S = 0, 0.5, then independent branches.
+  const double rows[3][6] = {{0, 0, 3072, 0.3, 0.4, 0.9}, {0.5, 0, 1536, 0.2, 0.3, 0.88}, {1, 1, 0, 0.05, 0.06, 0.8}};
+  const char* const cols[6] = {"disco_bench_sparsity",         "disco_bench_independent",     "disco_bench_bytes",
+                               "disco_bench_latency_pipelined_ms", "disco_bench_latency_wait_ms", "disco_bench_accuracy"};
+  for (int row = 0; row < 3; ++row)
+    for (int col = 0; col < 6; ++col) {
+      const double t = 50 + row + 0.001 * col;
+      c.ev(c.counterTrack(0), EventKind::Counter, cols[col], t, t, {Attr::ofDouble(AttrKey::Value, rows[row][col])});
+    }
   c.write(dir, "disco");
 }
 

@@ -213,6 +213,14 @@ struct DiscoLayer {
   std::vector<DiscoPoint> bySparsity;
 };
 
+// One row of trainscope-train's DISCO inference benchmark (--disco-bench), read from its
+// disco_bench_* counters (TRACE_CONVENTIONS.md): whole-model latency per inference.
+struct DiscoInferencePoint {
+  double sparsity = 0;
+  bool independent = false;  // sparsity 1 trained from scratch
+  double bytes = kNaN, latencyPipelinedMs = kNaN, latencyWaitMs = kNaN, accuracy = kNaN;
+};
+
 struct CriticalSegment {
   RankId rank = 0;
   EventKind kind = EventKind::Range;
@@ -244,6 +252,7 @@ struct AnalysisResult {
   std::vector<BandwidthClass> collectives;
   StragglerResult stragglers;
   std::vector<DiscoLayer> disco;
+  std::vector<DiscoInferencePoint> discoInference;  // in the order measured
   std::vector<CriticalPathStep> criticalPath;
   std::vector<KnobChangeEntry> knobChanges;
   std::vector<Overlay> overlays;
