@@ -111,7 +111,10 @@ void DiscoTrainer::atStepBoundary(int64_t s) {
 }
 
 double DiscoTrainer::step(int64_t s) {
-  Batch b = task_->train((s - stepBase_) * o_.batch, o_.batch);  // every rank: the whole batch (feature split)
+  const int64_t first = (s - stepBase_) * o_.batch;  // every rank: the whole batch (feature split)
+  data_->discardBefore(first);                        // a benchmark phase may restart the numbering
+  data_->prefetch(first + o_.batch, o_.batch);       // the next step's, made while this one computes
+  Batch b = data_->take(first, o_.batch);
   model_->zeroGrads();
   bytes_ = 0;
   const double loss = forwardBackward(b.x, b.labels, true, nullptr);
