@@ -6,9 +6,13 @@
 #include <QJsonDocument>
 #include <QTemporaryDir>
 #include <QProcess>
+#include <QRegularExpression>
+#include <QThread>
 #include <QString>
 #include <QStringList>
 
+#include <csignal>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -65,5 +69,57 @@ inline std::map<RankId, std::map<int64_t, int64_t>> stepStarts(TraceStore& s) {
   return out;
 }
 
+// A job started with `trainscope-cli demo`: its id, log file and launcher pid; `error` says why
+// starting it failed (empty when it is up and lists the awaited knob).
+struct DemoJob {
+  QString id, log, error;
+  qint64 launcher = -1;
+};
+
+// Starts `trainscope-cli demo <args>` and waits up to 20 s for the job to list `knob`.
+inline DemoJob startDemo(const QStringList& args, const QString& knob) {
+  DemoJob job;
+  const Run r = cli(QStringList{"demo"} + args);
+  job.id = QRegularExpression("job (\\S+)").match(r.out).captured(1);
+  job.log = QRegularExpression("log (\\S+)").match(r.err).captured(1);
+  const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
+  if (pid.hasMatch()) job.launcher = pid.captured(1).toLongLong();
+  if (r.code != 0 || job.id.isEmpty() || job.launcher <= 0) {
+    job.error = "demo did not start: " + r.out + r.err;
+    return job;
+  }
+  for (int i = 0; i < 200; ++i) {
+    const Run k = cli({"knobs", "--job", job.id, "--json"});
+    if (k.code == 0 && k.out.contains(knob)) return job;
+    QThread::msleep(100);
+  }
+  job.error = "job " + job.id + " never listed " + knob;
+  return job;
+}
+
+// SIGTERM to the launcher (it forwards it to mpirun; never SIGKILL, which orphans the ranks);
+// true once the job is gone from `jobs` (at most 10 s). A job never started counts as gone.
+inline bool stopDemo(DemoJob& job) {
+  if (job.launcher <= 0) return true;
+  ::kill(static_cast<pid_t>(job.launcher), SIGTERM);
+  job.launcher = -1;
+  for (int i = 0; i < 100; ++i) {
+    if (!cli({"jobs", "--json"}).out.contains(job.id)) return true;
+    QThread::msleep(100);
+  }
+  return false;
+}
+
+// Per rank: step start time -> step, and the step an instant falls in (-1: before every step).
+inline std::map<RankId, std::map<int64_t, int64_t>> stepsByStart(TraceStore& s) {
+  std::map<RankId, std::map<int64_t, int64_t>> out;
+  for (const auto& [rank, steps] : stepStarts(s))
+    for (const auto& [step, t] : steps) out[rank][t] = step;
+  return out;
+}
+inline int64_t stepAt(const std::map<int64_t, int64_t>& byStart, int64_t t) {
+  auto it = byStart.upper_bound(t);
+  return it == byStart.begin() ? -1 : std::prev(it)->second;
+}
 
 }  // namespace live_test

@@ -13,11 +13,9 @@
 // times, no communication) lies within 0.1 of the formula.
 #include <QJsonArray>
 #include <QJsonObject>
-#include <QRegularExpression>
 #include <QtTest>
 #include <algorithm>
 #include <array>
-#include <csignal>
 #include <map>
 #include <vector>
 
@@ -56,8 +54,7 @@ struct Acc {
 class TstAnalysisBubble : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
-  qint64 launcher_ = -1;
-  QString jobId_;
+  DemoJob job_;
 
  private slots:
   void initTestCase() {
@@ -67,33 +64,23 @@ class TstAnalysisBubble : public QObject {
   }
 
   void balancedPipelineBubbleMatchesTheory() {
-    const Run r = cli({"demo", "--ranks", "2", "--mode", "pp", "--steps", "100000", "--", "--layers", "7",
-                       "--input-dim", "512", "--width", "512", "--classes", "512", "--batch", "1024",
-                       "--microbatches", "2", "--schedule", "1f1b", "--eval-every", "0"});
-    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
-    jobId_ = QRegularExpression("job (\\S+)").match(r.out).captured(1);
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
-    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(r.out + r.err));
-    launcher_ = pid.captured(1).toLongLong();
-    bool listed = false;
-    for (int i = 0; i < 200 && !listed; ++i) {
-      const Run k = cli({"knobs", "--job", jobId_, "--json"});
-      listed = k.code == 0 && k.out.contains("pp.microbatches");
-      if (!listed) QTest::qWait(100);
-    }
-    QVERIFY(listed);
+    job_ = startDemo({"--ranks", "2", "--mode", "pp", "--steps", "100000", "--", "--layers", "7", "--input-dim",
+                      "512", "--width", "512", "--classes", "512", "--batch", "1024", "--microbatches", "2",
+                      "--schedule", "1f1b", "--eval-every", "0"},
+                     "pp.microbatches");
+    QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
 
     const QString file = dir_.filePath("pp.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "6", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "6", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(3000);
-    const Run set = cli({"set", "--job", jobId_, "pp.microbatches=8", "--json"});
+    const Run set = cli({"set", "--job", job_.id, "pp.microbatches=8", "--json"});
     QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
     const int64_t switched = json(set).array().first().toObject()["step"].toInteger();
     QVERIFY(rec.waitForFinished(60000));
     QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
-    stop();
+    QVERIFY2(stopDemo(job_), "the demo job did not stop after SIGTERM to its launcher");
 
     const Run a = cli({"analyze", file, "--json"});
     QVERIFY2(a.code == 0, qPrintable(a.err));
@@ -127,20 +114,7 @@ class TstAnalysisBubble : public QObject {
     QVERIFY2(two.m() - eight.m() >= 0.1, qPrintable(numbers));
   }
 
-  void cleanupTestCase() { stop(); }
-
- private:
-  void stop() {
-    if (launcher_ <= 0) return;
-    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
-    launcher_ = -1;
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = !cli({"jobs", "--json"}).out.contains(jobId_);
-      if (!gone) QTest::qWait(100);
-    }
-    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
-  }
+  void cleanupTestCase() { QVERIFY(stopDemo(job_)); }
 };
 
 QTEST_GUILESS_MAIN(TstAnalysisBubble)

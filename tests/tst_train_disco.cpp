@@ -190,21 +190,11 @@ class TstTrainDisco : public QObject {
   // knobs, and the job keeps training at its old sparsity; a valid per-layer value then applies.
   void knobRangeRefused() {
     live_test::usePrivateRuntimeDir(dir_);
-    const Run demo = live_test::cli({"demo", "--ranks", "2", "--mode", "disco", "--steps", "100000", "--",
-                                     "--step-delay-ms", "2", "--eval-every", "0"});
-    QVERIFY2(demo.code == 0, qPrintable(demo.out + demo.err));
-    job_ = QRegularExpression("job (\\S+)").match(demo.out).captured(1);
-    const QString job = job_;
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(demo.err);
-    const QString log = QRegularExpression("log (\\S+)").match(demo.err).captured(1);
-    QVERIFY2(!job.isEmpty() && pid.hasMatch(), qPrintable(demo.out + demo.err));
-    launcher_ = pid.captured(1).toLongLong();
-    bool listed = false;
-    for (int i = 0; i < 200 && !listed; ++i) {
-      listed = live_test::cli({"knobs", "--job", job, "--json"}).out.contains("disco.sparsity.3");
-      if (!listed) QTest::qWait(100);
-    }
-    QVERIFY(listed);
+    demo_ = live_test::startDemo({"--ranks", "2", "--mode", "disco", "--steps", "100000", "--", "--step-delay-ms", "2",
+                                  "--eval-every", "0"},
+                                 "disco.sparsity.3");
+    QVERIFY2(demo_.error.isEmpty(), qPrintable(demo_.error));
+    const QString job = demo_.id, log = demo_.log;
     for (const char* bad : {"disco.sparsity=-0.1", "disco.sparsity=1.5", "disco.sparsity=nan", "disco.sparsity=half",
                                "disco.sparsity.1=-1", "disco.sparsity.2=1.5", "disco.sparsity.3=NaN"}) {
       const Run set = live_test::cli({"set", "--job", job, bad});
@@ -246,19 +236,8 @@ class TstTrainDisco : public QObject {
   void cleanupTestCase() { stopDemo(); }
 
  private:
-  void stopDemo() {  // SIGTERM to the launcher (forwarded to mpirun); wait until the job is gone
-    if (launcher_ <= 0) return;
-    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
-    launcher_ = -1;
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = !live_test::cli({"jobs", "--json"}).out.contains(job_);
-      if (!gone) QTest::qWait(100);
-    }
-    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
-  }
-  qint64 launcher_ = -1;
-  QString job_;
+  void stopDemo() { QVERIFY2(live_test::stopDemo(demo_), "the demo job did not stop after SIGTERM to its launcher"); }
+  live_test::DemoJob demo_;
 };
 
 QTEST_GUILESS_MAIN(TstTrainDisco)

@@ -10,7 +10,6 @@
 // its receives, and `analyze --json` lists the DISCO layers.
 #include <QJsonArray>
 #include <QJsonObject>
-#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
@@ -66,20 +65,17 @@ std::map<RankId, std::vector<Op>> pipelineOps(TraceStore& s) {
 
 // Per rank: (step, algorithm) of every gradient collective inside a step window.
 std::map<RankId, std::vector<std::pair<int64_t, std::string>>> collectiveAlgorithms(TraceStore& s) {
-  std::map<RankId, std::map<int64_t, int64_t>> starts;  // rank -> step start time -> step
-  for (const auto& [rank, steps] : stepStarts(s))
-    for (const auto& [step, t] : steps) starts[rank][t] = step;
+  const auto starts = stepsByStart(s);
   std::map<RankId, std::vector<std::pair<int64_t, std::string>>> out;
   for (TrackId t = 0; t < s.trackCount(); ++t) {
     const TrackEvents& ev = s.events(t);
     const RankId r = s.track(t).rank;
     if (!starts.count(r)) continue;
     for (size_t i = 0; i < ev.size(); ++i) {
-      if (ev.kind(i) != EventKind::Collective) continue;
       const Attr* a = ev.findAttr(i, AttrKey::Algorithm);
-      auto it = starts.at(r).upper_bound(ev.start(i));  // after the step that started last before it
-      if (!a || it == starts.at(r).begin()) continue;
-      out[r].emplace_back(std::prev(it)->second, std::string(s.str(a->asString())));
+      if (ev.kind(i) != EventKind::Collective || !a) continue;
+      if (const int64_t step = stepAt(starts.at(r), ev.start(i)); step >= 0)
+        out[r].emplace_back(step, std::string(s.str(a->asString())));
     }
   }
   return out;
@@ -90,8 +86,7 @@ std::map<RankId, std::vector<std::pair<int64_t, std::string>>> collectiveAlgorit
 class TstTrainPpLive : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
-  QString jobId_, log_;
-  qint64 launcher_ = -1;
+  DemoJob job_;
 
  private slots:
   void initTestCase() {
@@ -103,16 +98,16 @@ class TstTrainPpLive : public QObject {
   void demoStartsAPipeline() { start("pp", "pp.virtual_stages"); }
 
   void scheduleSwitchesAtTheAckedStep() {
-    QVERIFY(!jobId_.isEmpty());
+    QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("pp.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "5", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "5", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(800);
     std::map<QString, int64_t> stepOf;
     for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("pp.virtual_stages=2"),
                               QString("pp.schedule=interleaved-1f1b"), QString("pp.microbatches=5")}) {
-      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      const Run set = cli({"set", "--job", job_.id, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
       QVERIFY(a["same_step"].toBool());
@@ -148,14 +143,14 @@ class TstTrainPpLive : public QObject {
       QCOMPARE(maxMb, int64_t{3});      // 4 micro-batches throughout: 5 was refused
       QCOMPARE(stagesSeen, int64_t(rank));
     }
-    QFile log(log_);
+    QFile log(job_.log);
     QVERIFY(log.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(log.readAll());
     QVERIFY2(text.contains(QString("refused pp.schedule=interleaved-1f1b pp.microbatches=5")), qPrintable(text.right(2000)));
     QVERIFY(text.contains(QString("rank 3 applied pp.schedule=zb-h1 pp.microbatches=4 pp.virtual_stages=1 at step %1").arg(zb)));
     // The refused change was put back (ts_knob_restore): the knobs list what runs, on every rank,
     // and the recording holds the restore as a knob change at the refused step.
-    const Run knobs = cli({"knobs", "--job", jobId_, "--json"});
+    const Run knobs = cli({"knobs", "--job", job_.id, "--json"});
     QVERIFY2(knobs.code == 0, qPrintable(knobs.out + knobs.err));
     const QJsonValue root = json(knobs).isArray() ? QJsonValue(json(knobs).array()) : json(knobs).object()["knobs"];
     QString mb;
@@ -179,15 +174,15 @@ class TstTrainPpLive : public QObject {
   // live on the same job, each from its acknowledged step on every rank.
   void hybridSwitchesScheduleAndAlgorithm() {
     start("hybrid", "pp.schedule");
-    QVERIFY(!jobId_.isEmpty());
+    QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("hybrid.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "4", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(800);
     std::map<QString, int64_t> stepOf;
     for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("dp.algorithm=ring")}) {
-      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      const Run set = cli({"set", "--job", job_.id, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = json(set).array().first().toObject();
       QVERIFY(a["same_step"].toBool());
@@ -229,16 +224,16 @@ class TstTrainPpLive : public QObject {
 
   void discoSparsityLive() {
     start("disco", "disco.sparsity");
-    QVERIFY(!jobId_.isEmpty());
+    QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("disco.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "4", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(800);
     std::map<QString, int64_t> stepOf;
     for (const QString& kv :
          {QString("disco.sparsity=0.5"), QString("disco.sparsity.2=1"), QString("disco.mode=wait")}) {
-      const Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      const Run set = cli({"set", "--job", job_.id, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       stepOf[kv] = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
       QTest::qWait(800);
@@ -332,34 +327,13 @@ class TstTrainPpLive : public QObject {
 
  private:
   void start(const QString& mode, const QString& knob) {
-    const Run r = cli({"demo", "--ranks", QString::number(kRanks), "--mode", mode, "--steps", "100000", "--",
-                       "--step-delay-ms", "2", "--eval-every", "0"});
-    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
-    jobId_ = QRegularExpression("job (\\S+)").match(r.out).captured(1);
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);
-    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(r.out + r.err));
-    launcher_ = pid.captured(1).toLongLong();
-    log_ = QRegularExpression("log (\\S+)").match(r.err).captured(1);
-    bool listed = false;
-    for (int i = 0; i < 200 && !listed; ++i) {
-      const Run k = cli({"knobs", "--job", jobId_, "--json"});
-      listed = k.code == 0 && k.out.contains(knob);
-      if (!listed) QTest::qWait(100);
-    }
-    QVERIFY(listed);
+    job_ = startDemo({"--ranks", QString::number(kRanks), "--mode", mode, "--steps", "100000", "--",
+                      "--step-delay-ms", "2", "--eval-every", "0"},
+                     knob);
+    QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
   }
 
-  void stop() {
-    if (launcher_ <= 0) return;
-    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
-    launcher_ = -1;
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = !cli({"jobs", "--json"}).out.contains(jobId_);
-      if (!gone) QTest::qWait(100);
-    }
-    QVERIFY2(gone, "the demo job did not stop after SIGTERM to its launcher");
-  }
+  void stop() { QVERIFY2(stopDemo(job_), "the demo job did not stop after SIGTERM to its launcher"); }
 };
 
 QTEST_GUILESS_MAIN(TstTrainPpLive)

@@ -70,8 +70,7 @@ class TstTrainSeq : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
   std::vector<float> reference_;
-  QString jobId_, log_;
-  qint64 launcher_ = -1;
+  live_test::DemoJob job_;
 
   std::vector<float> runParams(int ranks, const QStringList& extra, const QString& name,
                                QString* out = nullptr) {
@@ -148,52 +147,20 @@ class TstTrainSeq : public QObject {
   void segmentsKnobLive() {
     using namespace live_test;
     usePrivateRuntimeDir(dir_);
-    const live_test::Run d = cli({"demo",
-                                  "--ranks",
-                                  "2",
-                                  "--mode",
-                                  "pp",
-                                  "--steps",
-                                  "100000",
-                                  "--",
-                                  "--model",
-                                  "transformer",
-                                  "--width",
-                                  "8",
-                                  "--batch",
-                                  "8",
-                                  "--microbatches",
-                                  "2",
-                                  "--schedule",
-                                  "seq1f1b",
-                                  "--segments",
-                                  "2",
-                                  "--step-delay-ms",
-                                  "2",
-                                  "--eval-every",
-                                  "0"});
-    QVERIFY2(d.code == 0, qPrintable(d.out + d.err));
-    jobId_ = QRegularExpression("job (\\S+)").match(d.out).captured(1);
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(d.err);
-    QVERIFY2(!jobId_.isEmpty() && pid.hasMatch(), qPrintable(d.out + d.err));
-    launcher_ = pid.captured(1).toLongLong();
-    log_ = QRegularExpression("log (\\S+)").match(d.err).captured(1);
-    bool listed = false;
-    for (int i = 0; i < 200 && !listed; ++i) {
-      const live_test::Run k = cli({"knobs", "--job", jobId_, "--json"});
-      listed = k.code == 0 && k.out.contains("pp.segments");
-      if (!listed) QTest::qWait(100);
-    }
-    QVERIFY(listed);
+    job_ = live_test::startDemo({"--ranks", "2", "--mode", "pp", "--steps", "100000", "--", "--model", "transformer",
+                                 "--width", "8", "--batch", "8", "--microbatches", "2", "--schedule", "seq1f1b",
+                                 "--segments", "2", "--step-delay-ms", "2", "--eval-every", "0"},
+                                "pp.segments");
+    QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
 
     const QString file = dir_.filePath("seq.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "4", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(1000);
     std::map<QString, int64_t> stepOf;
     for (const QString& kv : {QString("pp.segments=3"), QString("pp.segments=99")}) {
-      const live_test::Run set = cli({"set", "--job", jobId_, kv, "--json"});
+      const live_test::Run set = cli({"set", "--job", job_.id, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
       QVERIFY(a["same_step"].toBool());
@@ -209,21 +176,20 @@ class TstTrainSeq : public QObject {
     // F ops per (rank, step): micro-batches x segments; and the (segment, offset, length) they carry.
     std::map<RankId, std::map<int64_t, int>> forwards;
     std::map<RankId, std::map<int64_t, std::set<std::tuple<int64_t, int64_t, int64_t>>>> spans;
-    std::map<RankId, std::map<int64_t, int64_t>> stepAt;  // start -> step
-    int64_t first = INT64_MIN, last = INT64_MAX;          // steps every rank recorded in full
+    const auto stepsOf = live_test::stepsByStart(s);
+    int64_t first = INT64_MIN, last = INT64_MAX;  // steps every rank recorded in full
     for (const auto& [rank, m] : stepStarts(s)) {
-      for (const auto& [step, start] : m) stepAt[rank][start] = step;
       first = std::max(first, m.begin()->first);
       last = std::min(last, m.rbegin()->first);
     }
     for (TrackId t = 0; t < s.trackCount(); ++t) {
       const TrackEvents& ev = s.events(t);
-      const auto& st = stepAt[s.track(t).rank];
+      const auto st = stepsOf.find(s.track(t).rank);
+      if (st == stepsOf.end()) continue;
       for (size_t i = 0; i < ev.size(); ++i) {
         if (ev.kind(i) != EventKind::MicroBatchF) continue;
-        auto it = st.upper_bound(ev.start(i));
-        if (it == st.begin()) continue;
-        const int64_t step = std::prev(it)->second;
+        const int64_t step = live_test::stepAt(st->second, ev.start(i));
+        if (step < 0) continue;
         ++forwards[s.track(t).rank][step];
         const Attr *g = ev.findAttr(i, AttrKey::Segment), *o = ev.findAttr(i, AttrKey::SegmentOffset),
                    *n = ev.findAttr(i, AttrKey::SegmentLength);
@@ -232,7 +198,7 @@ class TstTrainSeq : public QObject {
       }
     }
     const int64_t three = stepOf["pp.segments=3"];
-    QFile log(log_);
+    QFile log(job_.log);
     QVERIFY(log.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(log.readAll());
     // The segments the job printed (FLOPs-balanced: segmentsAreFlopsBalanced checks the numbers)
@@ -278,7 +244,7 @@ class TstTrainSeq : public QObject {
                  "cut sequences of 16 tokens into 99 non-empty segments"),
              qPrintable(text.right(2000)));
     // The refused value was put back (ts_knob_restore): the knob shows the segments that run.
-    const live_test::Run knobs = cli({"knobs", "--job", jobId_, "--json"});
+    const live_test::Run knobs = cli({"knobs", "--job", job_.id, "--json"});
     QVERIFY2(knobs.code == 0, qPrintable(knobs.out + knobs.err));
     const QJsonValue root =
         json(knobs).isArray() ? QJsonValue(json(knobs).array()) : json(knobs).object()["knobs"];
@@ -288,12 +254,7 @@ class TstTrainSeq : public QObject {
     QCOMPARE(k, QString("3"));
   }
 
-  void cleanupTestCase() {
-    if (launcher_ <= 0) return;
-    ::kill(static_cast<pid_t>(launcher_), SIGTERM);
-    for (int i = 0; i < 100 && live_test::cli({"jobs", "--json"}).out.contains(jobId_); ++i)
-      QTest::qWait(100);
-  }
+  void cleanupTestCase() { QVERIFY(live_test::stopDemo(job_)); }
 };
 
 QTEST_GUILESS_MAIN(TstTrainSeq)
