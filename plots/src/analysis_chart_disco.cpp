@@ -23,20 +23,27 @@ struct Model {
   double comp(double s) const { return compDense * (1 - (n - 1) / n * s); }
 };
 
+// The trade-off charts' axes: sparsity 0..1 below, latency (titled) left, accuracy 0..1 right.
+struct SparsityAxes {
+  QValueAxis *x, *latency, *accuracy;
+};
+SparsityAxes sparsityAxes(QChart* chart, const QString& latencyTitle) {
+  SparsityAxes a{new QValueAxis, new QValueAxis, new QValueAxis};
+  a.x->setRange(0, 1);
+  a.x->setTitleText(QStringLiteral("communication sparsity"));
+  a.latency->setTitleText(latencyTitle);
+  a.accuracy->setRange(0, 1);
+  a.accuracy->setTitleText(QStringLiteral("accuracy"));
+  chart->addAxis(a.x, Qt::AlignBottom);
+  chart->addAxis(a.latency, Qt::AlignLeft);
+  chart->addAxis(a.accuracy, Qt::AlignRight);
+  return a;
+}
+
 QChart* discoChart(const core::DiscoLayer& d) {
   auto* chart = new QChart;
   chart->setTitle(QStringLiteral("DISCO layer %1 (N=%2): latency vs sparsity; pipelined = max(L_comm, L_comp), wait = L_comm + L_comp").arg(d.layer).arg(d.nodes));
-  auto* x = new QValueAxis;
-  x->setRange(0, 1);
-  x->setTitleText(QStringLiteral("communication sparsity"));
-  auto* y = new QValueAxis;
-  y->setTitleText(QStringLiteral("layer latency, ms"));
-  auto* acc = new QValueAxis;
-  acc->setRange(0, 1);
-  acc->setTitleText(QStringLiteral("accuracy"));
-  chart->addAxis(x, Qt::AlignBottom);
-  chart->addAxis(y, Qt::AlignLeft);
-  chart->addAxis(acc, Qt::AlignRight);
+  auto [x, y, acc] = sparsityAxes(chart, QStringLiteral("layer latency, ms"));
   auto add = [&](QXYSeries* s, QValueAxis* ax) {
     chart->addSeries(s);
     s->attachAxis(x);
@@ -95,17 +102,7 @@ QChart* discoChart(const core::DiscoLayer& d) {
 QChart* inferenceChart(const std::vector<core::DiscoInferencePoint>& points) {
   auto* chart = new QChart;
   chart->setTitle(QStringLiteral("DISCO inference benchmark: latency per inference and accuracy vs sparsity"));
-  auto* x = new QValueAxis;
-  x->setRange(0, 1);
-  x->setTitleText(QStringLiteral("communication sparsity"));
-  auto* y = new QValueAxis;
-  y->setTitleText(QStringLiteral("latency per inference, ms"));
-  auto* acc = new QValueAxis;
-  acc->setRange(0, 1);
-  acc->setTitleText(QStringLiteral("accuracy"));
-  chart->addAxis(x, Qt::AlignBottom);
-  chart->addAxis(y, Qt::AlignLeft);
-  chart->addAxis(acc, Qt::AlignRight);
+  auto [x, y, acc] = sparsityAxes(chart, QStringLiteral("latency per inference, ms"));
   auto series = [&](QXYSeries* s, const QString& name, QValueAxis* ax) {
     s->setName(name);
     chart->addSeries(s);
