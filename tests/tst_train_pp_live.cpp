@@ -170,18 +170,21 @@ class TstTrainPpLive : public QObject {
 
   void stopPipeline() { stop(); }
 
-  // Hybrid DP x PP (2 stages x 2 replicas): a pipeline knob and a data-parallel knob switched
-  // live on the same job, each from its acknowledged step on every rank.
+  // Hybrid DP x PP (2 stages x 2 replicas): pipeline and data-parallel knobs switched live on the
+  // same job, each from its acknowledged step on every rank: 1f1b -> zb-h1 (W ops appear), the
+  // ring allreduce, gpipe (no W, every F of a step before its first B), seq1f1b (2 segments:
+  // twice the forward ops per step).
   void hybridSwitchesScheduleAndAlgorithm() {
     start("hybrid", "pp.schedule");
     QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("hybrid.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "4", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "5", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(800);
     std::map<QString, int64_t> stepOf;
-    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("dp.algorithm=ring")}) {
+    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("dp.algorithm=ring"), QString("pp.schedule=gpipe"),
+                              QString("pp.schedule=seq1f1b")}) {
       const Run set = cli({"set", "--job", job_.id, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = json(set).array().first().toObject();
@@ -194,7 +197,9 @@ class TstTrainPpLive : public QObject {
     stop();
     auto session = loadSession(file.toStdString());
     QVERIFY2(session.isOk(), session.status().message().c_str());
-    const int64_t zb = stepOf["pp.schedule=zb-h1"], ring = stepOf["dp.algorithm=ring"];
+    const int64_t zb = stepOf["pp.schedule=zb-h1"], ring = stepOf["dp.algorithm=ring"],
+                  gpipe = stepOf["pp.schedule=gpipe"], seq = stepOf["pp.schedule=seq1f1b"];
+    QVERIFY(zb < ring && ring < gpipe && gpipe < seq);
     const auto ops = pipelineOps(session.value());
     QCOMPARE(int(ops.size()), kRanks);
     for (const auto& [rank, list] : ops) {
@@ -208,6 +213,30 @@ class TstTrainPpLive : public QObject {
       QVERIFY(firstStep < zb);
       QCOMPARE(firstW, zb);  // split backward (W ops) from the acknowledged step on, not before
       QCOMPARE(stages, (std::set<int64_t>{rank % 2}));  // rank = replica * 2 + stage
+      std::map<int64_t, std::vector<Op>> bySteps;
+      for (const Op& op : list) bySteps[op.step].push_back(op);
+      bySteps.erase(bySteps.begin());  // cut by the recording's start and end
+      bySteps.erase(std::prev(bySteps.end()));
+      int gpipeForwards = -1;
+      for (const auto& [step, stepOps] : bySteps) {
+        int fs = 0, ws = 0;
+        bool bSeen = false, fAfterB = false;
+        for (const Op& op : stepOps) {
+          fs += op.kind == EventKind::MicroBatchF;
+          ws += op.kind == EventKind::MicroBatchW;
+          fAfterB |= bSeen && op.kind == EventKind::MicroBatchF;
+          bSeen |= op.kind == EventKind::MicroBatchB;
+        }
+        const QString where = QString("rank %1 step %2").arg(rank).arg(step);
+        if (step >= zb && step < gpipe) QVERIFY2(ws > 0, qPrintable(where + ": zb-h1 without W"));
+        if (step >= gpipe) QVERIFY2(ws == 0, qPrintable(where + ": W ops after zb-h1 ended"));
+        if (step >= gpipe && step < seq) {
+          QVERIFY2(!fAfterB, qPrintable(where + ": gpipe ran a forward after a backward"));
+          gpipeForwards = fs;
+        }
+        if (step >= seq) QVERIFY2(fs == 2 * gpipeForwards, qPrintable(where + QString(": %1 forwards, gpipe %2").arg(fs).arg(gpipeForwards)));
+      }
+      QVERIFY(gpipeForwards > 0 && bySteps.rbegin()->first >= seq);
     }
     const auto algos = collectiveAlgorithms(session.value());
     QCOMPARE(int(algos.size()), kRanks);
