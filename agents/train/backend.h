@@ -69,7 +69,7 @@ std::unique_ptr<Compute> makeCpuCompute();
 
 // How a rank polls while it waits for a message: spin for the first 20 us (a hand-off that is
 // about to arrive costs no more than that), then yield until 200 us, then -- only where ranks
-// share cores -- sleep 50 us at a time. Ranks on shared cores (this machine: 2 cores, 2-4 ranks)
+// share cores -- sleep 20 us at a time (timer slack 1 us). Ranks on shared cores (this machine: 2 cores, 2-4 ranks)
 // thus give the core to the rank whose compute they are waiting for instead of stretching it;
 // with a core per rank they keep yielding and see a message as soon as it lands.
 class Backoff {
@@ -78,6 +78,7 @@ class Backoff {
   // Whether waits may sleep; by default when the node's ranks (OMPI_COMM_WORLD_LOCAL_SIZE or
   // MPI_LOCALNRANKS) are at least its hardware threads.
   static bool sharedCores();
+  static constexpr int kSleepUs = 20;
 
  private:
   int64_t startNs_ = -1;
