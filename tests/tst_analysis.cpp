@@ -473,9 +473,12 @@ class TstAnalysis : public QObject {
   // Layer 0 dense: L_comp 2, L_comm 4 ms, 8e6 B. At S = 0.5: L_comm 4(1-0.5) = 2,
   //   L_comp 2(1 - (N-1)/N S) = 2 * 0.75 = 1.5, 4e6 B -> B = 4e6 / 2 ms = 2 GB/s.
   //   Dense back: comm 2/(1-0.5) = 4, comp 1.5/0.75 = 2, A = 2, S_eql = (4-2)/(4-2+1) = 2/3.
-  // Layer 1: disco.sparsity.1 = 0.25, so max(0, 0.25) = 0.25 in steps 0-1 and max(0.5, 0.25) =
-  //   0.5 from step 2 (docs/TRAINER.md). L_comm 1, L_comp 3 throughout; at S = 0.5: comm dense
-  //   1/0.5 = 2, comp dense 3/0.75 = 4, A = 0.5 < 1: not communication-bound, S_eql = 0.
+  // Layer 1: its own knob disco.sparsity.1 rules (docs/TRAINER.md): 0.25 (metadata) in steps
+  //   0-1, 0.5 in step 2 (the job set it with disco.sparsity), 0.25 again in step 3 (set on its
+  //   own, below the global 0.5: under a max rule it would stay 0.5). L_comm 1, L_comp 3
+  //   throughout; at the current S = 0.25: comm dense 1/0.75 = 4/3, comp dense 3/(1 - 0.125) =
+  //   24/7, A = 7/18 < 1: not communication-bound, S_eql = 0. Accuracy at 0.25: steps 0, 1, 3
+  //   (0.9 + 0.92 + 0.86)/3; at 0.5: step 2, 0.88.
   // Accuracy 0.9, 0.92 (S = 0) and 0.88, 0.86 (S = 0.5) -> 0.91 and 0.87.
   // Benchmark rows (counters after the steps): (0, 3072 B, 0.3 / 0.4 ms, 0.9), (0.5, 1536 B,
   // 0.2 / 0.3, 0.88), independent (1, 0 B, 0.05 / 0.06, 0.8).
@@ -502,15 +505,21 @@ class TstAnalysis : public QObject {
     NEAR(l0.bySparsity[1].accuracy, 0.87);
     QCOMPARE(l0.bySparsity[1].samples, 4);  // 2 steps x 2 ranks
     const DiscoLayer& l1 = r.disco[1];
-    NEAR(l1.sparsity, 0.5);
+    NEAR(l1.sparsity, 0.25);
     QCOMPARE(l1.bySparsity.size(), size_t{2});
     NEAR(l1.bySparsity[0].sparsity, 0.25);
+    QCOMPARE(l1.bySparsity[0].samples, 6);  // steps 0, 1, 3 x 2 ranks
+    NEAR(l1.bySparsity[0].accuracy, (0.9 + 0.92 + 0.86) / 3);
     NEAR(l1.bySparsity[1].sparsity, 0.5);
-    NEAR(l1.ratioA, 0.5);
+    NEAR(l1.bySparsity[1].accuracy, 0.88);
+    NEAR(l1.commDenseMs, 4.0 / 3);
+    NEAR(l1.compDenseMs, 24.0 / 7);
+    NEAR(l1.ratioA, 7.0 / 18);
     NEAR(l1.equilibriumSparsity, 0.0);
     QVERIFY(!l1.commBound);
-    QCOMPARE(r.knobChanges.size(), size_t{1});
+    QCOMPARE(r.knobChanges.size(), size_t{2});
     QCOMPARE(r.knobChanges[0].step, int64_t{2});
+    QCOMPARE(r.knobChanges[1].step, int64_t{3});
     // The inference benchmark's counters (rank 0): three rows in order, the last independent.
     QCOMPARE(r.discoInference.size(), size_t{3});
     NEAR(r.discoInference[0].sparsity, 0.0);

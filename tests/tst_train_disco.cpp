@@ -214,15 +214,28 @@ class TstTrainDisco : public QObject {
       QVERIFY2(o["min"].toDouble() == 0 && o["max"].toDouble() == 1, qPrintable(o["name"].toString()));  // the contract
     }
     QCOMPARE(int(values.size()), 4);  // disco.sparsity and layers 1..3
-    stopDemo();
     QCOMPARE(values["disco.sparsity"], 0.0);
     QCOMPARE(values["disco.sparsity.1"], 0.5);
     QCOMPARE(values["disco.sparsity.2"], 0.0);
+    // disco.sparsity sets every split layer, layer 1's 0.5 included (lowered to 0.25), and the
+    // per-layer knobs list it.
+    const Run all = live_test::cli({"set", "--job", job, "disco.sparsity=0.25", "--json"});
+    QVERIFY2(all.code == 0, qPrintable(all.out + all.err));
+    const int64_t allStep = QJsonDocument::fromJson(all.out.toUtf8()).array().first().toObject()["step"].toInteger();
+    for (const auto& k : live_test::json(live_test::cli({"knobs", "--job", job, "--json"})).object()["knobs"].toArray())
+      if (k.toObject()["name"].toString().startsWith("disco.sparsity"))
+        QVERIFY2(k.toObject()["current"].toString().toDouble() == 0.25, qPrintable(k.toObject()["name"].toString()));
+    QTest::qWait(300);
+    stopDemo();
     QFile f(log);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(f.readAll());
-    // One application per rank, the valid one, at the acknowledged step; nothing else was pruned.
-    QCOMPARE(int(text.count("applied disco sparsity")), 2);
+    // Per rank: the valid per-layer change at its acknowledged step, then all three split layers
+    // at disco.sparsity's; nothing else was pruned.
+    QCOMPARE(int(text.count("applied disco sparsity")), 2 + 2 * 3);
+    for (int l = 1; l <= 3; ++l)
+      QVERIFY2(text.contains(QString("rank 0 applied disco sparsity 0.25 to layer %1 at step %2").arg(l).arg(allStep)),
+               qPrintable(text.right(1500)));
     QVERIFY2(text.contains(QString("rank 1 applied disco sparsity 0.5 to layer 1 at step %1").arg(step)),
              qPrintable(text.right(1500)));
     // Both ranks' bytes at that step: layer 1 keeps 64 of 128 sub-rows, layers 2 and 3 all 128;

@@ -24,9 +24,10 @@ DiscoKnobs registerDiscoKnobs(const Options& o) {
   k.mode = ts_knob_enum("disco.mode", kModes, 2, o.discoMode == "wait" ? 1 : 0,
                         "pipelined: local part computed while remote features arrive; wait: receive first", 0);
   for (int l = 1; l < o.layers; ++l)
-    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), 0.0, 1.0, 0.0,
-                                       "raises this split layer's sparsity above disco.sparsity: the "
-                                       "layer is pruned to max(disco.sparsity, this)",
+    k.perLayer.push_back(ts_knob_float(("disco.sparsity." + std::to_string(l)).c_str(), 0.0, 1.0,
+                                       o.discoSparsity,
+                                       "this split layer's sparsity (setting disco.sparsity sets every "
+                                       "layer's)",
                                        TS_KNOB_CHANGES_MATH));
   return k;
 }
@@ -48,12 +49,13 @@ DiscoTrainer::DiscoTrainer(Backend& be, const Options& o, const DiscoKnobs* knob
   kept_.resize(applied_.size());
   wkCache_.resize(applied_.size());
   pipelined_ = o.discoMode != "wait";
+  global_ = knobs ? ts_knob_get_float(knobs->sparsity) : o.discoSparsity;
   for (int l = 1; l < o.layers; ++l) prune(l, sparsityOf(l));
 }
 
 double DiscoTrainer::sparsityOf(int l) const {
   if (!knobs_) return target_[static_cast<size_t>(l - 1)];
-  return std::max(ts_knob_get_float(knobs_->sparsity), ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]));
+  return ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]);
 }
 
 // Scores every off-diagonal sub-row by its L1 norm (all ranks' norms shared by one allreduce),
@@ -101,6 +103,13 @@ void DiscoTrainer::prune(int l, double sparsity) {
 void DiscoTrainer::atStepBoundary(int64_t s) {
   if (!knobs_) return;
   pipelined_ = ts_knob_get_enum(knobs_->mode) == 0;
+  if (const double g = ts_knob_get_float(knobs_->sparsity); g != global_) {
+    global_ = g;  // disco.sparsity sets every split layer whose own knob did not change now
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", g);
+    for (int l = 1; l < o_.layers; ++l)
+      if (sparsityOf(l) == applied_[static_cast<size_t>(l - 1)]) ts_knob_restore(knobs_->perLayer[static_cast<size_t>(l - 1)], text);
+  }
   for (int l = 1; l < o_.layers; ++l)
     if (const double sp = sparsityOf(l); sp != applied_[static_cast<size_t>(l - 1)]) {
       prune(l, sp);

@@ -12,9 +12,10 @@
 // norms are shared with one allreduce). Applied at start and whenever disco.sparsity[.<l>]
 // is set (prune to the new level at the step boundary, then training goes on: fine-tuning).
 //
-// Knobs, all in [0, 1]: layer l's sparsity is max(disco.sparsity, disco.sparsity.<l>), a
-// function of the values alone (no order of changes to remember: a recording that starts
-// mid-job reads it from the values in force).
+// Knobs, all in [0, 1]: disco.sparsity.<l> is split layer l's sparsity; setting disco.sparsity
+// sets every split layer's (the job writes the per-layer knobs with ts_knob_restore; a per-layer
+// change agreed at the same step wins for its layer). So the per-layer knobs always list what
+// runs, and a recording that starts mid-job reads each layer's sparsity from its knob.
 #pragma once
 
 #include <memory>
@@ -73,6 +74,7 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   const DiscoKnobs* knobs_;
   int n_ = 1, me_ = 0, w_ = 0, part_ = 0;
   std::vector<double> applied_;                   // per split layer (index l-1)
+  double global_ = 0;                             // disco.sparsity as last applied to the layers
   std::vector<double> target_;                    // without knobs (benchmark): set by pruneAll
   std::vector<std::vector<std::vector<int>>> kept_;  // [l-1][receiver * n + sender] -> features (global ids)
   // [l-1][sender]: W_l[O_me, kept features of sender], gathered for inference; cleared when the

@@ -228,12 +228,13 @@ double parseDouble(const std::string& v, double dflt) {
   }
 }
 
-// The sparsity of split layer l in force at a step (docs/TRAINER.md): max(disco.sparsity,
-// disco.sparsity.<l>), each the knob's value at that step (0 when never known). Recordings made
-// when disco.sparsity.<l> = -1 meant "follow disco.sparsity" read the same under this rule.
+// The sparsity of split layer l in force at a step (docs/TRAINER.md): disco.sparsity.<l> at that
+// step (the job sets every per-layer knob when disco.sparsity changes); where the recording never
+// saw that knob, or it holds -1 ("follow disco.sparsity", older recordings), disco.sparsity; 0 when
+// neither is known.
 double discoSparsityAt(const AnalyzerState& s, int64_t layer, int64_t step) {
-  return std::max(parseDouble(knobAt(s, "disco.sparsity", step), 0),
-                  parseDouble(knobAt(s, "disco.sparsity." + std::to_string(layer), step), 0));
+  const double own = parseDouble(knobAt(s, "disco.sparsity." + std::to_string(layer), step), -1);
+  return own >= 0 ? own : parseDouble(knobAt(s, "disco.sparsity", step), 0);
 }
 
 void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {

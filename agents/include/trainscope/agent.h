@@ -161,9 +161,10 @@ TS_AGENT_API int ts_knob_get_bool(ts_knob_t k);
 TS_AGENT_API int ts_knob_get_enum(ts_knob_t k); /* index into choices */
 TS_AGENT_API const char* ts_knob_name(ts_knob_t k);
 
-/* The job puts one of its knobs back to `value` (text as `trainscope-cli set` takes it) after
- * refusing an agreed change it cannot run (e.g. a combination of pipeline knobs): call it on
- * every rank alike, at the step boundary, on the thread that runs ts_step_begin. The knob then
+/* The job sets one of its own knobs to `value` (text as `trainscope-cli set` takes it): back,
+ * after refusing an agreed change it cannot run (a combination of pipeline knobs), or to follow
+ * another knob (a global value that sets per-layer ones). Call it on every rank alike, at the
+ * step boundary, on the thread that runs ts_step_begin. The knob then
  * reads and lists `value`, a KnobChange event at the current step records it, and change
  * callbacks run. 0 on success, -1 for a null knob or a value the knob does not accept. */
 TS_AGENT_API int ts_knob_restore(ts_knob_t k, const char* value);

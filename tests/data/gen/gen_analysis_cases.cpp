@@ -280,7 +280,11 @@ void disco(const fs::path& dir) {
   for (int n = 0; n < 4; ++n) {
     const double t = 12.0 * n, sp = n < 2 ? 0 : 0.5;
     for (int r = 0; r < 2; ++r) {
-      if (n == 2) c.knob(r, 2, t - 1, "disco.sparsity", "0.5");
+      if (n == 2) {  // disco.sparsity sets every layer's knob, as trainscope-train does
+        c.knob(r, 2, t - 1, "disco.sparsity", "0.5");
+        c.knob(r, 2, t - 1, "disco.sparsity.1", "0.5");
+      }
+      if (n == 3) c.knob(r, 3, t - 1, "disco.sparsity.1", "0.25");  // one layer back below the global
       c.step(r, n, t, t + 10);
       // Layer 0: dense L_comp 2 ms, L_comm 4 ms, 8 MB; at S the model of background.md 1.
       const double comp0 = 2 * (1 - 0.5 * sp), comm0 = 4 * (1 - sp);
