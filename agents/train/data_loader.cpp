@@ -46,6 +46,7 @@ Batch DataLoader::take(int64_t first, int count) {
         if (q != queue_.end()) {  // not started: make it here rather than wait behind others
           queue_.erase(q);
           pieces_.erase(it);
+          it = pieces_.end();
         } else {
           TS_RANGE("data wait");
           cv_.wait(lock, [&] { return pieces_.at(k).ready; });
