@@ -3,6 +3,7 @@
 
 #include <QProcess>
 #include <QStandardPaths>
+#include <QTemporaryDir>
 #include <QtTest>
 #include <vector>
 
@@ -44,6 +45,17 @@ inline std::vector<float> readFloats(const QString& path) {
   std::vector<float> v(static_cast<size_t>(b.size()) / sizeof(float));
   std::memcpy(v.data(), b.constData(), v.size() * sizeof(float));
   return v;
+}
+
+// Trains with mpirun -np ranks, dumps the whole model's parameters to dir/name.bin and reads
+// them back (empty when the run failed; its output is then printed). out: the run's stdout.
+inline std::vector<float> trainedParams(const QTemporaryDir& dir, int ranks, const QStringList& args,
+                                        const QString& name, QString* out = nullptr) {
+  const QString file = dir.filePath(name + ".bin");
+  const Run r = mpirunTrainer(ranks, args + QStringList{"--dump-params", file});
+  if (r.code != 0) qWarning("%s", qPrintable(r.out + r.err));
+  if (out) *out = r.out;
+  return readFloats(file);
 }
 
 inline double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {

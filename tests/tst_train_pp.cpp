@@ -22,10 +22,7 @@ class TstTrainPp : public QObject {
   std::vector<float> reference_;
 
   std::vector<float> runParams(int ranks, const QStringList& extra, const QString& name) {
-    const QString file = dir_.filePath(name + ".bin");
-    const Run r = mpirunTrainer(ranks, kModel + extra + QStringList{"--dump-params", file});
-    if (r.code != 0) qWarning("%s", qPrintable(r.out + r.err));
-    return readFloats(file);
+    return trainedParams(dir_, ranks, kModel + extra, name);
   }
 
  private slots:

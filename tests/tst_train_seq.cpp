@@ -74,11 +74,7 @@ class TstTrainSeq : public QObject {
 
   std::vector<float> runParams(int ranks, const QStringList& extra, const QString& name,
                                QString* out = nullptr) {
-    const QString file = dir_.filePath(name + ".bin");
-    const Run r = mpirunTrainer(ranks, kModel + extra + QStringList{"--dump-params", file});
-    if (r.code != 0) qWarning("%s", qPrintable(r.out + r.err));
-    if (out) *out = r.out;
-    return readFloats(file);
+    return trainedParams(dir_, ranks, kModel + extra, name, out);
   }
 
  private slots:
