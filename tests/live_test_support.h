@@ -3,12 +3,15 @@
 
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QThread>
 #include <QString>
+#include <QTest>
 #include <QStringList>
 
 #include <csignal>
@@ -108,6 +111,33 @@ inline bool stopDemo(DemoJob& job) {
     QThread::msleep(100);
   }
   return false;
+}
+
+// Records `job` for `seconds` into `file` while setting each of `changes` in turn with
+// `trainscope-cli set --json`: the first `leadMs` after the recorder starts, then `gapMs` apart.
+// stepOf: each change's acknowledged step; error: what failed (a set that exited non-zero, a
+// change not applied at the same step on every rank, the recorder failing), empty otherwise.
+struct RecordedChanges {
+  std::map<QString, int64_t> stepOf;
+  QString error;
+};
+inline RecordedChanges recordWhileSetting(const QString& job, const QString& file, int seconds,
+                                          const QStringList& changes, int leadMs, int gapMs) {
+  RecordedChanges out;
+  QProcess rec;
+  rec.start(bin("trainscope-cli"), {"record", "--job", job, "--seconds", QString::number(seconds), "--out", file});
+  if (!rec.waitForStarted()) return {{}, "the recorder did not start"};
+  QTest::qWait(leadMs);
+  for (const QString& kv : changes) {
+    const Run set = cli({"set", "--job", job, kv, "--json"});
+    const QJsonObject a = json(set).array().first().toObject();
+    if (set.code != 0 || !a["same_step"].toBool()) out.error += kv + ": " + set.out + set.err + "\n";
+    out.stepOf[kv] = a["step"].toInteger();
+    QTest::qWait(gapMs);
+  }
+  if (!rec.waitForFinished(60000) || rec.exitCode() != 0)
+    out.error += "record: " + QString::fromUtf8(rec.readAllStandardError());
+  return out;
 }
 
 // Per rank: step start time -> step, and the step an instant falls in (-1: before every step).

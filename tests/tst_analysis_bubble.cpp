@@ -71,15 +71,9 @@ class TstAnalysisBubble : public QObject {
     QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
 
     const QString file = dir_.filePath("pp.tsdb");
-    QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "6", "--out", file});
-    QVERIFY(rec.waitForStarted());
-    QTest::qWait(3000);
-    const Run set = cli({"set", "--job", job_.id, "pp.microbatches=8", "--json"});
-    QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
-    const int64_t switched = json(set).array().first().toObject()["step"].toInteger();
-    QVERIFY(rec.waitForFinished(60000));
-    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    const auto [stepOf, error] = recordWhileSetting(job_.id, file, 6, {"pp.microbatches=8"}, 3000, 0);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const int64_t switched = stepOf.at("pp.microbatches=8");
     QVERIFY2(stopDemo(job_), "the demo job did not stop after SIGTERM to its launcher");
 
     const Run a = cli({"analyze", file, "--json"});

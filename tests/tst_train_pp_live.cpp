@@ -100,22 +100,11 @@ class TstTrainPpLive : public QObject {
   void scheduleSwitchesAtTheAckedStep() {
     QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("pp.tsdb");
-    QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "5", "--out", file});
-    QVERIFY(rec.waitForStarted());
-    QTest::qWait(800);
-    std::map<QString, int64_t> stepOf;
-    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("pp.virtual_stages=2"),
-                              QString("pp.schedule=interleaved-1f1b"), QString("pp.microbatches=5")}) {
-      const Run set = cli({"set", "--job", job_.id, kv, "--json"});
-      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
-      const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
-      QVERIFY(a["same_step"].toBool());
-      stepOf[kv] = a["step"].toInteger();
-      QTest::qWait(700);
-    }
-    QVERIFY(rec.waitForFinished(60000));
-    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    auto [stepOf, error] = recordWhileSetting(job_.id, file, 5,
+                                              {"pp.schedule=zb-h1", "pp.virtual_stages=2",
+                                               "pp.schedule=interleaved-1f1b", "pp.microbatches=5"},
+                                              800, 700);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     auto session = loadSession(file.toStdString());
     QVERIFY2(session.isOk(), session.status().message().c_str());
     const auto ops = pipelineOps(session.value());
@@ -178,22 +167,10 @@ class TstTrainPpLive : public QObject {
     start("hybrid", "pp.schedule");
     QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("hybrid.tsdb");
-    QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "5", "--out", file});
-    QVERIFY(rec.waitForStarted());
-    QTest::qWait(800);
-    std::map<QString, int64_t> stepOf;
-    for (const QString& kv : {QString("pp.schedule=zb-h1"), QString("dp.algorithm=ring"), QString("pp.schedule=gpipe"),
-                              QString("pp.schedule=seq1f1b")}) {
-      const Run set = cli({"set", "--job", job_.id, kv, "--json"});
-      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
-      const QJsonObject a = json(set).array().first().toObject();
-      QVERIFY(a["same_step"].toBool());
-      stepOf[kv] = a["step"].toInteger();
-      QTest::qWait(800);
-    }
-    QVERIFY(rec.waitForFinished(60000));
-    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    auto [stepOf, error] = recordWhileSetting(
+        job_.id, file, 5, {"pp.schedule=zb-h1", "dp.algorithm=ring", "pp.schedule=gpipe", "pp.schedule=seq1f1b"},
+        800, 800);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     stop();
     auto session = loadSession(file.toStdString());
     QVERIFY2(session.isOk(), session.status().message().c_str());
@@ -255,19 +232,9 @@ class TstTrainPpLive : public QObject {
     start("disco", "disco.sparsity");
     QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("disco.tsdb");
-    QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "4", "--out", file});
-    QVERIFY(rec.waitForStarted());
-    QTest::qWait(800);
-    std::map<QString, int64_t> stepOf;
-    for (const QString& kv :
-         {QString("disco.sparsity=0.5"), QString("disco.sparsity.2=1"), QString("disco.mode=wait")}) {
-      const Run set = cli({"set", "--job", job_.id, kv, "--json"});
-      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
-      stepOf[kv] = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject()["step"].toInteger();
-      QTest::qWait(800);
-    }
-    QVERIFY(rec.waitForFinished(60000));
+    auto [stepOf, error] = recordWhileSetting(job_.id, file, 4,
+                                              {"disco.sparsity=0.5", "disco.sparsity.2=1", "disco.mode=wait"}, 800, 800);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     auto session = loadSession(file.toStdString());
     QVERIFY2(session.isOk(), session.status().message().c_str());
     TraceStore& s = session.value();

@@ -150,21 +150,9 @@ class TstTrainSeq : public QObject {
     QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
 
     const QString file = dir_.filePath("seq.tsdb");
-    QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job_.id, "--seconds", "4", "--out", file});
-    QVERIFY(rec.waitForStarted());
-    QTest::qWait(1000);
-    std::map<QString, int64_t> stepOf;
-    for (const QString& kv : {QString("pp.segments=3"), QString("pp.segments=99")}) {
-      const live_test::Run set = cli({"set", "--job", job_.id, kv, "--json"});
-      QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
-      const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
-      QVERIFY(a["same_step"].toBool());
-      stepOf[kv] = a["step"].toInteger();
-      QTest::qWait(1000);
-    }
-    QVERIFY(rec.waitForFinished(60000));
-    QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
+    auto [stepOf, error] =
+        live_test::recordWhileSetting(job_.id, file, 4, {"pp.segments=3", "pp.segments=99"}, 1000, 1000);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     auto session = loadSession(file.toStdString());
     QVERIFY2(session.isOk(), session.status().message().c_str());
     TraceStore& s = session.value();
