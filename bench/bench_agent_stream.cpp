@@ -39,9 +39,9 @@
 #include <vector>
 
 #include "trainscope/agent.h"
-#include "trainscope/core/agent_client.h"
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/live/agent_client.h"
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/model/trace_store.h"
 
 namespace core = trainscope::core;
 namespace fs = std::filesystem;

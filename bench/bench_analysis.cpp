@@ -8,8 +8,8 @@
 #include <chrono>
 #include <vector>
 
-#include "trainscope/core/analysis.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/synth/synth.h"
 
 using namespace trainscope::core;
 

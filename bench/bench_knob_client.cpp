@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "trainscope/core/agent_client.h"
+#include "trainscope/core/live/live_session.h"
 
 namespace core = trainscope::core;
 
@@ -54,17 +54,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int64_t c0 = core::monotonicNowNs();
-  auto entries = core::JobSession::entriesOf(job, true);
+  auto entries = core::LiveSession::entriesOf(job, true);
   if (!entries) {
     std::fprintf(stderr, "%s\n", entries.status().message().c_str());
     return 1;
   }
-  auto js = core::JobSession::connect(entries.value(), core::AgentClient::Options{});
+  auto js = core::LiveSession::connect(entries.value(), core::AgentClient::Options{});
   if (!js) {
     std::fprintf(stderr, "%s\n", js.status().message().c_str());
     return 1;
   }
-  auto& ranks = js.value()->ranks();
+  auto ranks = js.value()->clients();
   std::printf("# connected to %zu ranks in %.1f ms (discovery + Hello/Welcome)\n", ranks.size(),
               ms(c0, core::monotonicNowNs()));
   std::printf("| set | issue step | step when all had it | applied step | applied - issue | applied - had | "

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/session_db.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/synth/synth.h"
 #include "trainscope/plots/timeline_model.h"
 
 using namespace trainscope;

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/model/trace_store.h"
 
 using namespace trainscope::core;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/session/tsdb.h"
 
 using namespace trainscope::core;
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace agent_test {
 

@@ -12,7 +12,7 @@
 
 #include "hub.h"
 #include "runtime.h"
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace agent_test {
 

@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "cli_test_support.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/model/trace_store.h"
 
 namespace live_test {
 

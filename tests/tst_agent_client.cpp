@@ -19,8 +19,8 @@
 #include <mutex>
 #include <thread>
 
-#include "trainscope/core/agent_client.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/live/live_session.h"
+#include "trainscope/core/session/tsdb.h"
 
 using namespace trainscope::core;
 using namespace trainscope::core::wire;
@@ -431,7 +431,7 @@ class TstAgentClient : public QObject {
     entries[0].endpoint = a0.endpoint();
     entries[1].rank = 1;
     entries[1].endpoint = a1.endpoint();
-    auto js = JobSession::connect(entries, opts());
+    auto js = LiveSession::connect(entries, opts());
     QVERIFY2(js.isOk(), js.status().toString().c_str());
     QCOMPARE(js.value()->worldSize(), 2);
     auto res = js.value()->setKnobs({{"dp.bucket_bytes", "8388608"}, {"dp.compression", "fp16"}}, 3000);
@@ -466,7 +466,7 @@ class TstAgentClient : public QObject {
     entries[0].endpoint = a0.endpoint();
     entries[1].rank = 1;
     entries[1].endpoint = a1.endpoint();
-    auto js = JobSession::connect(entries, opts());
+    auto js = LiveSession::connect(entries, opts());
     QVERIFY(js.isOk());
     auto res = js.value()->setKnobs({{"dp.compression", "fp16"}}, 1000);
     QVERIFY(!res.isOk());

@@ -12,9 +12,9 @@
 
 #include "agent_test_support.h"
 #include "trainscope/agent.h"
-#include "trainscope/core/agent_client.h"
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/live/agent_client.h"
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/model/trace_store.h"
 
 using namespace agent_test;
 namespace fs = std::filesystem;

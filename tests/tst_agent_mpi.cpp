@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "agent_test_support.h"
-#include "trainscope/core/agent_client.h"
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/live/live_session.h"
+#include "trainscope/core/wire/discovery.h"
 #include "agent_raw_client.h"
 
 using namespace agent_test;
@@ -256,7 +256,7 @@ class TstAgentMpi : public QObject {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     for (auto& c : clients) QCOMPARE(currentValue(*c, "test.mode"), std::string("fast"));  // blocked
 
-    auto js = trainscope::core::JobSession::connect(job.entries, {});
+    auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
     QVERIFY2(js.isOk(), js.isOk() ? "" : js.status().message().c_str());
     auto applied = js.value()->setKnobs({{"test.scale", "2.5"}}, 20000);
     QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
@@ -266,7 +266,7 @@ class TstAgentMpi : public QObject {
     for (const auto& [rank, step] : applied->front().stepPerRank) steps.insert(step);
     QCOMPARE(steps.size(), size_t{1});
     // Read back through the session's clients (they skip the broadcast acks in between).
-    for (auto& c : js.value()->ranks()) {
+    for (auto* c : js.value()->clients()) {
       auto list = c->knobList();
       QVERIFY(list.isOk());
       std::map<std::string, std::string> values;

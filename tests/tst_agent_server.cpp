@@ -21,7 +21,7 @@
 
 #include "agent_test_support.h"
 #include "trainscope/agent.h"
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 #include "agent_raw_client.h"
 
 using namespace agent_test;

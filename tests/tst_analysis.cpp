@@ -8,8 +8,8 @@
 #include <QtTest>
 #include <cmath>
 
-#include "trainscope/core/analysis.h"
-#include "trainscope/core/chrome_trace.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/interop/chrome_trace.h"
 
 using namespace trainscope::core;
 

@@ -11,9 +11,9 @@
 #include <QProcess>
 #include <QtTest>
 
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 #include "live_test_support.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/session/tsdb.h"
 
 using namespace trainscope::core;
 using namespace live_test;

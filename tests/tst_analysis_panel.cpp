@@ -8,8 +8,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "trainscope/core/analysis.h"
-#include "trainscope/core/chrome_trace.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/interop/chrome_trace.h"
 #include "trainscope/plots/analysis_panel.h"
 
 using namespace trainscope;

@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
-#include "trainscope/core/chrome_trace.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/synth/synth.h"
 
 using namespace trainscope::core;
 using nlohmann::json;

@@ -19,7 +19,7 @@
 #include <set>
 
 #include "live_test_support.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/session/tsdb.h"
 
 using namespace trainscope::core;
 using namespace live_test;

@@ -2,7 +2,7 @@
 // a constructed trace with hand-computed answers.
 #include <QtTest>
 
-#include "trainscope/core/collective_match.h"
+#include "trainscope/core/analysis/collective_match.h"
 
 using namespace trainscope::core;
 

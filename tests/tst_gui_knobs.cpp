@@ -14,7 +14,7 @@
 #include "knobs_dock.h"
 #include "main_window.h"
 #include "session_view.h"
-#include "trainscope/core/agent_client.h"
+#include "trainscope/core/live/live_session.h"
 
 using namespace trainscope;
 
@@ -70,11 +70,11 @@ class TstGuiKnobs : public QObject {
     QCOMPARE(dock->statusText(), msg);
 
     // Every rank says so, over its own connection.
-    auto entries = core::JobSession::entriesOf(jobId_.toStdString(), true);
+    auto entries = core::LiveSession::entriesOf(jobId_.toStdString(), true);
     QVERIFY(entries.isOk());
-    auto js = core::JobSession::connect(entries.value(), {});
+    auto js = core::LiveSession::connect(entries.value(), trainscope::core::AgentClient::Options{});
     QVERIFY(js.isOk());
-    for (auto& c : js.value()->ranks()) {
+    for (auto* c : js.value()->clients()) {
       auto list = c->knobList();
       QVERIFY(list.isOk());
       bool found = false;

@@ -6,7 +6,11 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <algorithm>
+#include <map>
+
 #include "live_test_support.h"
+#include "trainscope/core/session/tsdb.h"
 
 using live_test::bin;
 
@@ -49,7 +53,7 @@ class TstGuiLive : public QObject {
     jobId_ = QString("gui-%1").arg(QCoreApplication::applicationPid());
     job_.start(bin("trainscope-cli"),
                {"launch", "--ranks", "4", "--job-id", jobId_, "--", bin("trainscope-testjob"), "--steps",
-                "20000", "--step-ms", "1", "--ranges", "2"});
+                "60000", "--step-ms", "1", "--ranges", "2"});
     QVERIFY(job_.waitForStarted());
     // Wait until all four ranks are discoverable.
     bool all = false;
@@ -77,6 +81,65 @@ class TstGuiLive : public QObject {
         gui({"--attach-first", "--screenshot", dir_.filePath("again.png"), "--live-seconds", "0.2"});
     QVERIFY2(again.code == 0 && again.out.contains("from 4 ranks"), qPrintable(again.out + again.err));
     QCOMPARE(job_.state(), QProcess::Running);
+  }
+
+  // The GUI's live tab and `record` drive the same engine: a session saved from the GUI carries
+  // the same metadata keys as one recorded by the CLI from the same job, and the same events per
+  // rank over the window both saw.
+  void guiAndRecordSaveTheSameSession() {
+    const QString cliFile = dir_.filePath("cli.tsdb"), guiFile = dir_.filePath("gui.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "4", "--out", cliFile});
+    QVERIFY(rec.waitForStarted());
+    const Run r = gui({"--attach", jobId_, "--live-seconds", "2.5", "--save-session", guiFile});
+    QVERIFY2(r.code == 0 && r.out.contains("saved"), qPrintable(r.out + r.err));
+    QVERIFY(rec.waitForFinished(60000));
+    QVERIFY2(rec.exitCode() == 0, rec.readAllStandardError().constData());
+    auto a = trainscope::core::loadSession(cliFile.toStdString());
+    auto b = trainscope::core::loadSession(guiFile.toStdString());
+    QVERIFY2(a.isOk(), a.status().toString().c_str());
+    QVERIFY2(b.isOk(), b.status().toString().c_str());
+    QStringList ka, kb;
+    for (const auto& [k, v] : a->metadata()) ka << QString::fromStdString(k);
+    for (const auto& [k, v] : b->metadata()) kb << QString::fromStdString(k);
+    QCOMPARE(kb, ka);
+    for (const char* k : {"knob.test.work_us", "clock_offset_ns.3", "clock_offset_updates.0", "clock_sync_error_ns.2",
+                          "dropped_events.1", "clock_drift_ns.0", "record_seconds"})
+      QVERIFY2(ka.contains(k), k);
+    QVERIFY(QString::fromStdString(b->metadata().at("created_by")).startsWith("trainscope (live attach)"));
+    QVERIFY(QString::fromStdString(a->metadata().at("created_by")).startsWith("trainscope-cli record"));
+    // The window both saw: from the later first event to the earlier last one, with a margin at
+    // each end for what the flight recorder evicted and what was still in flight at detach.
+    auto span = [](trainscope::core::TraceStore& s) {
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (trainscope::core::TrackId t = 0; t < s.trackCount(); ++t) {
+        const auto& ev = s.events(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          lo = std::min(lo, ev.start(i));
+          hi = std::max(hi, ev.start(i));
+        }
+      }
+      return std::make_pair(lo, hi);
+    };
+    const auto [alo, ahi] = span(*a);
+    const auto [blo, bhi] = span(*b);
+    const int64_t lo = std::max(alo, blo) + 300'000'000, hi = std::min(ahi, bhi) - 300'000'000;
+    QVERIFY2(hi - lo > 1'000'000'000, "the two recordings overlap by less than a second");
+    auto perRank = [lo = lo, hi = hi](trainscope::core::TraceStore& s) {
+      std::map<int, uint64_t> n;
+      for (trainscope::core::TrackId t = 0; t < s.trackCount(); ++t) {
+        const auto& ev = s.events(t);
+        for (size_t i = 0; i < ev.size(); ++i)
+          if (ev.start(i) >= lo && ev.start(i) <= hi) ++n[s.track(t).rank];
+      }
+      return n;
+    };
+    const auto na = perRank(*a), nb = perRank(*b);
+    QCOMPARE(na.size(), size_t(4));
+    for (const auto& [rank, n] : na) {
+      QVERIFY(n > 100);
+      QCOMPARE(nb.at(rank), n);
+    }
   }
 
   void unknownJobIsAClearError() {

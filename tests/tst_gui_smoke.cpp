@@ -5,8 +5,8 @@
 #include <QImage>
 #include <QProcess>
 
-#include "trainscope/core/session_db.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/synth/synth.h"
 
 class TstGuiSmoke : public QObject {
   Q_OBJECT

@@ -1,6 +1,8 @@
 // Layering rules (docs/ARCHITECTURE.md): dependencies point one way only,
 //   core -> profiler -> agents,   core -> plots -> app,
-// and core, profiler and agents never include or link Qt. This test scans every source file's
+// and core, profiler and agents never include or link Qt. Inside core, each subsystem (a folder
+// of core/src and of core/include/trainscope/core) includes only the subsystems below it, and
+// core/src holds folders only. This test scans every source file's
 // #include lines and the built agent library's dynamic dependencies. It also runs the scanner on
 // a constructed tree with violations, so a scanner that finds nothing cannot pass.
 #include <QtTest>
@@ -21,6 +23,68 @@ const QMap<QString, QStringList> kAllowed = {
     {"app", {"core", "profiler", "agents", "plots", "app"}},
 };
 const QStringList kQtFree = {"core", "profiler", "agents"};
+
+// core's subsystems and what each may include (itself included). session/ and wire/ never see
+// analysis/; nothing below live/ knows about live connections.
+const QMap<QString, QStringList> kCoreAllowed = {
+    {"base", {"base"}},
+    {"model", {"base", "model"}},
+    {"wire", {"base", "model", "wire"}},
+    {"sched", {"base", "model", "sched"}},
+    {"session", {"base", "model", "session"}},
+    {"interop", {"base", "model", "session", "interop"}},
+    {"analysis", {"base", "model", "sched", "session", "analysis"}},
+    {"live", {"base", "model", "wire", "session", "live"}},
+    {"synth", {"base", "model", "sched", "session", "synth"}},
+};
+
+// The subsystem an include inside core names: "trainscope/core/<sub>/x.h" (public) or "<sub>/x.h"
+// (private, relative to core/src).
+QString coreSubsystemOfInclude(const QString& path) {
+  static const QRegularExpression pub("^trainscope/core/([a-z]+)/");
+  static const QRegularExpression priv("^([a-z]+)/");
+  if (auto m = pub.match(path); m.hasMatch()) return m.captured(1);
+  if (auto m = priv.match(path); m.hasMatch() && kCoreAllowed.contains(m.captured(1))) return m.captured(1);
+  return {};
+}
+
+QStringList scanCore(const QString& root) {
+  QStringList violations;
+  static const QRegularExpression inc("^\\s*#\\s*include\\s*[<\"]([^>\"]+)[>\"]");
+  for (const QString& flat : QDir(root + "/core/src").entryList(QDir::Files))
+    violations << "core/src/" + flat + ": a file outside every subsystem folder";
+  for (const QString& top : QDir(root + "/core/include/trainscope/core").entryList(QDir::Files))
+    violations << "core/include/trainscope/core/" + top + ": a public header outside every subsystem folder";
+  const QStringList present = QDir(root + "/core/src").entryList(QDir::Dirs | QDir::NoDotAndDotDot) +
+                              QDir(root + "/core/include/trainscope/core").entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+  for (const QString& sub : present)
+    if (!kCoreAllowed.contains(sub)) violations << "core: unknown subsystem folder " + sub;
+  for (auto it = kCoreAllowed.begin(); it != kCoreAllowed.end(); ++it) {
+    for (const QString& dir : {root + "/core/src/" + it.key(), root + "/core/include/trainscope/core/" + it.key()}) {
+      QDirIterator files(dir, {"*.h", "*.cpp"}, QDir::Files, QDirIterator::Subdirectories);
+      while (files.hasNext()) {
+        const QString file = files.next();
+        QFile f(file);
+        if (!f.open(QIODevice::ReadOnly)) {
+          violations << file + ": unreadable";
+          continue;
+        }
+        int lineNo = 0;
+        while (!f.atEnd()) {
+          const QString line = QString::fromUtf8(f.readLine());
+          ++lineNo;
+          const auto m = inc.match(line);
+          if (!m.hasMatch()) continue;
+          const QString target = coreSubsystemOfInclude(m.captured(1));
+          if (!target.isEmpty() && !it.value().contains(target))
+            violations << QDir(root).relativeFilePath(file) + ":" + QString::number(lineNo) + ": core/" + it.key() +
+                              " includes core/" + target + " header " + m.captured(1);
+        }
+      }
+    }
+  }
+  return violations;
+}
 
 // "trainscope/agent.h" is the agents layer's C API; "trainscope/<layer>/x.h" names its layer.
 QString layerOfInclude(const QString& path) {
@@ -90,13 +154,30 @@ class TstLayering : public QObject {
     QVERIFY(v.filter("profiler includes Qt header QString").size() == 1);
     QVERIFY(v.filter("agents includes Qt header QtCore/QObject").size() == 1);
     QVERIFY(v.filter("plots includes agents header").size() == 1);
+
+    write("core/src/session/w.cpp", "#include \"trainscope/core/analysis/analysis.h\"\n#include \"session/args.h\"\n");
+    write("core/src/wire/x.cpp", "#include \"live/agent_socket.h\"\n#include \"trainscope/core/model/events.h\"\n");
+    write("core/include/trainscope/core/analysis/y.h", "#include \"trainscope/core/live/agent_client.h\"\n");
+    write("core/src/flat_file.cpp", "\n");
+    const QStringList c = scanCore(dir.path());
+    QCOMPARE(c.size(), 4);
+    QVERIFY(c.filter("core/session includes core/analysis").size() == 1);
+    QVERIFY(c.filter("core/wire includes core/live").size() == 1);
+    QVERIFY(c.filter("core/analysis includes core/live").size() == 1);
+    QVERIFY(c.filter("flat_file.cpp: a file outside every subsystem folder").size() == 1);
   }
 
   void sourceTreeRespectsLayers() {
     const QStringList v = scanTree(TRAINSCOPE_SOURCE_DIR);
     QVERIFY2(v.isEmpty(), qPrintable(v.join('\n')));
     // The scan really looked at files (a wrong root would find nothing and pass).
-    QVERIFY(QFileInfo::exists(QString(TRAINSCOPE_SOURCE_DIR) + "/core/include/trainscope/core/trace_store.h"));
+    QVERIFY(QFileInfo::exists(QString(TRAINSCOPE_SOURCE_DIR) + "/core/include/trainscope/core/model/trace_store.h"));
+  }
+
+  void coreSubsystemsRespectLayers() {
+    const QStringList v = scanCore(TRAINSCOPE_SOURCE_DIR);
+    QVERIFY2(v.isEmpty(), qPrintable(v.join('\n')));
+    QVERIFY(QFileInfo::exists(QString(TRAINSCOPE_SOURCE_DIR) + "/core/src/live/agent_client.cpp"));
   }
 
   // The injected library must not pull in Qt at run time either.

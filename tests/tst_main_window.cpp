@@ -11,8 +11,8 @@
 #include "attach_dialog.h"
 #include "main_window.h"
 #include "session_view.h"
-#include "trainscope/core/session_db.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/synth/synth.h"
 
 using namespace trainscope;
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <random>
 
-#include "trainscope/core/partition.h"
+#include "trainscope/core/sched/partition.h"
 
 using namespace trainscope::core;
 

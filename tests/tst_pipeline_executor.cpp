@@ -10,8 +10,8 @@
 #include <set>
 #include <thread>
 
-#include "trainscope/core/pipeline_executor.h"
-#include "trainscope/core/schedule_sim.h"
+#include "trainscope/core/sched/pipeline_executor.h"
+#include "trainscope/core/sched/schedule_sim.h"
 
 using namespace trainscope::core;
 

@@ -12,8 +12,8 @@
 #include <random>
 #include <tuple>
 
-#include "trainscope/core/schedule.h"
-#include "trainscope/core/schedule_sim.h"
+#include "trainscope/core/sched/schedule.h"
+#include "trainscope/core/sched/schedule_sim.h"
 
 using namespace trainscope::core;
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/session_db.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/synth/synth.h"
 
 using namespace trainscope::core;
 namespace fs = std::filesystem;

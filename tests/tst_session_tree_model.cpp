@@ -3,8 +3,8 @@
 #include <QAbstractItemModelTester>
 #include <QtTest>
 
-#include "trainscope/core/summary.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/session/summary.h"
+#include "trainscope/core/synth/synth.h"
 #include "trainscope/plots/session_tree_model.h"
 
 using namespace trainscope;

@@ -4,7 +4,7 @@
 #include <QtTest>
 #include <random>
 
-#include "trainscope/core/synth.h"
+#include "trainscope/core/synth/synth.h"
 #include "trainscope/plots/timeline_model.h"
 #include "trainscope/plots/zoom_control.h"
 

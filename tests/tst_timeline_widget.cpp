@@ -5,7 +5,7 @@
 #include <QWheelEvent>
 #include <QtTest>
 
-#include "trainscope/core/synth.h"
+#include "trainscope/core/synth/synth.h"
 #include "trainscope/plots/timeline_details.h"
 #include "trainscope/plots/timeline_widget.h"
 

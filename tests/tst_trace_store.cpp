@@ -5,8 +5,8 @@
 #include <random>
 #include <tuple>
 
-#include "trainscope/core/synth.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/synth/synth.h"
+#include "trainscope/core/model/trace_store.h"
 
 using namespace trainscope::core;
 

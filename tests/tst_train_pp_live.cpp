@@ -18,7 +18,7 @@
 #include <tuple>
 
 #include "live_test_support.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/session/tsdb.h"
 
 using namespace live_test;
 

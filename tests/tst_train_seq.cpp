@@ -23,7 +23,7 @@
 
 #include "live_test_support.h"
 #include "train_test_support.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/session/tsdb.h"
 
 using namespace train_test;
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/wire/protocol.h"
 
 using namespace trainscope::core;
 using namespace trainscope::core::wire;

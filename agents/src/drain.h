@@ -13,7 +13,7 @@
 #include "capture.h"
 #include "external.h"
 #include "hub.h"
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace trainscope::agent {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "trainscope/agent.h"
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 // The C API's opaque ts_knob_t points at one of these.
 struct ts_knob {

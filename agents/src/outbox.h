@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace trainscope::agent {
 

@@ -12,7 +12,7 @@
 #include "drain.h"
 #include "hub.h"
 #include "server.h"
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 
 namespace trainscope::agent {
 

@@ -20,7 +20,7 @@
 #include "clock.h"
 #include "log.h"
 #include "outbox.h"
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 
 namespace trainscope::agent {
 

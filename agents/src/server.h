@@ -14,8 +14,8 @@
 
 #include "config.h"
 #include "hub.h"
-#include "trainscope/core/status.h"
-#include "trainscope/core/wire.h"
+#include "trainscope/core/base/status.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace trainscope::agent {
 

@@ -9,7 +9,7 @@
 #include "models.h"
 #include "task.h"
 #include "trainscope/agent.h"
-#include "trainscope/core/partition.h"
+#include "trainscope/core/sched/partition.h"
 
 namespace trainscope::train {
 

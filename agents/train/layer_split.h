@@ -7,7 +7,7 @@
 
 #include "backend.h"
 #include "options.h"
-#include "trainscope/core/schedule.h"
+#include "trainscope/core/sched/schedule.h"
 
 namespace trainscope::train {
 

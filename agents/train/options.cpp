@@ -8,7 +8,7 @@
 #include "collectives.h"
 #include "compress.h"
 #include "segments.h"
-#include "trainscope/core/schedule.h"
+#include "trainscope/core/sched/schedule.h"
 
 namespace trainscope::train {
 namespace {

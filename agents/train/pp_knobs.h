@@ -5,7 +5,7 @@
 
 #include "options.h"
 #include "trainscope/agent.h"
-#include "trainscope/core/schedule.h"
+#include "trainscope/core/sched/schedule.h"
 
 namespace trainscope::train {
 

@@ -1,6 +1,6 @@
 #include "segments.h"
 
-#include "trainscope/core/partition.h"
+#include "trainscope/core/sched/partition.h"
 
 namespace trainscope::train {
 

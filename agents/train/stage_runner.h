@@ -24,7 +24,7 @@
 #include "model.h"
 #include "task.h"
 #include "trainscope/agent.h"
-#include "trainscope/core/pipeline_executor.h"
+#include "trainscope/core/sched/pipeline_executor.h"
 
 namespace trainscope::train {
 

@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "load.h"
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 
 namespace trainscope::cli {
 namespace {

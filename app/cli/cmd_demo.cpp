@@ -18,7 +18,7 @@
 #include "commands.h"
 #include "launch.h"
 #include "live.h"
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 
 namespace trainscope::cli {
 namespace {
@@ -44,7 +44,7 @@ int ranksFound(const std::string& jobId) {
 bool knobsRegistered(const std::string& jobId) {
   auto js = connectJob(jobId, true, 2000);
   if (!js) return false;
-  for (auto& c : js.value()->ranks()) {
+  for (auto* c : js.value()->clients()) {
     auto l = c->knobList();
     if (!l) return false;
     bool found = false;

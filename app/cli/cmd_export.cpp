@@ -4,7 +4,7 @@
 
 #include "commands.h"
 #include "load.h"
-#include "trainscope/core/chrome_trace.h"
+#include "trainscope/core/interop/chrome_trace.h"
 
 namespace trainscope::cli {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "trainscope/core/chrome_trace.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/session/tsdb.h"
 
 namespace trainscope::cli {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "commands.h"
 #include "load.h"
-#include "trainscope/core/session_db.h"
-#include "trainscope/core/summary.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/session/summary.h"
 
 namespace trainscope::cli {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "live.h"
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 
 namespace trainscope::cli {
 namespace {

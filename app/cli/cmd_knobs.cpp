@@ -36,7 +36,7 @@ int runKnobs(const KnobsOptions& o) {
   auto js = connectJob(o.job, false, o.timeoutMs);
   if (!js) return fail(js.status());
   std::vector<std::pair<int32_t, core::wire::KnobList>> lists;
-  for (auto& c : js.value()->ranks()) {
+  for (core::AgentClient* c : js.value()->clients()) {
     auto l = c->knobList();
     if (!l)
       return fail(core::Status(l.status().code(),

@@ -27,8 +27,8 @@
 
 #include "commands.h"
 #include "launch.h"
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace trainscope::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "trainscope/core/schedule.h"
-#include "trainscope/core/schedule_sim.h"
+#include "trainscope/core/sched/schedule.h"
+#include "trainscope/core/sched/schedule_sim.h"
 
 namespace trainscope::cli {
 namespace {

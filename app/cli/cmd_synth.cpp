@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "trainscope/core/session_db.h"
-#include "trainscope/core/synth.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/synth/synth.h"
 
 namespace trainscope::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "trainscope/core/status.h"
+#include "trainscope/core/base/status.h"
 
 namespace trainscope::cli {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/status.h"
+#include "trainscope/core/base/status.h"
 
 #ifndef TRAINSCOPE_HAVE_GPU
 #define TRAINSCOPE_HAVE_GPU 0

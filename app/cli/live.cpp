@@ -4,9 +4,9 @@
 
 namespace trainscope::cli {
 
-core::Result<std::unique_ptr<core::JobSession>> connectJob(const std::string& jobId, bool requireAllRanks,
-                                                           int timeoutMs) {
-  auto entries = core::JobSession::entriesOf(jobId, requireAllRanks);
+core::Result<std::unique_ptr<core::LiveSession>> connectJob(const std::string& jobId, bool requireAllRanks,
+                                                            int timeoutMs) {
+  auto entries = core::LiveSession::entriesOf(jobId, requireAllRanks);
   if (!entries) return entries.status();
   if (!requireAllRanks && static_cast<int>(entries->size()) < entries->front().worldSize)
     std::fprintf(stderr, "trainscope-cli: warning: job %s: only %zu of %d ranks are discoverable\n",
@@ -14,7 +14,7 @@ core::Result<std::unique_ptr<core::JobSession>> connectJob(const std::string& jo
   core::AgentClient::Options o;
   o.timeoutMs = timeoutMs;
   o.clientName = "trainscope-cli";
-  return core::JobSession::connect(entries.value(), o);
+  return core::LiveSession::connect(std::move(entries).value(), o);
 }
 
 std::string monotonicAge(int64_t stampNs) {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "trainscope/core/chrome_trace.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/session/tsdb.h"
 
 namespace trainscope::cli {
 

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
-#include "trainscope/core/status.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/base/status.h"
+#include "trainscope/core/model/trace_store.h"
 
 namespace trainscope::cli {
 

@@ -5,7 +5,7 @@
 #include <QPointer>
 #include <QWidget>
 
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 
 class QLabel;
 

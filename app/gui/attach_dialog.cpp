@@ -14,7 +14,7 @@
 #include <QVBoxLayout>
 #include <map>
 
-#include "trainscope/core/agent_client.h"
+#include "trainscope/core/live/agent_client.h"
 
 namespace trainscope::app {
 

@@ -5,7 +5,7 @@
 #include <QDialog>
 #include <vector>
 
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 
 class QLineEdit;
 class QTreeWidget;

@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "session_view.h"
-#include "trainscope/core/agent_client.h"
+#include "trainscope/core/live/live_session.h"
 
 namespace trainscope::app {
 namespace {
@@ -28,13 +28,6 @@ using core::wire::KnobType;
 enum Column { Name, Value, Current, Description, ColumnCount };
 constexpr int kApplyTimeoutMs = 20000;
 constexpr int kPollMs = 3000;  // current values (another client may change them)
-
-core::AgentClient::Options clientOptions() {
-  core::AgentClient::Options o;
-  o.clientName = "trainscope-knobs";
-  o.timeoutMs = 3000;
-  return o;
-}
 
 QWidget* makeEditor(const KnobDescriptor& d) {
   const QString cur = QString::fromStdString(d.currentValue);
@@ -121,10 +114,10 @@ void KnobsDock::setView(SessionView* v) {
   watcher_.waitForFinished();
   view_ = v;
   lastApplied_ = false;
-  entries_ = v ? v->entries() : std::vector<core::discovery::Entry>{};
+  live_ = v ? v->liveSession() : nullptr;
   knobs_.clear();
   fill();
-  const bool live = !entries_.empty();
+  const bool live = live_ != nullptr;
   apply_->setEnabled(false);
   reload_->setEnabled(live);
   if (!live) {
@@ -137,18 +130,13 @@ void KnobsDock::setView(SessionView* v) {
 }
 
 void KnobsDock::refresh(bool announce) {
-  if (entries_.empty() || watcher_.isRunning()) return;
+  if (!live_ || watcher_.isRunning()) return;
   if (announce) setStatus(tr("Reading knobs…"), false);
-  auto entries = entries_;
-  watcher_.setFuture(QtConcurrent::run([entries] {
+  // Over the tab's live-session engine: its connections, on its worker thread.
+  auto live = live_;
+  watcher_.setFuture(QtConcurrent::run([live] {
     Reply r;
-    auto js = core::JobSession::connect(entries, clientOptions());
-    if (!js) {
-      r.ok = false;
-      r.message = QString::fromStdString(js.status().message());
-      return r;
-    }
-    auto list = js.value()->ranks().front()->knobList();
+    auto list = live->knobList();
     if (!list) {
       r.ok = false;
       r.message = QString::fromStdString(list.status().message());
@@ -161,7 +149,7 @@ void KnobsDock::refresh(bool announce) {
 }
 
 void KnobsDock::apply() {
-  if (entries_.empty()) return;
+  if (!live_) return;
   if (watcher_.isRunning()) {  // a poll of the current values (a few ms): apply after it
     applyPending_ = true;
     return;
@@ -184,17 +172,11 @@ void KnobsDock::apply() {
   }
   setStatus(tr("Applying…"), false);
   apply_->setEnabled(false);
-  auto entries = entries_;
-  watcher_.setFuture(QtConcurrent::run([entries, changes] {
+  auto live = live_;
+  watcher_.setFuture(QtConcurrent::run([live, changes] {
     Reply r;
     r.isApply = true;
-    auto js = core::JobSession::connect(entries, clientOptions());
-    if (!js) {
-      r.ok = false;
-      r.message = QString::fromStdString(js.status().message());
-      return r;
-    }
-    auto done = js.value()->setKnobs(changes, kApplyTimeoutMs);
+    auto done = live->setKnobs(changes, kApplyTimeoutMs);
     if (!done) {
       r.ok = false;
       r.message = tr("Refused: %1").arg(QString::fromStdString(done.status().message()));
@@ -212,7 +194,7 @@ void KnobsDock::apply() {
                          : tr("%1 applied at steps %2..%3").arg(what).arg(lo).arg(hi));
     }
     r.message = parts.join(QStringLiteral("; "));
-    if (auto list = js.value()->ranks().front()->knobList()) r.knobs = std::move(list.value().knobs);
+    if (auto list = live->knobList()) r.knobs = std::move(list.value().knobs);
     return r;
   }));
 }

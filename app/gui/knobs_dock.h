@@ -1,6 +1,6 @@
 // KnobsDock: the Knobs dock's contents -- the live knobs of the current tab's job (descriptor,
 // current value, an editor suited to the type: enum combo, int/float spin box with the range,
-// bool check box) and Apply, which runs JobSession::setKnobs on a worker thread and says
+// bool check box) and Apply, which runs the tab's LiveSession::setKnobs on a worker thread and says
 // "applied at step N on all ranks" or why the job refused. Nothing here blocks the GUI.
 #pragma once
 
@@ -9,13 +9,19 @@
 #include <QWidget>
 #include <vector>
 
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/wire.h"
+#include <memory>
+
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/wire/protocol.h"
 
 class QLabel;
 class QPushButton;
 class QTableWidget;
 class QTimer;
+
+namespace trainscope::core {
+class LiveSession;
+}
 
 namespace trainscope::app {
 
@@ -58,7 +64,7 @@ class KnobsDock : public QWidget {
   void setStatus(const QString& text, bool error);
 
   QPointer<SessionView> view_;
-  std::vector<core::discovery::Entry> entries_;
+  std::shared_ptr<core::LiveSession> live_;
   std::vector<core::wire::KnobDescriptor> knobs_;
   QTableWidget* table_;
   QPushButton* apply_;

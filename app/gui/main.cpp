@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
   parser.addOption({"live-seconds",
                     "With --screenshot when attached: keep streaming this long first (default 2).", "s",
                     "2"});
+  parser.addOption({"save-session",
+                    "When attached: once every rank sent events, stream --live-seconds more, detach, save "
+                    "the tab's session to this .tsdb and quit (what File → Save Session As… writes).",
+                    "tsdb"});
   parser.process(app);
 
   trainscope::app::MainWindow window;
@@ -111,8 +115,25 @@ int main(int argc, char** argv) {
                    [&](int ranks, qulonglong events) {
                      std::printf("live: events from %d ranks (%llu events)\n", ranks, events);
                      std::fflush(stdout);
-                     if (!shotPath.isEmpty())
-                       shoot(static_cast<int>(parser.value("live-seconds").toDouble() * 1000));
+                     const int liveMs = static_cast<int>(parser.value("live-seconds").toDouble() * 1000);
+                     if (!shotPath.isEmpty()) shoot(liveMs);
+                     if (parser.isSet("save-session"))
+                       QTimer::singleShot(liveMs, &window, [&window, &parser] {
+                         auto* v = window.currentView();
+                         if (!v) QCoreApplication::exit(1);
+                         v->detach();
+                         QObject::connect(v, &trainscope::app::SessionView::saved, &window, [](const QString& path) {
+                           std::printf("saved %s\n", path.toUtf8().constData());
+                           std::fflush(stdout);
+                           QCoreApplication::exit(0);
+                         });
+                         QObject::connect(v, &trainscope::app::SessionView::failed, &window,
+                                          [](const QString&, const QString& msg) {
+                                            std::fprintf(stderr, "trainscope: %s\n", msg.toUtf8().constData());
+                                            QCoreApplication::exit(1);
+                                          });
+                         v->saveAs(parser.value("save-session"));
+                       });
                    });
   if (!shotPath.isEmpty())
     QObject::connect(&window, &trainscope::app::MainWindow::failed, &window,

@@ -27,7 +27,7 @@
 #include "attach_dialog.h"
 #include "knobs_dock.h"
 #include "session_view.h"
-#include "trainscope/core/agent_client.h"
+#include "trainscope/core/live/agent_client.h"
 #include "trainscope/plots/analysis_panel.h"
 #include "trainscope/plots/session_tree_model.h"
 #include "trainscope/plots/timeline_details.h"
@@ -403,7 +403,7 @@ void MainWindow::attachEntries(std::vector<core::discovery::Entry> entries, cons
 }
 
 bool MainWindow::attachJob(const QString& jobId, QString* error) {
-  auto entries = core::JobSession::entriesOf(jobId.toStdString(), false);
+  auto entries = core::LiveSession::entriesOf(jobId.toStdString(), false);
   if (!entries) {
     *error = QString::fromStdString(entries.status().message());
     return false;
@@ -550,7 +550,7 @@ void MainWindow::updateStatus() {
     const auto st = v->liveStats();
     statusSource_->setText(
         tr("%1: %2 · %3/%4 ranks connected%5")
-            .arg(QString::fromStdString(st.jobId), QString::fromLatin1(plots::stateName(st.state)))
+            .arg(QString::fromStdString(st.jobId), QString::fromLatin1(core::liveStateName(st.state)))
             .arg(st.ranksConnected)
             .arg(st.ranksTotal)
             .arg(st.message.empty() ? QString()
@@ -564,7 +564,7 @@ void MainWindow::updateStatus() {
       refreshTree();
       if (!t->selectedEvent().valid() && !t->boxStats()) showEventDetails({});
     }
-    if (st.state == plots::LiveIngest::State::Ended && endedShown_ != v) {
+    if (st.state == core::LiveState::Ended && endedShown_ != v) {
       endedShown_ = v;  // once per tab: the job went away, what arrived is kept
       statusBar()->showMessage(tr("%1: %2 — File → Save Session As… keeps it")
                                    .arg(QString::fromStdString(st.jobId), QString::fromStdString(st.message)),

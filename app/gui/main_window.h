@@ -7,8 +7,8 @@
 #include <QMainWindow>
 #include <vector>
 
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/session/tsdb.h"
 
 class QActionGroup;
 class QLabel;

@@ -6,7 +6,7 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include "trainscope/core/chrome_trace.h"
+#include "trainscope/core/interop/chrome_trace.h"
 
 namespace trainscope::app {
 
@@ -27,7 +27,7 @@ SessionView::SessionView(QWidget* parent)
 SessionView::~SessionView() {
   watcher_.waitForFinished();
   analysisWatcher_.waitForFinished();
-  if (ingest_) ingest_->detach();
+  if (live_) live_->detach();
 }
 
 QString SessionView::title() const {
@@ -97,7 +97,7 @@ void SessionView::openFile(const QString& path) {
 }
 
 void SessionView::attach(std::vector<core::discovery::Entry> entries, const QString& label) {
-  if (ingest_) ingest_->detach();
+  if (live_) live_->detach();
   entries_ = entries;
   label_ = label;
   path_.clear();
@@ -108,15 +108,34 @@ void SessionView::attach(std::vector<core::discovery::Entry> entries, const QStr
   analyzer_ = std::make_shared<core::Analyzer>();
   analysedGeneration_ = UINT64_MAX;
   analysisTimer_->start(kLiveAnalysisMs);
-  ingest_ = std::make_unique<plots::LiveIngest>(data_);
-  core::AgentClient::Options o;
-  o.clientName = "trainscope";
-  o.timeoutMs = 3000;
-  ingest_->start(std::move(entries), o);
+  core::LiveOptions o;
+  o.client.clientName = "trainscope";
+  o.client.timeoutMs = 3000;
+  o.createdBy = std::string("trainscope (live attach) ") + TRAINSCOPE_VERSION;
+  live_ = std::make_shared<core::LiveSession>(std::move(entries), o);
+  startStreaming();
+}
+
+void SessionView::startStreaming() {
+  // The engine ingests into this tab's store under its lock, one short round at a time; the
+  // timeline model follows under the same lock, and the widget learns of it by the generations.
+  core::LiveSession::StoreTarget t;
+  t.store = &data_->store;
+  t.mutex = &data_->mutex;
+  std::shared_ptr<plots::TimelineData> d = data_;  // the engine's target lives as long as the engine
+  t.underLock = [d] { return d->model.update(); };
+  t.afterUnlock = [d](bool layout) {
+    if (layout) ++d->layoutGeneration;
+    ++d->generation;
+  };
+  live_->setStore(std::move(t));
+  analysisTimer_->start(kLiveAnalysisMs);
+  timeline_->setFollow(true);
+  live_->start();
 }
 
 void SessionView::detach() {
-  if (ingest_) ingest_->detach();
+  if (live_) live_->detach();
   analysisTimer_->stop();
   analyzeNow();  // what arrived last
   timeline_->setFollow(false);
@@ -124,6 +143,12 @@ void SessionView::detach() {
 
 void SessionView::reattach() {
   if (entries_.empty()) return;
+  // The same engine and timeline: the flight recorder's history repeats what arrived before the
+  // detach, and the engine skips it by sequence number, so nothing appears twice.
+  if (live_ && !live_->streaming()) {
+    startStreaming();
+    return;
+  }
   // Live entries again (the job may have new ranks or endpoints); else the remembered ones.
   std::vector<core::discovery::Entry> fresh;
   for (auto& e : core::discovery::listEntries())
@@ -132,13 +157,13 @@ void SessionView::reattach() {
 }
 
 bool SessionView::isLive() const {
-  if (!ingest_) return false;
-  const auto st = ingest_->stats().state;
-  return st == plots::LiveIngest::State::Live || st == plots::LiveIngest::State::Connecting;
+  if (!live_) return false;
+  const auto st = live_->snapshot().state;
+  return st == core::LiveState::Live || st == core::LiveState::Connecting;
 }
 
-plots::LiveIngest::Stats SessionView::liveStats() const {
-  return ingest_ ? ingest_->stats() : plots::LiveIngest::Stats{};
+core::LiveSnapshot SessionView::liveStats() const {
+  return live_ ? live_->snapshot() : core::LiveSnapshot{};
 }
 
 void SessionView::saveAs(const QString& path) {

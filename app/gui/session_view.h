@@ -1,5 +1,6 @@
 // SessionView: one tab of the main window -- a timeline over one TimelineData, filled either
-// from a file (loaded off the GUI thread) or live from a running job (LiveIngest thread).
+// from a file (loaded off the GUI thread) or live from a running job (core::LiveSession, the
+// engine `record` uses too).
 // Saving and exporting also run off the GUI thread.
 #pragma once
 
@@ -10,10 +11,11 @@ class QTimer;
 #include <map>
 #include <memory>
 
-#include "trainscope/core/analysis.h"
-#include "trainscope/core/discovery.h"
-#include "trainscope/core/session_db.h"
-#include "trainscope/plots/live_ingest.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/wire/discovery.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/live/live_session.h"
+#include "trainscope/plots/timeline_data.h"
 #include "trainscope/plots/timeline_widget.h"
 
 namespace trainscope::app {
@@ -42,7 +44,9 @@ class SessionView : public QWidget {
   bool canReattach() const { return !entries_.empty(); }
   // The ranks this tab attached to (empty for files).
   const std::vector<core::discovery::Entry>& entries() const { return entries_; }
-  plots::LiveIngest::Stats liveStats() const;
+  core::LiveSnapshot liveStats() const;
+  // The live-session engine of this tab (null for files): knob calls go through it.
+  std::shared_ptr<core::LiveSession> liveSession() const { return live_; }
 
   // Saves everything received / loaded so far (off the GUI thread); saved() or failed().
   void saveAs(const QString& path);
@@ -90,12 +94,13 @@ class SessionView : public QWidget {
     double ms = 0;  // worker time, lock held
   };
   void startJob(std::function<Job()> fn);
+  void startStreaming();
   void onAnalysisDone();
   void onJobDone();
 
   plots::TimelineWidget* timeline_;
   std::shared_ptr<plots::TimelineData> data_;
-  std::unique_ptr<plots::LiveIngest> ingest_;
+  std::shared_ptr<core::LiveSession> live_;
   std::vector<core::discovery::Entry> entries_;
   QString label_;
   QString path_;

@@ -1,7 +1,7 @@
 // Builders of the AnalysisPanel's charts (one function per chart, analysis_charts*.cpp).
 #pragma once
 
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 #include "trainscope/plots/analysis_panel.h"
 
 namespace trainscope::plots {

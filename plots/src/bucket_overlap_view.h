@@ -6,7 +6,7 @@
 #include <QWidget>
 #include <functional>
 
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 
 namespace trainscope::plots {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 using namespace trainscope::core::wire;
 

@@ -1,5 +1,5 @@
 // PipeDream's partitioning DP (partition.h).
-#include "trainscope/core/partition.h"
+#include "trainscope/core/sched/partition.h"
 
 #include <algorithm>
 #include <cmath>

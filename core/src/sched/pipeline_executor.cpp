@@ -1,9 +1,9 @@
 // runStage and messageTag (pipeline_executor.h).
-#include "trainscope/core/pipeline_executor.h"
+#include "trainscope/core/sched/pipeline_executor.h"
 
 #include <string>
 
-#include "schedule_units.h"
+#include "sched/units.h"
 
 namespace trainscope::core {
 namespace {

@@ -1,5 +1,5 @@
 // Schedule names, validation, labels and the papers' bubble formulas (schedule.h).
-#include "trainscope/core/schedule.h"
+#include "trainscope/core/sched/schedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Seq1F1B's FLOPs-balanced sequence partition (partition.h).
 #include <string>
 
-#include "trainscope/core/partition.h"
+#include "trainscope/core/sched/partition.h"
 
 namespace trainscope::core {
 namespace {

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 
 namespace trainscope::core::wire {
 namespace {

@@ -1,6 +1,6 @@
 // Discovery files (see discovery.h for the format). Part of trainscope_wire because the agent
 // writes them; no exceptions escape: std::filesystem calls use their error_code overloads.
-#include "trainscope/core/discovery.h"
+#include "trainscope/core/wire/discovery.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 #include "wire/messages.h"
 
 namespace trainscope::core::wire {

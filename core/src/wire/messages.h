@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "trainscope/core/wire.h"
+#include "trainscope/core/wire/protocol.h"
 #include "wire/codec_io.h"
 
 namespace trainscope::core::wire::detail {

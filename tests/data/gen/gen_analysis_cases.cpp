@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/chrome_trace.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/model/trace_store.h"
 
 using namespace trainscope::core;
 namespace fs = std::filesystem;

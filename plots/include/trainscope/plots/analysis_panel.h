@@ -11,7 +11,7 @@
 #include <QTabWidget>
 #include <QWidget>
 
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 
 namespace trainscope::plots {
 

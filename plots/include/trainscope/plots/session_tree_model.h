@@ -4,7 +4,7 @@
 
 #include <QAbstractItemModel>
 
-#include "trainscope/core/session_db.h"
+#include "trainscope/core/session/tsdb.h"
 
 namespace trainscope::plots {
 

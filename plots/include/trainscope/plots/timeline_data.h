@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <shared_mutex>
 
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/model/trace_store.h"
 #include "trainscope/plots/timeline_model.h"
 
 namespace trainscope::plots {

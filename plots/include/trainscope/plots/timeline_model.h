@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "trainscope/core/pod_column.h"
-#include "trainscope/core/trace_store.h"
+#include "trainscope/core/model/pod_column.h"
+#include "trainscope/core/model/trace_store.h"
 
 namespace trainscope::plots {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainscope/core/model.h"
+#include "trainscope/core/model/events.h"
 
 namespace trainscope::plots {
 

@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "trainscope/core/analysis.h"
+#include "trainscope/core/analysis/analysis.h"
 #include "trainscope/plots/timeline_data.h"
 #include "trainscope/plots/timeline_palette.h"
 #include "trainscope/plots/zoom_control.h"

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "trainscope/core/model.h"
+#include "trainscope/core/model/events.h"
 
 namespace trainscope::profiler {
 

@@ -1,0 +1,220 @@
+// LiveSession: the one headless engine that owns a live job, for every front end (the GUI's live
+// tab, `record`, `knobs`, `set`, and the tuner). What Tracy's Worker is to its profiler UI.
+//
+// It holds a connection per rank, measures each rank's clock offset (ping-pong) before
+// subscribing and again every few seconds, subscribes with the flight recorder's history, and
+// ingests EventBatches into a TraceStore (under the owner's lock, one short round at a time)
+// and/or streams them into a .tsdb SessionWriter. It keeps events/s, drops and the clock error
+// bound per rank, notices ranks that go away, and looks for ranks that register late or come
+// back (a rank re-attached to the same process continues where it stopped: events already
+// received are skipped by their stream sequence numbers). Knob lists and changes go over the
+// same connections.
+//
+// Threads: start() runs everything network-bound on one worker thread. snapshot() and
+// metadata() only take a small mutex the worker holds for microseconds, so a GUI thread may call
+// them at any time. Knob calls made while streaming are handed to the worker and wait for it
+// (call them from a worker thread of the GUI, never the GUI thread); when not streaming they run
+// on the caller's thread. No Qt.
+//
+// Metadata (docs/FORMATS.md, "Live session metadata") is the same whichever front end drives
+// the engine: job and clock conventions, knob values at attach (knob.<name>), per rank the clock
+// offset, its updates and sync error bound, the drift, drops and re-attaches.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <span>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "trainscope/core/base/status.h"
+#include "trainscope/core/live/agent_client.h"
+#include "trainscope/core/model/trace_store.h"
+#include "trainscope/core/wire/discovery.h"
+
+namespace trainscope::core {
+
+class SessionWriter;
+
+struct LiveOptions {
+  AgentClient::Options client;      // per connection: timeout, client name, secret file
+  int pings = 32;                   // clock-sync round trips when a rank attaches
+  double resyncSeconds = 2;         // measure offsets again this often (0: only at attach)
+  double rediscoverSeconds = 0.5;   // look for late and returning ranks this often (0: never)
+  bool history = true;              // subscribe with the flight recorder's history
+  int flushMs = 30;                 // batches are ingested in rounds at most this often
+  std::string createdBy = "trainscope";  // metadata "created_by"
+};
+
+enum class LiveState { Connecting, Live, Ended, Failed, Detached };
+const char* liveStateName(LiveState s);
+
+struct LiveRankStatus {
+  int32_t rank = 0;
+  int32_t pid = 0;
+  std::string host, endpoint;
+  bool connected = false;
+  bool seen = false;  // delivered at least one batch
+  uint64_t events = 0;
+  uint64_t dropped = 0;  // reported by the agent
+  int64_t clockOffsetNs = 0;
+  int64_t clockErrorNs = 0;
+  int offsetUpdates = 0;
+  int attaches = 0;
+  std::string problem;  // last connection problem
+};
+
+struct LiveSnapshot {
+  LiveState state = LiveState::Connecting;
+  std::string jobId;
+  int ranksTotal = 0;      // the job's world size
+  int ranksConnected = 0;  // connected now
+  int ranksSeen = 0;       // ranks that delivered at least one batch
+  uint64_t events = 0;
+  double eventsPerSecond = 0;
+  uint64_t dropped = 0;
+  int64_t clockErrorNs = 0;  // largest current sync error bound over the ranks
+  double seconds = 0;        // since start()
+  std::string message;       // last problem, for a status bar
+  std::vector<LiveRankStatus> ranks;
+};
+
+class LiveSession {
+ public:
+  struct Applied {
+    std::string name, value;
+    uint64_t changeSeq = 0;
+    std::vector<std::pair<int32_t, int64_t>> stepPerRank;  // (rank, applied step)
+  };
+  // Where ingested events go when streaming. The store is filled under `mutex` (held
+  // exclusively for one round); underLock runs at the end of the round, still locked (e.g. a
+  // view model's update; returns whether rows changed), afterUnlock after it is released.
+  struct StoreTarget {
+    TraceStore* store = nullptr;
+    std::shared_mutex* mutex = nullptr;
+    std::function<bool()> underLock;
+    std::function<void(bool layoutChanged)> afterUnlock;
+  };
+
+  // A session over these discovery entries (remote ones carry a tcp endpoint and a secret
+  // file); ranks of the same job that register later on this machine join by themselves.
+  LiveSession(std::vector<discovery::Entry> entries, LiveOptions options);
+  ~LiveSession();  // detaches
+  LiveSession(const LiveSession&) = delete;
+  LiveSession& operator=(const LiveSession&) = delete;
+
+  // Live discovery entries of jobId on this machine; an error when there are none, or when
+  // requireAllRanks and some rank is missing.
+  static Result<std::vector<discovery::Entry>> entriesOf(const std::string& jobId, bool requireAllRanks);
+  // Entries of jobId, waiting up to waitMs for the first one (a job that is still coming up).
+  static Result<std::vector<discovery::Entry>> waitForEntries(const std::string& jobId, int waitMs);
+  // Connects every entry now, on the caller's thread (knobs/set: a change must reach all ranks).
+  static Result<std::unique_ptr<LiveSession>> connect(std::vector<discovery::Entry> entries, LiveOptions options);
+  static Result<std::unique_ptr<LiveSession>> connect(std::vector<discovery::Entry> entries,
+                                                      const AgentClient::Options& client) {
+    LiveOptions o;
+    o.client = client;
+    return connect(std::move(entries), std::move(o));
+  }
+
+  // Before start(): where events go. Without a store the engine keeps its own (strings, tracks
+  // and ranks only when a writer is set).
+  void setStore(StoreTarget target);
+  void setWriter(SessionWriter* writer);
+
+  // Streams on the worker thread until detach() or the job ends. Starting again after a detach
+  // re-attaches: history already received is not ingested twice.
+  void start();
+  // Stops streaming and closes the connections; what arrived stays, and the final metadata (drift,
+  // drops, seconds) goes to the store and the writer. Idempotent.
+  void detach();
+  bool streaming() const { return thread_.joinable() && !finished_; }
+
+  LiveSnapshot snapshot() const;
+  std::map<std::string, std::string> metadata() const;
+  const std::string& jobId() const { return jobId_; }
+  int worldSize() const { return worldSize_; }
+  const std::vector<discovery::Entry>& entries() const { return entries_; }
+
+  // Knobs over the connected ranks (see the thread rules above).
+  Result<wire::KnobList> knobList();                 // the lowest connected rank's
+  Result<std::vector<wire::KnobList>> knobLists();   // every connected rank's, by rank
+  // knobList on every rank -> fill sequence gaps an earlier client left -> validate locally ->
+  // changeSeq = max(lastChangeSeq) + 1 (+1 per further change) -> SetKnob to every rank -> all
+  // must accept -> wait until all applied. Errors name the rank and the agent's reason.
+  Result<std::vector<Applied>> setKnobs(const std::vector<std::pair<std::string, std::string>>& changes,
+                                        int applyTimeoutMs);
+  // The connected clients by rank, for direct requests (only while not streaming).
+  std::vector<AgentClient*> clients();
+
+ private:
+  struct Rank;
+  struct Command {
+    std::function<void()> run;
+  };
+
+  Status connectRank(Rank& r, const discovery::Entry& e, bool subscribe);
+  void connectKnown(bool subscribe);
+  void rediscover();
+  void resync();
+  void closeRank(Rank& r, const std::string& why);
+  void flush(bool final);
+  void publishStats(int64_t now, bool force);
+  void writeMetadata(std::map<std::string, std::string>& md) const;
+  Status sink(TrackId t, const EventRecord& e, std::span<const Attr> attrs);
+  void run();
+  void finish();
+  template <class F>
+  auto onWorker(F&& f) -> decltype(f());
+  Result<std::vector<Applied>> setKnobsNow(const std::vector<std::pair<std::string, std::string>>& changes,
+                                           int applyTimeoutMs);
+  Status fillSequenceGaps(const std::vector<AgentClient*>& cs, const std::vector<wire::KnobList>& lists,
+                          uint64_t maxSeq);
+
+  std::string jobId_;
+  int worldSize_ = 0;
+  std::vector<discovery::Entry> entries_;
+  LiveOptions options_;
+  StoreTarget target_;
+  std::unique_ptr<TraceStore> ownStore_;
+  std::shared_mutex ownMutex_;
+  SessionWriter* writer_ = nullptr;
+  size_t tracksWritten_ = 0;
+  Status sinkError_;
+
+  std::map<int32_t, std::unique_ptr<Rank>> ranks_;  // by rank; touched by the worker (or the caller when idle)
+  std::vector<std::pair<Rank*, wire::EventBatch>> pending_;
+  bool everConnected_ = false;
+  bool knobsRecorded_ = false;
+  int64_t startNs_ = 0, lastFlushNs_ = 0, nextResyncNs_ = 0, nextRediscoverNs_ = 0, lastStatsNs_ = 0;
+  std::deque<std::pair<int64_t, uint64_t>> rate_;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
+  std::mutex opMutex_;  // serialises start/detach and idle knob calls
+
+  std::mutex cmdMutex_;
+  std::deque<std::packaged_task<void()>> commands_;
+
+  mutable std::mutex infoMutex_;  // guards snapshot_ and metadata_
+  LiveSnapshot snapshot_;
+  std::map<std::string, std::string> metadata_;      // job-wide keys
+  std::map<std::string, std::string> metadataFull_;  // with the per-rank keys, as of the last round
+};
+
+// Client-side validation against a descriptor ("" when fine, else the reason). The agent
+// validates again; this only gives clear messages before anything is sent.
+std::string validateKnobValue(const wire::KnobDescriptor& d, const std::string& value);
+
+}  // namespace trainscope::core

@@ -1,0 +1,251 @@
+// Analyzer: finds step windows, analyses each finished step once (all ranks), keeps per-step
+// records; result() aggregates them (analysis_aggregate.cpp).
+#include "trainscope/core/analysis/analysis.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "analysis/state.h"
+
+namespace trainscope::core {
+namespace {
+
+constexpr int64_t kFarPast = INT64_MIN / 4;
+constexpr int64_t kFarFuture = INT64_MAX / 4;
+
+std::vector<StringId> phaseNames(const TraceStore& store) {
+  std::vector<StringId> ids;
+  for (const char* n : {"forward", "backward", "optimizer"})
+    if (auto id = store.strings().find(n)) ids.push_back(*id);
+  return ids;
+}
+
+StringId discoName(const TraceStore& store) {
+  auto id = store.strings().find("disco exchange");
+  return id ? *id : UINT32_MAX;
+}
+
+int64_t sizeClass(double bytes) {
+  if (bytes < 1) return 0;
+  int64_t c = 1;
+  while (static_cast<double>(c) * 2 <= bytes) c *= 2;
+  return c;
+}
+
+}  // namespace
+
+std::string collectiveType(EventKind kind, std::string_view name) {
+  if (kind == EventKind::P2PSend || kind == EventKind::P2PRecv) return "sendrecv";
+  std::string n;
+  for (char c : name)
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* t : {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce",
+                        "sendrecv", "send", "recv"})
+    if (n.find(t) != std::string::npos)
+      return std::string(t) == "send" || std::string(t) == "recv" ? "sendrecv" : t;
+  return "other";
+}
+
+double busBandwidthFactor(const std::string& c, int n) {
+  if (n < 1) return kNaN;
+  const double dn = n;
+  if (c == "allreduce") return 2 * (dn - 1) / dn;
+  if (c == "reducescatter" || c == "allgather" || c == "alltoall") return (dn - 1) / dn;
+  return 1;  // broadcast, reduce, sendrecv and anything else
+}
+
+double discoEquilibriumSparsity(double a, int n) {
+  if (std::isnan(a) || n < 1) return kNaN;
+  if (a < 1) return 0;
+  const double x = a * n - n;
+  return x / (x + 1);
+}
+
+std::string knobAt(const AnalyzerState& s, const std::string& knob, int64_t step, const char** source) {
+  const KnobEvent* best = nullptr;
+  for (const KnobEvent& k : s.knobs) {
+    if (k.knob != knob || k.step > step) continue;
+    if (!best || k.step > best->step || (k.step == best->step && k.timeNs >= best->timeNs)) best = &k;
+  }
+  if (source) *source = best ? "knob" : "metadata";
+  if (best) return best->value;
+  auto it = s.metadata.find("knob." + knob);
+  return it == s.metadata.end() ? std::string() : it->second;
+}
+
+void AnalyzerState::refreshLayout(TraceStore& store) {
+  tracksByRank.clear();
+  for (TrackId t = 0; t < store.trackCount(); ++t) tracksByRank[store.track(t).rank].push_back(t);
+  for (const auto& [r, info] : store.ranks()) allRanks.insert(r);
+  for (const auto& [r, tracks] : tracksByRank) allRanks.insert(r);
+  metadata = store.metadata();
+}
+
+void AnalyzerState::scanInstants(TraceStore& store, int64_t from) {
+  const StringId accuracy = store.strings().find("accuracy").value_or(UINT32_MAX);
+  std::set<std::pair<RankId, int64_t>> incomplete;
+  for (TrackId t = 0; t < store.trackCount(); ++t) {
+    const RankId rank = store.track(t).rank;
+    const TrackEvents& ev = store.events(t);
+    ev.forEachOverlapping(from, kFarFuture, [&](size_t i) {
+      const EventKind k = ev.kind(i);
+      if (k == EventKind::Step) {
+        const Attr* a = ev.findAttr(i, AttrKey::Step);
+        const int64_t n = a ? a->asInt() : static_cast<int64_t>(windows[rank].size());
+        if (ev.end(i) <= ev.start(i)) {
+          incomplete.insert({rank, n});
+          return;
+        }
+        Interval& w = windows[rank].try_emplace(n, Interval{ev.start(i), ev.end(i)}).first->second;
+        w = {std::min(w.start, ev.start(i)), std::max(w.end, ev.end(i))};
+      } else if (k == EventKind::KnobChange) {
+        const Attr* name = ev.findAttr(i, AttrKey::Knob);
+        const Attr* value = ev.findAttr(i, AttrKey::KnobValue);
+        const Attr* step = ev.findAttr(i, AttrKey::Step);
+        if (!name || !value) return;
+        KnobEvent e{step ? step->asInt() : -1, ev.start(i), std::string(store.str(name->asString())),
+                    std::string(store.str(value->asString()))};
+        if (knobSeen.insert({e.step, e.knob, e.value}).second) knobs.push_back(std::move(e));
+      } else if (k == EventKind::Counter) {
+        const Attr* v = ev.findAttr(i, AttrKey::Value);
+        if (!v) return;
+        const double value = v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt());
+        if (ev.name(i) == accuracy) {
+          const Attr* step = ev.findAttr(i, AttrKey::Step);
+          accuracySamples[{rank, ev.start(i)}] = {step ? step->asInt() : -1, value};
+        } else if (const std::string_view name = store.str(ev.name(i)); name.starts_with("disco_bench_")) {
+          discoBench[rank][std::string(name)][ev.start(i)] = value;
+        }
+      }
+    });
+  }
+  for (const auto& [rank, n] : incomplete)
+    if (!windows[rank].count(n) && incompleteSeen.insert({rank, n}).second) ++incompleteSteps;
+}
+
+void AnalyzerState::rememberDpExample(const RankStepRecord& rec, const WindowEvents& we) {
+  const int64_t t0 = we.window.start;
+  auto rel = [t0](const IntervalList& l) {
+    std::vector<std::pair<double, double>> out;
+    for (const Interval& i : l)
+      out.push_back({static_cast<double>(i.start - t0) / 1e6, static_cast<double>(i.end - t0) / 1e6});
+    return out;
+  };
+  dpExample =
+      DpExample{rec.rank, rec.step, static_cast<double>(we.window.length()) / 1e6, rel(we.compute), {}, {}};
+  for (const BucketRecord& b : rec.buckets) {
+    dpExample.buckets[b.bucket] = rel(b.intervals);
+    if (b.readyRel >= 0) dpExample.ready[b.bucket] = static_cast<double>(b.readyRel) / 1e6;
+  }
+}
+
+void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
+  const std::vector<StringId> phases = phaseNames(store);
+  const StringId disco = discoName(store);
+  std::map<RankId, WindowEvents> perRank;
+  for (auto& [rank, ws] : windows) {
+    auto it = ws.find(step);
+    if (it == ws.end()) continue;
+    const std::vector<TrackId>& tracks = tracksByRank[rank];
+    WindowEvents we = collectWindow(store, tracks, it->second, phases, disco);
+    RankStepRecord rec = recordWindow(we, rank, step);
+    recordPipeline(we, rec);
+    auto last = lastWindowEnd.find(rank);
+    const int64_t prevEnd = last == lastWindowEnd.end() ? kFarPast : last->second;
+    rec.outside = activityIn(store, tracks, {prevEnd, it->second.start}, phases);
+    lastWindowEnd[rank] = std::max(prevEnd, it->second.end);
+    for (const WinEvent& e : we.events) {
+      if (!e.comm || e.bytes <= 0 || e.start < we.window.start || e.end <= e.start) continue;
+      BwAcc& acc = bandwidth[{collectiveType(e.kind, store.str(e.name)), e.commHash, sizeClass(e.bytes)}];
+      ++acc.count;
+      acc.bytes += e.bytes;
+      acc.time += e.end - e.start;
+      commRanks[e.commHash].insert(rank);
+    }
+    if (!rec.buckets.empty()) rememberDpExample(rec, we);
+    records.push_back(std::move(rec));
+    perRank.emplace(rank, std::move(we));
+  }
+  if (!perRank.empty()) critical[step] = criticalPath(store, step, perRank);
+  done.insert(step);
+}
+
+int AnalyzerState::analyse(TraceStore& store, bool all) {
+  store.flush();
+  refreshLayout(store);
+  scanInstants(store, scanFrom);
+  // Next scan starts where the slowest rank's newest event starts: late batches of a rank
+  // that lags behind are still seen.
+  int64_t next = kFarFuture;
+  bool any = false;
+  for (const auto& [rank, tracks] : tracksByRank) {
+    int64_t newest = INT64_MIN;
+    for (TrackId t : tracks) {
+      const TrackEvents& ev = store.events(t);
+      if (!ev.empty()) newest = std::max(newest, ev.starts().back());
+    }
+    if (newest != INT64_MIN) {
+      newestByRank[rank] = newest;
+      next = std::min(next, newest);
+      any = true;
+    }
+  }
+  if (any && !all) scanFrom = std::max(scanFrom, next);
+
+  std::set<int64_t> pending;
+  for (const auto& [rank, ws] : windows)
+    for (const auto& [n, w] : ws)
+      if (!done.count(n)) pending.insert(n);
+  int analysed = 0;
+  for (int64_t n : pending) {
+    bool ready = all;
+    if (!ready) {
+      // Every rank has finished step n (or never had it but went on) and sent events from
+      // after it: nothing of the step is still in flight.
+      ready = true;
+      for (const auto& [rank, ws] : windows) {
+        if (ws.empty()) continue;
+        auto it = ws.find(n);
+        const int64_t newest = newestByRank.count(rank) ? newestByRank[rank] : INT64_MIN;
+        if (it != ws.end() ? newest < it->second.end : ws.rbegin()->first < n) ready = false;
+      }
+    }
+    if (!ready) break;
+    analyseStep(store, n);
+    ++analysed;
+  }
+  if (all) {
+    const std::vector<StringId> phases = phaseNames(store);
+    for (const auto& [rank, tracks] : tracksByRank) {
+      auto last = lastWindowEnd.find(rank);
+      const int64_t from = last == lastWindowEnd.end() ? kFarPast : last->second;
+      outsideTail[rank] = activityIn(store, tracks, {from, kFarFuture}, phases);
+    }
+  }
+  return analysed;
+}
+
+Analyzer::Analyzer() : s_(std::make_unique<AnalyzerState>()) {}
+Analyzer::~Analyzer() = default;
+int Analyzer::update(TraceStore& store) {
+  return s_->analyse(store, false);
+}
+int Analyzer::finish(TraceStore& store) {
+  return s_->analyse(store, true);
+}
+AnalysisResult Analyzer::result(const TraceStore& store) const {
+  return aggregate(*s_, store);
+}
+int Analyzer::analysedSteps() const {
+  return static_cast<int>(s_->done.size());
+}
+
+AnalysisResult analyzeStore(TraceStore& store) {
+  Analyzer a;
+  (void)a.finish(store);
+  return a.result(store);
+}
+
+}  // namespace trainscope::core

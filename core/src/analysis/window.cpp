@@ -1,0 +1,203 @@
+// One rank, one step window: classify its events (docs/TRACE_CONVENTIONS.md) and compute the
+// breakdown, gradient-bucket overlap and DISCO layer times of that window.
+#include <algorithm>
+#include <map>
+#include <span>
+
+#include "analysis/state.h"
+
+namespace trainscope::core {
+namespace {
+
+bool computeTrack(TrackKind k) {
+  return k == TrackKind::CpuThread || k == TrackKind::CudaStream || k == TrackKind::PipelineStage;
+}
+
+// One pass over the event's attributes (the first of each key wins, as findAttr).
+void readAttrs(std::span<const Attr> attrs, WinEvent& e) {
+  uint32_t seen = 0;
+  for (const Attr& a : attrs) {
+    if (a.key > kBuiltinAttrMax || a.type == AttrType::String || (seen >> a.key & 1u)) continue;
+    seen |= 1u << a.key;
+    const int64_t v = a.type == AttrType::Double ? static_cast<int64_t>(a.asDouble()) : a.asInt();
+    switch (static_cast<AttrKey>(a.key)) {
+      case AttrKey::MicroBatch:
+        e.microBatch = v;
+        break;
+      case AttrKey::Chunk:
+        e.chunk = v;
+        break;
+      case AttrKey::Stage:
+        e.stage = v;
+        break;
+      case AttrKey::Bucket:
+        e.bucket = v;
+        break;
+      case AttrKey::Layer:
+        e.layer = v;
+        break;
+      case AttrKey::Peer:
+        e.peer = v;
+        break;
+      case AttrKey::FlowId:
+        e.flow = v;
+        break;
+      case AttrKey::Seq:
+        e.seq = v;
+        break;
+      case AttrKey::CommHash:
+        e.commHash = v;
+        break;
+      case AttrKey::Bytes:
+        e.bytes = a.type == AttrType::Double ? a.asDouble() : static_cast<double>(v);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+bool isComputeEvent(EventKind k, StringId name, const std::vector<StringId>& phaseNames) {
+  switch (k) {
+    case EventKind::Kernel:
+    case EventKind::MicroBatchF:
+    case EventKind::MicroBatchB:
+    case EventKind::MicroBatchW:
+      return true;
+    case EventKind::Phase:
+      return std::find(phaseNames.begin(), phaseNames.end(), name) != phaseNames.end();
+    default:
+      return false;
+  }
+}
+
+bool isCommEvent(EventKind k) {
+  return k == EventKind::Collective || k == EventKind::P2PSend || k == EventKind::P2PRecv;
+}
+
+}  // namespace
+
+WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
+                           const std::vector<StringId>& phaseNames, StringId discoName) {
+  WindowEvents we;
+  we.window = w;
+  std::vector<Interval> comp, comm;
+  size_t bound = 0;
+  for (TrackId t : tracks) bound += store.events(t).candidates(w.start, w.end).size();
+  we.events.reserve(bound);
+  comp.reserve(bound);
+  for (TrackId t : tracks) {
+    const bool ct = computeTrack(store.track(t).kind);
+    const TrackEvents& ev = store.events(t);
+    ev.forEachOverlapping(w.start, w.end, [&](size_t i) {
+      const EventKind k = ev.kind(i);
+      const bool isBucket = k == EventKind::Bucket;
+      const bool isComp = ct && isComputeEvent(k, ev.name(i), phaseNames);
+      const bool isComm = isCommEvent(k);
+      if (!isBucket && !isComp && !isComm) return;
+      if (!isBucket && ev.end(i) <= ev.start(i)) return;  // missing end: no interval
+      WinEvent e;
+      e.kind = k;
+      e.start = ev.start(i);
+      e.end = ev.end(i);
+      e.name = ev.name(i);
+      e.ref = {t, static_cast<uint32_t>(i)};
+      e.compute = isComp;
+      e.comm = isComm;
+      readAttrs(ev.attrs(i), e);
+      e.discoExchange = isComm && e.name == discoName && e.layer >= 0;
+      if (isComp) comp.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
+      if (isComm) comm.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
+      we.events.push_back(e);
+    });
+  }
+  std::sort(we.events.begin(), we.events.end(), [](const WinEvent& a, const WinEvent& b) {
+    return a.start < b.start || (a.start == b.start && a.end > b.end);
+  });
+  we.compute = unionOf(std::move(comp));
+  we.comm = unionOf(std::move(comm));
+  return we;
+}
+
+int64_t activityIn(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
+                   const std::vector<StringId>& phaseNames) {
+  if (w.end <= w.start) return 0;
+  std::vector<Interval> all;
+  for (TrackId t : tracks) {
+    const bool ct = computeTrack(store.track(t).kind);
+    const TrackEvents& ev = store.events(t);
+    ev.forEachOverlapping(w.start, w.end, [&](size_t i) {
+      const EventKind k = ev.kind(i);
+      if ((ct && isComputeEvent(k, ev.name(i), phaseNames)) || isCommEvent(k))
+        all.push_back({std::max(ev.start(i), w.start), std::min(ev.end(i), w.end)});
+    });
+  }
+  return totalLength(unionOf(std::move(all)));
+}
+
+RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step) {
+  RankStepRecord r;
+  r.rank = rank;
+  r.step = step;
+  r.window = we.window;
+  const IntervalList both = intersect(we.compute, we.comm);
+  r.overlapped = totalLength(both);
+  r.computeOnly = totalLength(we.compute) - r.overlapped;
+  const IntervalList exposed = subtract(we.comm, we.compute);
+  r.exposed = totalLength(exposed);
+  r.idle = we.window.length() - r.computeOnly - r.overlapped - r.exposed;
+  for (const Interval& x : exposed)
+    r.overlays.push_back({OverlayKind::ExposedComm, rank, -1, step, x.start, x.end, "exposed communication"});
+
+  // Gradient buckets: Collective events with a Bucket attribute; Bucket events give ready times.
+  std::map<int64_t, std::vector<Interval>> bucketComm;
+  std::map<int64_t, BucketRecord> buckets;
+  std::map<int64_t, LayerRecord> layers;
+  std::map<int64_t, std::vector<Interval>> layerComp, layerComm;
+  std::vector<Interval> grad;
+  for (const WinEvent& e : we.events) {
+    const Interval clipped{std::max(e.start, we.window.start), std::min(e.end, we.window.end)};
+    if (e.kind == EventKind::Bucket && e.bucket >= 0) {
+      BucketRecord& b = buckets[e.bucket];
+      b.bucket = e.bucket;
+      if (b.readyRel < 0) b.readyRel = e.start - we.window.start;
+    } else if (e.kind == EventKind::Collective && e.bucket >= 0) {
+      BucketRecord& b = buckets[e.bucket];
+      b.bucket = e.bucket;
+      b.bytes += e.bytes;
+      b.refs.push_back(e.ref);
+      bucketComm[e.bucket].push_back(clipped);
+      grad.push_back(clipped);
+    }
+    if (e.discoExchange) {
+      LayerRecord& l = layers[e.layer];
+      l.layer = e.layer;
+      l.bytes += e.bytes;
+      l.refs.push_back(e.ref);
+      layerComm[e.layer].push_back(clipped);
+    } else if (e.kind == EventKind::Kernel && e.layer >= 0) {
+      layerComp[e.layer].push_back(clipped);
+    }
+  }
+  const IntervalList gradU = unionOf(std::move(grad));
+  r.gradComm = totalLength(gradU);
+  r.gradHidden = totalLength(intersect(gradU, we.compute));
+  for (auto& [k, b] : buckets) {
+    const IntervalList u = unionOf(std::move(bucketComm[k]));
+    if (u.empty()) continue;  // ready but never communicated in this window
+    b.comm = totalLength(u);
+    b.hidden = totalLength(intersect(u, we.compute));
+    b.commStartRel = u.front().start - we.window.start;
+    b.commEndRel = u.back().end - we.window.start;
+    b.intervals = u;
+    r.buckets.push_back(std::move(b));
+  }
+  for (auto& [k, l] : layers) {
+    l.comm = totalLength(unionOf(std::move(layerComm[k])));
+    l.comp = totalLength(unionOf(std::move(layerComp[k])));
+    r.layers.push_back(std::move(l));
+  }
+  return r;
+}
+
+}  // namespace trainscope::core

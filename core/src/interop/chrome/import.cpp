@@ -1,0 +1,273 @@
+// Chrome trace JSON import, part 1: the public functions and the intake of single events
+// (chrome_importer.h explains the two phases). Our own exports come back as the same ranks,
+// tracks and typed attributes; Kineto's categories and args are mapped in chrome_import_args.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "interop/chrome/format.h"
+#include "interop/chrome/import_args.h"
+#include "interop/chrome/importer.h"
+#include "trainscope/core/interop/chrome_trace.h"
+
+namespace trainscope::core::chrome {
+
+namespace {
+
+std::optional<int64_t> timeNs(const Json* v, std::string_view text) {
+  if (!text.empty()) return microsTextToNs(text);
+  if (!v) return std::nullopt;
+  if (auto us = integer(v); us && !v->is_string() && !v->is_number_float()) {
+    if (*us > INT64_MAX / 1000 || *us < INT64_MIN / 1000) return std::nullopt;
+    return *us * 1000;
+  }
+  if (v->is_string()) return microsTextToNs(v->get_ref<const std::string&>());
+  return std::nullopt;
+}
+
+// A counter value given as a string ("12.5"), as Perfetto accepts it.
+std::optional<double> numericString(const Json& v) {
+  if (!v.is_string()) return std::nullopt;
+  const std::string& s = v.get_ref<const std::string&>();
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) return std::nullopt;
+  return d;
+}
+
+JsonId idOf(const Json* v, const JsonId& fallback) {
+  if (!v || v->is_null()) return fallback;
+  if (v->is_string()) return v->get<std::string>();
+  if (auto n = integer(v)) return *n;
+  return v->dump();
+}
+
+}  // namespace
+
+Status Importer::bad(size_t index, const std::string& what) const {
+  return Status(ErrorCode::BadTrace,
+                std::string(source_) + ": event #" + std::to_string(index) + ": " + what);
+}
+
+uint32_t Importer::process(const JsonId& pid) {
+  auto [it, added] = processIndex_.try_emplace(pid, static_cast<uint32_t>(processes_.size()));
+  if (added) processes_.push_back(ProcessState{.key = pid});
+  return it->second;
+}
+
+uint32_t Importer::thread(uint32_t process, const JsonId& tid) {
+  auto [it, added] = threadIndex_.try_emplace({process, tid}, static_cast<uint32_t>(threads_.size()));
+  if (added) threads_.push_back(ThreadState{.process = process, .key = tid, .firstSeen = threads_.size()});
+  return it->second;
+}
+
+void Importer::addPending(uint32_t thread, int64_t start, int64_t end, StringId name, EventKind kind,
+                          const std::vector<Attr>& attrs, bool counterSample) {
+  pending_.push_back(Pending{thread, start, end, name, kind, counterSample,
+                             static_cast<uint32_t>(attrs_.size()), static_cast<uint32_t>(attrs.size())});
+  attrs_.insert(attrs_.end(), attrs.begin(), attrs.end());
+  if (!counterSample) threads_[thread].hasSlices = true;
+}
+
+Status Importer::onEvent(const RawEvent& raw) {
+  const Json& ev = *raw.value;
+  const Json* ph = member(ev, "ph");
+  if (!ph) return bad(raw.index, "has no \"ph\" (phase)");
+  if (!ph->is_string() || ph->get_ref<const std::string&>().empty())
+    return bad(raw.index, "\"ph\" is not a phase letter");
+  const char phase = ph->get_ref<const std::string&>()[0];
+
+  const JsonId pid = idOf(member(ev, "pid"), JsonId(int64_t{0}));
+  const uint32_t th = thread(process(pid), idOf(member(ev, "tid"), pid));
+  if (phase == 'M') {
+    metadataEvent(ev, th);
+    return Status::ok();
+  }
+  static constexpr std::string_view kKnown = "XBEiInRCstf";
+  if (kKnown.find(phase) == std::string_view::npos) {  // async, object, sample, ... events
+    ++skipped_;
+    return Status::ok();
+  }
+  const auto ts = timeNs(member(ev, "ts"), raw.tsText);
+  if (!ts) {
+    return bad(raw.index, member(ev, "ts") ? "\"ts\" is not a number of microseconds within range"
+                                           : std::string("'") + phase + "' event has no \"ts\"");
+  }
+  const std::string cat = text(member(ev, "cat"));
+  const std::string nameText = text(member(ev, "name"));
+  const StringId name = store_.intern(nameText);
+  const Json* args = member(ev, "args");
+
+  if (phase == 'C') {
+    counterEvent(ev, th, *ts, name);
+    return Status::ok();
+  }
+  if (phase == 's' || phase == 't' || phase == 'f') {
+    const Json* id = member(ev, "id");
+    if (!id) {
+      ++skipped_;
+      return Status::ok();
+    }
+    const auto key = std::make_tuple(cat, nameText, text(id));
+    const auto group = flowGroups_.try_emplace(key, static_cast<uint32_t>(flowGroups_.size())).first->second;
+    const bool enclosing = phase != 'f' || text(member(ev, "bp")) == "e";
+    flowSteps_.push_back(FlowStep{th, *ts, group, enclosing});
+    return Status::ok();
+  }
+
+  scratch_.clear();
+  const auto argsKind = appendArgs(args ? *args : Json(), store_, scratch_);
+  if (isGpuCategory(cat)) threads_[th].gpu = true;
+  std::optional<int64_t> step;
+  auto sliceKind = [&] { return argsKind ? *argsKind : classifySlice(cat, nameText, &step); };
+
+  switch (phase) {
+    case 'X': {
+      const Json* durJson = member(ev, "dur");
+      if (!durJson) return bad(raw.index, "complete ('X') event has no \"dur\"");
+      const auto dur = timeNs(durJson, raw.durText);
+      if (!dur || *dur < 0 || *ts > INT64_MAX - *dur)
+        return bad(raw.index, "\"dur\" is not a non-negative number of microseconds within range");
+      const EventKind kind = sliceKind();
+      if (step && kind == EventKind::Step) scratch_.push_back(Attr::ofInt(AttrKey::Step, *step));
+      addPending(th, *ts, *ts + *dur, name, kind, scratch_);
+      return Status::ok();
+    }
+    case 'B': {
+      const EventKind kind = sliceKind();
+      if (step && kind == EventKind::Step) scratch_.push_back(Attr::ofInt(AttrKey::Step, *step));
+      threads_[th].open.push_back(OpenSlice{*ts, name, kind, scratch_});
+      return Status::ok();
+    }
+    case 'E': {
+      // Ends close the innermost open slice of their thread, in file order, as in Chrome.
+      auto& open = threads_[th].open;
+      if (open.empty() || open.back().start > *ts) {
+        ++skipped_;
+        return Status::ok();
+      }
+      OpenSlice b = std::move(open.back());
+      open.pop_back();
+      if (args) (void)appendArgs(*args, store_, b.attrs, /*skipExisting=*/true);
+      addPending(th, b.start, *ts, b.name, b.kind, b.attrs);
+      return Status::ok();
+    }
+    default:  // i, I, n, R: instants
+      addPending(th, *ts, *ts, name, argsKind.value_or(EventKind::Marker), scratch_);
+      return Status::ok();
+  }
+}
+
+// "C": one Counter event per numeric series. Our exports keep the kind and the other attributes
+// in an extra member (chrome_format.h); foreign counters carry only their series.
+void Importer::counterEvent(const Json& ev, uint32_t th, int64_t ts, StringId name) {
+  const Json* args = member(ev, "args");
+  std::vector<std::pair<std::string, const Json*>> series;
+  if (args && args->is_object())
+    for (auto it = args->begin(); it != args->end(); ++it)
+      if (it.value().is_number() || numericString(it.value())) series.emplace_back(it.key(), &it.value());
+  if (series.empty()) {
+    ++skipped_;
+    return;
+  }
+  std::vector<Attr> extra;
+  std::optional<EventKind> kind;
+  if (const Json* more = member(ev, kCounterExtraArgs)) kind = appendArgs(*more, store_, extra);
+  const std::string base(store_.str(name));
+  for (const auto& [key, value] : series) {
+    std::vector<Attr> attrs;
+    if (const auto n = integer(value);
+        n && value->is_number_integer()) {  // unsigned too: 7 parses as unsigned
+      attrs.push_back(Attr::ofInt(AttrKey::Value, *n));
+    } else if (value->is_number()) {
+      attrs.push_back(Attr::ofDouble(AttrKey::Value, value->get<double>()));
+    } else {
+      attrs.push_back(Attr::ofDouble(AttrKey::Value, *numericString(*value)));
+    }
+    attrs.insert(attrs.end(), extra.begin(), extra.end());
+    const StringId n = series.size() == 1 ? name : store_.intern(base + "." + key);
+    addPending(th, ts, ts, n, kind.value_or(EventKind::Counter), attrs, /*counterSample=*/true);
+  }
+}
+
+void Importer::metadataEvent(const Json& ev, uint32_t th) {
+  const std::string what = text(member(ev, "name"));
+  const Json* args = member(ev, "args");
+  ThreadState& t = threads_[th];
+  if (what == "process_name" && args) {
+    // Our exports describe the rank completely; a foreign process name is only a label.
+    if (auto rank = integer(member(*args, kRankArg))) {
+      RankInfo info{.rank = static_cast<RankId>(*rank), .host = text(member(*args, kHostArg))};
+      info.pid = integer(member(*args, kOsPidArg)).value_or(0);
+      info.localRank = static_cast<int32_t>(integer(member(*args, kLocalRankArg)).value_or(0));
+      info.device = static_cast<int32_t>(integer(member(*args, kDeviceArg)).value_or(-1));
+      info.clockOffsetNs = integer(member(*args, kClockOffsetArg)).value_or(0);
+      const Json* dropped = member(*args, kDroppedArg);
+      info.droppedEvents = dropped && dropped->is_number_unsigned()
+                               ? dropped->get<uint64_t>()
+                               : static_cast<uint64_t>(integer(dropped).value_or(0));
+      processes_[t.process].ours = std::move(info);
+    }
+  } else if (what == "thread_name" && args) {
+    t.name = text(member(*args, "name"));
+    const auto kind = trackKindFromName(text(member(*args, kTrackKindArg)));
+    const auto ext = integer(member(*args, kTrackExternalIdArg));
+    if (kind && ext) {
+      const Json* trackName = member(*args, kTrackNameArg);
+      t.ours = OwnTrack{*kind, *ext, trackName ? text(trackName) : t.name};
+    }
+  } else if (what == "thread_sort_index" && args) {
+    t.sortIndex = integer(member(*args, "sort_index"));
+  }
+  // process_sort_index, process_labels, ...: display hints only.
+}
+
+}  // namespace trainscope::core::chrome
+
+namespace trainscope::core {
+
+Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName) {
+  try {
+    chrome::Importer importer(sourceName);
+    chrome::ReadResult read;
+    const Status st = chrome::readChromeJson(
+        json, sourceName, [&](const chrome::RawEvent& ev) { return importer.onEvent(ev); }, read);
+    if (!st) return st;
+    return importer.finish(read);
+  } catch (const std::bad_alloc&) {
+    return Status(ErrorCode::Io, std::string(sourceName) + ": out of memory while importing");
+  } catch (const std::exception& e) {  // nlohmann type errors and the like: never out of core
+    return Status(ErrorCode::BadTrace, std::string(sourceName) + ": " + e.what());
+  }
+}
+
+Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return Status(ErrorCode::NotFound, name + ": no such file");
+  if (std::filesystem::is_directory(status))
+    return Status(ErrorCode::Io, name + ": is a directory, not a trace file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(ErrorCode::Io, name + ": cannot open: " + std::strerror(errno));
+  std::string data;
+  try {
+    in.seekg(0, std::ios::end);
+    const auto size = in.tellg();
+    in.seekg(0, std::ios::beg);
+    if (size > 0) data.resize(static_cast<size_t>(size));
+    in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::Io, name + ": cannot read: " + e.what());
+  }
+  if (!in) return Status(ErrorCode::Io, name + ": read failed: " + std::strerror(errno));
+  if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
+      static_cast<unsigned char>(data[1]) == 0x8b)
+    return Status(ErrorCode::BadTrace, name + ": gzip-compressed; decompress it first (gunzip)");
+  return importChromeTrace(data, name);
+}
+
+}  // namespace trainscope::core

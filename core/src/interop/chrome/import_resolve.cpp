@@ -1,0 +1,263 @@
+// Chrome trace JSON import, part 2: once the whole file is read, decide ranks and tracks, bind
+// flow events to slices, and append everything to the store (see chrome_importer.h).
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "interop/chrome/format.h"
+#include "interop/chrome/import_args.h"
+#include "interop/chrome/importer.h"
+
+namespace trainscope::core::chrome {
+
+namespace {
+
+std::string idText(const JsonId& id) {
+  return std::holds_alternative<int64_t>(id) ? std::to_string(std::get<int64_t>(id))
+                                             : std::get<std::string>(id);
+}
+
+// Kineto puts a whole rank in one file: its distributedInfo names the rank for every pid.
+std::optional<int64_t> kinetoRank(const Json& top) {
+  const Json* info = member(top, "distributedInfo");
+  return info ? integer(member(*info, "rank")) : std::nullopt;
+}
+
+bool looksLikeKineto(const Json& top) {
+  return member(top, "schemaVersion") || member(top, "distributedInfo") || member(top, "deviceProperties");
+}
+
+}  // namespace
+
+Result<TraceStore> Importer::finish(const ReadResult& read) {
+  const Json& top = read.topLevel;
+  const Json* other = member(top, "otherData");
+  const bool ours = other && member(*other, kFormatKey);
+  for (const auto& t : threads_) skipped_ += t.open.size();  // a "B" that never ended
+
+  // Our exports are relative to the session's first event; newer Kineto writes ts relative to
+  // baseTimeNanoseconds. Either way the store gets absolute nanoseconds back.
+  int64_t base = 0;
+  if (ours)
+    base = integer(member(*other, kOriginKey)).value_or(0);
+  else if (auto b = integer(member(top, "baseTimeNanoseconds")))
+    base = *b;
+  if (Status st = shiftTimes(base); !st) return st;
+
+  resolveRanks(top);
+  resolveTracks();
+  // Flows in our own files only restate what the events' flow_id args and the send/recv order
+  // already say; re-binding them would add FlowId attributes the original store did not have.
+  if (!ours) bindFlows();
+  appendEvents();
+  setMetadata(top, ours);
+  return std::move(store_);
+}
+
+Status Importer::shiftTimes(int64_t base) {
+  if (base == 0) return Status::ok();
+  auto shift = [&](int64_t& t) { return !__builtin_add_overflow(t, base, &t); };
+  for (auto& p : pending_)
+    if (!shift(p.start) || !shift(p.end))
+      return Status(ErrorCode::BadTrace, std::string(source_) +
+                                             ": timestamps overflow after adding the time base " +
+                                             std::to_string(base) + " ns");
+  for (auto& f : flowSteps_) (void)shift(f.ts);
+  return Status::ok();
+}
+
+// pid -> rank: our own process metadata if present; else Kineto's distributedInfo.rank; else a
+// numeric pid below 2^20 is the rank; remaining pids (large or strings) get the lowest free
+// rank numbers in first-seen order.
+void Importer::resolveRanks(const Json& top) {
+  for (const auto& t : threads_)
+    if (t.gpu) processes_[t.process].gpu = true;
+  const auto kineto = kinetoRank(top);
+  std::set<RankId> used;
+  std::vector<uint32_t> dense;
+  for (uint32_t p = 0; p < processes_.size(); ++p) {
+    ProcessState& ps = processes_[p];
+    const int64_t* num = std::get_if<int64_t>(&ps.key);
+    if (ps.ours)
+      ps.rank = ps.ours->rank;
+    else if (kineto)
+      ps.rank = static_cast<RankId>(*kineto);
+    else if (num && *num >= 0 && *num < (int64_t{1} << 20))
+      ps.rank = static_cast<RankId>(*num);
+    else {
+      dense.push_back(p);
+      continue;
+    }
+    used.insert(ps.rank);
+  }
+  RankId next = 0;
+  for (uint32_t p : dense) {
+    while (used.count(next)) ++next;
+    processes_[p].rank = next;
+    used.insert(next);
+  }
+  // Rank descriptions. A foreign pid says little: the CPU process's pid becomes RankInfo::pid,
+  // a GPU-only "process" (Kineto's device pid) the device number.
+  for (const ProcessState& ps : processes_) {
+    if (ps.ours) {
+      store_.setRank(*ps.ours);
+      continue;
+    }
+    const int64_t* num = std::get_if<int64_t>(&ps.key);
+    RankInfo* info = store_.rank(ps.rank);
+    if (!info) {
+      store_.setRank(RankInfo{.rank = ps.rank});
+      info = store_.rank(ps.rank);
+    }
+    if (!num) continue;
+    if (ps.gpu && info->device < 0 && *num >= 0 && *num < 1024) info->device = static_cast<int32_t>(*num);
+    if (!ps.gpu && info->pid == 0) info->pid = *num;
+  }
+}
+
+// tid -> track. Our lanes ("<track> #2") carry the track's identity and fold back into it;
+// foreign threads become CudaStream tracks when Kineto's GPU categories are on them, CpuThread
+// tracks otherwise, with the tid as external id (made unique per rank if two pids share it).
+void Importer::resolveTracks() {
+  std::vector<uint32_t> order(threads_.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return threads_[a].sortIndex.value_or(INT64_MAX) < threads_[b].sortIndex.value_or(INT64_MAX);
+  });
+  std::set<std::tuple<RankId, TrackKind, int64_t>> taken;
+  for (uint32_t th : order) {
+    ThreadState& t = threads_[th];
+    const RankId rank = processes_[t.process].rank;
+    if (t.ours) {
+      t.track = store_.findOrAddTrack(rank, t.ours->kind, t.ours->externalId, t.ours->name);
+      taken.insert({rank, t.ours->kind, t.ours->externalId});
+      continue;
+    }
+    if (!t.hasSlices) continue;
+    const TrackKind kind = t.gpu ? TrackKind::CudaStream : TrackKind::CpuThread;
+    const int64_t* num = std::get_if<int64_t>(&t.key);
+    int64_t ext = num ? *num : -static_cast<int64_t>(th) - 1;  // string tids: negative, unique
+    if (taken.count({rank, kind, ext}))
+      ext = ((static_cast<int64_t>(t.process) + 1) << 32) | static_cast<uint32_t>(ext);
+    taken.insert({rank, kind, ext});
+    std::string name = t.name;
+    // Unnamed: a string tid is a name already (Perfetto reads it so too); a number is an id.
+    if (name.empty()) name = num ? (t.gpu ? "stream " : "thread ") + idText(t.key) : idText(t.key);
+    if (name.empty()) name = "unnamed thread";
+    t.track = store_.addTrack(TrackInfo{rank, kind, std::move(name), ext});
+  }
+}
+
+// Flow v1 steps: "s"/"t" (and "f" with "bp":"e") bind to the innermost slice around their ts on
+// their thread, other "f" to the next slice that starts at or after ts. Each flow (cat, name, id)
+// bound to two or more slices gives them one new FlowId; a slice keeps a FlowId it already has.
+void Importer::bindFlows() {
+  std::vector<std::vector<uint32_t>> byThread(threads_.size());
+  std::vector<int64_t> maxDur(threads_.size(), 0);
+  int64_t nextFlowId = 0;
+  for (uint32_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (p.counterSample) continue;
+    byThread[p.thread].push_back(i);
+    maxDur[p.thread] = std::max(maxDur[p.thread], p.end - p.start);
+    for (uint32_t a = 0; a < p.attrCount; ++a)
+      if (const Attr& at = attrs_[p.attrBegin + a]; at.key == static_cast<uint32_t>(AttrKey::FlowId))
+        nextFlowId = std::max(nextFlowId, at.asInt());
+  }
+  for (auto& list : byThread)
+    std::sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
+      const Pending &x = pending_[a], &y = pending_[b];
+      return x.start != y.start ? x.start < y.start : x.end > y.end;
+    });
+
+  std::vector<std::vector<uint32_t>> members(flowGroups_.size());
+  for (const FlowStep& f : flowSteps_) {
+    const auto& list = byThread[f.thread];
+    std::optional<uint32_t> bound;
+    if (f.enclosing) {
+      auto it = std::upper_bound(list.begin(), list.end(), f.ts,
+                                 [&](int64_t ts, uint32_t e) { return ts < pending_[e].start; });
+      // Walk back over the slices that start at or before ts (innermost first); none longer
+      // than the thread's longest slice can reach ts.
+      for (auto j = it; j != list.begin();) {
+        const Pending& p = pending_[*--j];
+        if (p.start < f.ts - maxDur[f.thread]) break;
+        if (p.end > f.ts || (p.end == f.ts && p.start == f.ts)) {
+          bound = *j;
+          break;
+        }
+      }
+    } else {
+      auto it = std::lower_bound(list.begin(), list.end(), f.ts,
+                                 [&](uint32_t e, int64_t ts) { return pending_[e].start < ts; });
+      if (it != list.end()) bound = *it;
+    }
+    if (bound)
+      members[f.group].push_back(*bound);
+    else
+      ++skipped_;
+  }
+  for (auto& m : members) {
+    std::sort(m.begin(), m.end());
+    m.erase(std::unique(m.begin(), m.end()), m.end());
+    if (m.size() < 2) {
+      skipped_ += m.size();
+      continue;
+    }
+    ++nextFlowId;
+    for (uint32_t e : m) {
+      const Pending& p = pending_[e];
+      bool has = addedFlowId_.count(e) > 0;
+      for (uint32_t a = 0; a < p.attrCount && !has; ++a)
+        has = attrs_[p.attrBegin + a].key == static_cast<uint32_t>(AttrKey::FlowId);
+      if (!has) addedFlowId_[e] = nextFlowId;
+    }
+  }
+}
+
+void Importer::appendEvents() {
+  std::vector<Attr> withFlow;
+  for (uint32_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    const ThreadState& t = threads_[p.thread];
+    TrackId track = t.track;
+    if (p.counterSample && !t.ours) {
+      const RankId rank = processes_[t.process].rank;
+      auto [it, added] = counterTracks_.try_emplace(rank, kInvalidTrack);
+      if (added) it->second = store_.findOrAddTrack(rank, TrackKind::Counter, 0, "counters");
+      track = it->second;
+    }
+    if (track == kInvalidTrack) {
+      ++skipped_;
+      continue;
+    }
+    std::span<const Attr> attrs(attrs_.data() + p.attrBegin, p.attrCount);
+    if (auto f = addedFlowId_.find(i); f != addedFlowId_.end()) {
+      withFlow.assign(attrs.begin(), attrs.end());
+      withFlow.push_back(Attr::ofInt(AttrKey::FlowId, f->second));
+      attrs = withFlow;
+    }
+    store_.append(track, EventRecord{p.start, p.end, p.name, p.kind}, attrs);
+  }
+}
+
+void Importer::setMetadata(const Json& top, bool ours) {
+  auto& md = store_.metadata();
+  const Json* other = member(top, "otherData");
+  if (ours) {
+    if (const Json* saved = member(*other, kMetadataKey); saved && saved->is_object())
+      for (auto it = saved->begin(); it != saved->end(); ++it) md[it.key()] = text(&it.value());
+  } else {
+    // Whatever the producer said about the trace, as text (arrays such as Kineto's
+    // deviceProperties are left out: they describe hardware, not this session's settings).
+    for (auto it = top.begin(); it != top.end(); ++it)
+      if (!it.value().is_array() && it.key() != "otherData") md[it.key()] = text(&it.value());
+    if (other && other->is_object())
+      for (auto it = other->begin(); it != other->end(); ++it) md[it.key()] = text(&it.value());
+  }
+  md[std::string(kImportFormatKey)] = ours ? "trainscope" : looksLikeKineto(top) ? "kineto" : "chrome";
+  md[std::string(kSkippedEventsKey)] = std::to_string(skipped_);
+}
+
+}  // namespace trainscope::core::chrome

@@ -1,0 +1,41 @@
+// Reads Chrome trace JSON through nlohmann's SAX interface, one trace event at a time.
+//
+// Why SAX and not one DOM: a DOM of a large trace costs many times the file size, and a DOM
+// keeps only the double value of a number, while "ts": 1718000000123456.789 needs its digits to
+// become exact nanoseconds. The reader builds a small DOM per event (insertion-ordered, so
+// attributes keep their order) and hands it over with the original text of its "ts" and "dur"
+// numbers; other top-level members ("otherData", ...) are collected as DOMs.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "trainscope/core/base/status.h"
+
+namespace trainscope::core::chrome {
+
+using Json = nlohmann::ordered_json;
+
+struct RawEvent {
+  size_t index = 0;  // position in the traceEvents array
+  const Json* value = nullptr;
+  std::string_view tsText;   // original text of a floating "ts", empty for integers
+  std::string_view durText;  // likewise for "dur"
+};
+
+struct ReadResult {
+  Json topLevel = Json::object();  // every top-level member except traceEvents
+  bool objectForm = false;
+  size_t events = 0;
+};
+
+// Calls onEvent for every element of traceEvents (object form) or of the top-level array.
+// Errors: MalformedJson (with the byte offset) for text that does not parse; BadTrace for JSON
+// that is not a trace (a scalar, an object without a traceEvents array, a non-object event); and
+// whatever onEvent returns, which stops the read.
+Status readChromeJson(std::string_view text, std::string_view sourceName,
+                      const std::function<Status(const RawEvent&)>& onEvent, ReadResult& result);
+
+}  // namespace trainscope::core::chrome

@@ -1,0 +1,209 @@
+// LiveSession's knob-change protocol across every rank of a job, and discovery of a job's ranks.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include <thread>
+
+#include "trainscope/core/live/live_session.h"
+
+namespace trainscope::core {
+namespace {
+
+std::string fmtDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+bool rangeIsSet(const wire::KnobDescriptor& d) {
+  return d.min <= d.max && !(d.min == 0 && d.max == 0);
+}
+
+}  // namespace
+
+std::string validateKnobValue(const wire::KnobDescriptor& d, const std::string& value) {
+  using wire::KnobType;
+  switch (d.type) {
+    case KnobType::Int: {
+      long long v = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || p != value.data() + value.size() || value.empty())
+        return d.name + " takes an integer, not \"" + value + "\"";
+      if (rangeIsSet(d) && (static_cast<double>(v) < d.min || static_cast<double>(v) > d.max))
+        return d.name + " = " + value + " is out of range [" + fmtDouble(d.min) + ", " + fmtDouble(d.max) +
+               "]";
+      return {};
+    }
+    case KnobType::Float: {
+      char* end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v))
+        return d.name + " takes a number, not \"" + value + "\"";
+      if (rangeIsSet(d) && (v < d.min || v > d.max))
+        return d.name + " = " + value + " is out of range [" + fmtDouble(d.min) + ", " + fmtDouble(d.max) +
+               "]";
+      return {};
+    }
+    case KnobType::Bool:
+      for (const char* ok : {"true", "false", "1", "0", "on", "off"})
+        if (value == ok) return {};
+      return d.name + " takes true or false, not \"" + value + "\"";
+    case KnobType::Enum: {
+      if (std::find(d.choices.begin(), d.choices.end(), value) != d.choices.end()) return {};
+      std::string all;
+      for (const auto& c : d.choices) all += (all.empty() ? "" : ", ") + c;
+      return d.name + " takes one of {" + all + "}, not \"" + value + "\"";
+    }
+  }
+  return d.name + " has an unknown type";
+}
+
+Result<std::vector<discovery::Entry>> LiveSession::entriesOf(const std::string& jobId, bool requireAllRanks) {
+  std::vector<discovery::Entry> mine;
+  for (auto& e : discovery::listEntries())
+    if (e.jobId == jobId) mine.push_back(std::move(e));
+  if (mine.empty())
+    return Status(ErrorCode::NotFound,
+                  "no running job \"" + jobId + "\" on this machine (see `trainscope-cli jobs`)");
+  if (requireAllRanks) {
+    const int32_t world = mine.front().worldSize;
+    std::set<int32_t> seen;
+    for (const auto& e : mine) seen.insert(e.rank);
+    std::string missing;
+    for (int32_t r = 0; r < world; ++r)
+      if (!seen.count(r)) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    if (!missing.empty())
+      return Status(ErrorCode::NotFound, "job \"" + jobId + "\": ranks " + missing + " of " +
+                                             std::to_string(world) + " are not (yet) discoverable");
+  }
+  return mine;
+}
+
+Result<std::vector<discovery::Entry>> LiveSession::waitForEntries(const std::string& jobId, int waitMs) {
+  const int64_t deadline = monotonicNowNs() + static_cast<int64_t>(waitMs) * 1'000'000;
+  for (;;) {
+    auto e = entriesOf(jobId, false);
+    if (e.isOk() || monotonicNowNs() >= deadline) return e;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Status LiveSession::fillSequenceGaps(const std::vector<AgentClient*>& cs, const std::vector<wire::KnobList>& lists,
+                                     uint64_t maxSeq) {
+  // A client that died between ranks (or lost a connection) leaves some ranks without a change
+  // sequence number the others have. Ranks apply a change only once every rank has every
+  // number up to it, so the gap would hold back every later change. Fill it: a rank that still
+  // holds the change pending tells us its content, and the ranks that lack it get the same
+  // change (whichever copy arrives first, it is the same change); a number no rank holds
+  // pending was refused or never arrived anywhere, and gets an empty change that only marks it
+  // received. Copies to ranks that already have a number are refused as duplicates: harmless.
+  uint64_t minContiguous = maxSeq;
+  std::map<uint64_t, std::pair<std::string, std::string>> pending;
+  for (const auto& l : lists) {
+    minContiguous = std::min(minContiguous, l.contiguousSeq);
+    for (const auto& p : l.pending) pending.emplace(p.changeSeq, std::make_pair(p.name, p.value));
+  }
+  constexpr uint64_t kMaxGap = 4096;
+  if (maxSeq - minContiguous > kMaxGap)
+    return Status(ErrorCode::InvalidArgument, "ranks disagree on " + std::to_string(maxSeq - minContiguous) +
+                                                  " knob changes; is this one job?");
+  for (uint64_t seq = minContiguous + 1; seq <= maxSeq; ++seq) {
+    const auto it = pending.find(seq);
+    for (size_t r = 0; r < cs.size(); ++r) {
+      if (lists[r].contiguousSeq >= seq) continue;
+      auto ack = it != pending.end() ? cs[r]->setKnob(seq, it->second.first, it->second.second)
+                                     : cs[r]->setKnob(seq, "", "");
+      if (!ack)
+        return Status(ack.status().code(), "rank " + std::to_string(cs[r]->job().rank) +
+                                               ": filling knob change " + std::to_string(seq) + ": " +
+                                               ack.status().message());
+    }
+  }
+  return Status();
+}
+
+Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
+    const std::vector<std::pair<std::string, std::string>>& changes, int applyTimeoutMs) {
+  const std::vector<AgentClient*> cs = clients();
+  if (cs.empty()) return Status(ErrorCode::InvalidArgument, "no ranks connected");
+  if (worldSize_ > 0 && static_cast<int>(cs.size()) < worldSize_)
+    return Status(ErrorCode::NotFound, "only " + std::to_string(cs.size()) + " of " +
+                                              std::to_string(worldSize_) +
+                                              " ranks are connected; a knob change must reach every rank");
+  // 1. What every rank has: descriptors for validation, and the change sequence so far.
+  uint64_t maxSeq = 0;
+  std::vector<wire::KnobDescriptor> knobs;
+  std::vector<wire::KnobList> lists;
+  for (AgentClient* c : cs) {
+    auto list = c->knobList();
+    if (!list)
+      return Status(list.status().code(),
+                    "rank " + std::to_string(c->job().rank) + ": " + list.status().message());
+    maxSeq = std::max(maxSeq, list->lastChangeSeq);
+    if (knobs.empty()) knobs = list->knobs;
+    lists.push_back(std::move(list).value());
+  }
+  if (Status s = fillSequenceGaps(cs, lists, maxSeq); !s.isOk()) return s;
+  for (const auto& change : changes) {
+    const std::string& name = change.first;
+    const std::string& value = change.second;
+    const auto d = std::find_if(knobs.begin(), knobs.end(), [&name](const auto& k) { return k.name == name; });
+    if (d == knobs.end()) {
+      std::string known;
+      for (const auto& k : knobs) known += (known.empty() ? "" : ", ") + k.name;
+      return Status(ErrorCode::InvalidArgument,
+                    "unknown knob \"" + name + "\" (" +
+                        (known.empty() ? "this job registered no knobs" : "this job has: " + known) + ")");
+    }
+    if (std::string why = validateKnobValue(*d, value); !why.empty())
+      return Status(ErrorCode::InvalidArgument, why);
+  }
+  // 2. Send every change to every rank; all must accept.
+  std::vector<Applied> out;
+  std::vector<std::vector<wire::KnobAck>> acks(changes.size());
+  std::string refusals;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const uint64_t seq = maxSeq + 1 + i;
+    out.push_back({changes[i].first, changes[i].second, seq, {}});
+    for (AgentClient* c : cs) {
+      auto ack = c->setKnob(seq, changes[i].first, changes[i].second);
+      if (!ack)
+        return Status(ack.status().code(),
+                      "rank " + std::to_string(c->job().rank) + ": " + ack.status().message());
+      if (!ack->accepted)
+        refusals += "\n  rank " + std::to_string(c->job().rank) + " refused " + changes[i].first + "=" +
+                    changes[i].second + ": " + (ack->reason.empty() ? "(no reason given)" : ack->reason);
+      acks[i].push_back(ack.value());
+    }
+  }
+  if (!refusals.empty()) return Status(ErrorCode::InvalidArgument, "knob change refused:" + refusals);
+  // 3. Wait until every rank applied every change (all at the same step boundary, by design).
+  const int64_t deadline = monotonicNowNs() + static_cast<int64_t>(applyTimeoutMs) * 1'000'000;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    for (size_t r = 0; r < cs.size(); ++r) {
+      wire::KnobAck ack = acks[i][r];
+      if (!ack.applied) {
+        const int left = static_cast<int>(std::max<int64_t>(0, (deadline - monotonicNowNs()) / 1'000'000));
+        auto done = cs[r]->waitForApplied(out[i].changeSeq, left);
+        if (!done)
+          return Status(done.status().code(), "rank " + std::to_string(cs[r]->job().rank) + ": " +
+                                                  changes[i].first +
+                                                  " accepted but not applied: " + done.status().message());
+        ack = done.value();
+        if (!ack.accepted)
+          return Status(ErrorCode::InvalidArgument, "rank " + std::to_string(cs[r]->job().rank) +
+                                                        " refused " + changes[i].first +
+                                                        " when applying: " + ack.reason);
+      }
+      out[i].stepPerRank.emplace_back(cs[r]->job().rank, ack.appliedStep);
+    }
+  }
+  return out;
+}
+
+}  // namespace trainscope::core

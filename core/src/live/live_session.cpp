@@ -1,0 +1,590 @@
+// LiveSession: connections, clock sync, subscription, ingest, statistics and knob calls for one
+// live job (see the header). Everything network-bound runs on one worker thread while streaming.
+#include "trainscope/core/live/live_session.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "trainscope/core/session/tsdb.h"
+
+namespace trainscope::core {
+
+const char* liveStateName(LiveState s) {
+  switch (s) {
+    case LiveState::Connecting:
+      return "connecting";
+    case LiveState::Live:
+      return "live";
+    case LiveState::Ended:
+      return "job ended";
+    case LiveState::Failed:
+      return "failed";
+    case LiveState::Detached:
+      return "detached";
+  }
+  return "?";
+}
+
+namespace {
+constexpr size_t kMaxOffsetLog = 64;  // clock_offset_log.<rank> keeps the first updates
+constexpr int64_t kRetryNs = 2'000'000'000;  // a rank that could not be reached is tried again after this
+}  // namespace
+
+struct LiveSession::Rank {
+  int32_t rank = 0;
+  discovery::Entry entry;
+  std::unique_ptr<AgentClient> client;
+  std::unique_ptr<BatchIngestor> ingestor;
+  ClockSync firstSync;   // at the first attach
+  ClockSync lastSync;    // the latest accepted estimate
+  int64_t clockDriftNs = 0;
+  bool hasDrift = false;
+  bool seen = false;
+  int offsetUpdates = 0;
+  int attaches = 0;
+  std::string offsetLog;  // "t_s:offset_ns" per update
+  size_t offsetLogEntries = 0;
+  std::string problem;
+  int64_t retryAtNs = 0;
+  bool open() const { return client && !client->closed(); }
+};
+
+LiveSession::LiveSession(std::vector<discovery::Entry> entries, LiveOptions options)
+    : entries_(std::move(entries)), options_(std::move(options)) {
+  if (!entries_.empty()) {
+    jobId_ = entries_.front().jobId;
+    for (const auto& e : entries_) worldSize_ = std::max(worldSize_, e.worldSize);
+    worldSize_ = std::max(worldSize_, static_cast<int>(entries_.size()));
+  }
+  snapshot_.jobId = jobId_;
+  snapshot_.ranksTotal = worldSize_;
+  metadata_["job_id"] = jobId_;
+  metadata_["created_by"] = options_.createdBy;
+  metadata_["world_size"] = std::to_string(worldSize_);
+  // The attaching machine's CLOCK_MONOTONIC; each rank's offset aligns its agent clock to it.
+  metadata_["clock_domain"] = "monotonic";
+  metadata_["clock_alignment"] = "ping-pong, fastest of N round trips (docs/ARCHITECTURE.md, Protocol)";
+}
+
+LiveSession::~LiveSession() {
+  detach();
+}
+
+Result<std::unique_ptr<LiveSession>> LiveSession::connect(std::vector<discovery::Entry> entries, LiveOptions options) {
+  auto s = std::make_unique<LiveSession>(std::move(entries), std::move(options));
+  for (const auto& e : s->entries_) {
+    auto& slot = s->ranks_[e.rank];
+    if (!slot) slot = std::make_unique<Rank>();
+    slot->rank = e.rank;
+    if (Status st = s->connectRank(*slot, e, false); !st.isOk()) return st;
+  }
+  return s;
+}
+
+void LiveSession::setStore(StoreTarget target) {
+  target_ = std::move(target);
+}
+
+void LiveSession::setWriter(SessionWriter* writer) {
+  writer_ = writer;
+}
+
+std::vector<AgentClient*> LiveSession::clients() {
+  std::vector<AgentClient*> out;
+  for (auto& [rank, r] : ranks_)
+    if (r->open()) out.push_back(r->client.get());
+  return out;
+}
+
+// ---- connections ---------------------------------------------------------------------------
+
+Status LiveSession::connectRank(Rank& r, const discovery::Entry& e, bool subscribe) {
+  auto fail = [&](const Status& s, const std::string& what) {
+    r.problem = "rank " + std::to_string(e.rank) + ": " + what + s.message();
+    r.retryAtNs = monotonicNowNs() + kRetryNs;
+    if (r.client) r.client->close();
+    r.client.reset();
+    return Status(s.code(), r.problem);
+  };
+  r.entry = e;
+  AgentClient::Options o = options_.client;
+  if (o.secretFile.empty()) o.secretFile = e.secretFile;
+  auto c = AgentClient::connect(e.endpoint, o);
+  if (!c) return fail(c.status(), "");
+  r.client = std::move(c).value();
+  r.entry = e;
+  r.rank = r.client->job().rank;
+  if (worldSize_ < r.client->job().worldSize) worldSize_ = r.client->job().worldSize;
+  if (jobId_.empty()) jobId_ = r.client->job().jobId;
+  if (!subscribe) {
+    r.problem.clear();
+    return Status::ok();
+  }
+  auto sync = r.client->estimateClockOffset(options_.pings);
+  if (!sync) return fail(sync.status(), "clock sync: ");
+  const bool sameProcess = r.ingestor && r.ingestor->rank().pid == r.client->job().pid &&
+                           r.ingestor->rank().host == r.client->job().host;
+  TraceStore& store = *target_.store;
+  {
+    std::unique_lock lock(*target_.mutex);
+    if (sameProcess) {
+      r.ingestor->skipReceived();  // the history repeats what we have
+      r.ingestor->setClockOffset(-sync->agentMinusClientNs);
+    } else {
+      r.ingestor = std::make_unique<BatchIngestor>(store, rankInfoFor(r.client->job(), sync.value()));
+      if (writer_) r.ingestor->setSink([this](TrackId t, const EventRecord& ev, std::span<const Attr> a) {
+        return sink(t, ev, a);
+      }, target_.store != ownStore_.get());
+      r.firstSync = sync.value();
+    }
+  }
+  r.lastSync = sync.value();
+  if (r.attaches == 0) r.firstSync = sync.value();
+  if (Status s = r.client->subscribe(options_.history); !s.isOk()) return fail(s, "subscribe: ");
+  ++r.attaches;
+  r.problem.clear();
+  everConnected_ = true;
+  if (writer_) (void)writer_->putRank(r.ingestor->rank());
+  // Knob values when the session starts (knob.<name>); later changes are KnobChange events.
+  if (!knobsRecorded_) {
+    if (auto list = r.client->knobList(); list.isOk()) {
+      knobsRecorded_ = true;
+      std::lock_guard g(infoMutex_);
+      for (const auto& k : list->knobs) metadata_["knob." + k.name] = k.currentValue;
+    }
+  }
+  return Status::ok();
+}
+
+void LiveSession::connectKnown(bool subscribe) {
+  for (const auto& e : entries_) {
+    auto& slot = ranks_[e.rank];
+    if (!slot) {
+      slot = std::make_unique<Rank>();
+      slot->rank = e.rank;
+    }
+    if (slot->open()) continue;
+    if (stop_) return;
+    (void)connectRank(*slot, e, subscribe);
+  }
+}
+
+// Ranks that registered after we attached, and ranks that went away and are back (a new
+// process, or the same one reachable again), are attached; an entry that does not answer is
+// tried again a little later.
+void LiveSession::rediscover() {
+  if (jobId_.empty()) return;
+  const int64_t now = monotonicNowNs();
+  for (const auto& e : discovery::listEntries()) {
+    if (e.jobId != jobId_) continue;
+    auto& slot = ranks_[e.rank];
+    if (!slot) {
+      slot = std::make_unique<Rank>();
+      slot->rank = e.rank;
+    }
+    if (slot->open()) continue;
+    const bool newProcess = slot->entry.pid != e.pid || slot->entry.endpoint != e.endpoint;
+    if (!newProcess && now < slot->retryAtNs) continue;
+    if (std::none_of(entries_.begin(), entries_.end(), [&](const auto& k) { return k.rank == e.rank; }))
+      entries_.push_back(e);
+    else
+      for (auto& k : entries_)
+        if (k.rank == e.rank) k = e;
+    worldSize_ = std::max(worldSize_, e.worldSize);
+    if (stop_) return;
+    (void)connectRank(*slot, e, true);
+  }
+  // Ranks known only from the entries we were given (remote ones) are retried too.
+  for (const auto& e : entries_) {
+    auto& slot = ranks_[e.rank];
+    if (slot && !slot->open() && now >= slot->retryAtNs && !stop_) (void)connectRank(*slot, e, true);
+  }
+}
+
+// Clocks of different hosts drift apart (tens of ppm without good NTP: a millisecond in a
+// minute), so offsets are measured again every few seconds. A new estimate replaces the offset
+// for later batches only when it is about as tight as the first one (pongs queue behind event
+// batches on a busy connection, which widens the round trip) and differs by more than its error
+// bound; on one host the clocks are the same and nothing changes.
+void LiveSession::resync() {
+  for (auto& [rank, r] : ranks_) {
+    if (!r->open()) continue;
+    auto s = r->client->estimateClockOffset(8);
+    if (!s) continue;
+    const int64_t limit = std::max<int64_t>(2 * r->firstSync.errorBoundNs, 200'000);
+    const int64_t offset = -s->agentMinusClientNs;
+    if (s->errorBoundNs > limit || std::llabs(offset - r->ingestor->rank().clockOffsetNs) <= s->errorBoundNs) continue;
+    {
+      std::unique_lock lock(*target_.mutex);
+      r->ingestor->setClockOffset(offset);
+    }
+    r->lastSync = s.value();
+    ++r->offsetUpdates;
+    if (r->offsetLogEntries < kMaxOffsetLog) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%.3f:%lld", r->offsetLog.empty() ? "" : " ",
+                    static_cast<double>(monotonicNowNs() - startNs_) / 1e9, static_cast<long long>(offset));
+      r->offsetLog += buf;
+      ++r->offsetLogEntries;
+    }
+  }
+}
+
+void LiveSession::closeRank(Rank& r, const std::string& why) {
+  if (r.client) r.client->close();
+  r.problem = "rank " + std::to_string(r.rank) + " went away: " + why;
+  r.retryAtNs = monotonicNowNs() + kRetryNs / 4;
+  std::lock_guard g(infoMutex_);
+  snapshot_.message = r.problem;
+}
+
+// ---- ingest --------------------------------------------------------------------------------
+
+Status LiveSession::sink(TrackId t, const EventRecord& e, std::span<const Attr> attrs) {
+  TraceStore& store = *target_.store;
+  while (tracksWritten_ < store.trackCount()) {
+    if (Status s = writer_->putTrack(static_cast<TrackId>(tracksWritten_), store.track(tracksWritten_)); !s.isOk())
+      return s;
+    ++tracksWritten_;
+  }
+  return writer_->append(store, t, e, attrs);
+}
+
+void LiveSession::flush(bool final) {
+  const int64_t now = monotonicNowNs();
+  if (pending_.empty() || (!final && now - lastFlushNs_ < static_cast<int64_t>(options_.flushMs) * 1'000'000))
+    return;
+  lastFlushNs_ = now;
+  bool layout = false;
+  std::map<std::string, std::string> md;
+  writeMetadata(md);
+  {
+    std::unique_lock lock(*target_.mutex);
+    for (auto& [r, b] : pending_) {
+      if (Status s = r->ingestor->ingest(b); !s.isOk() && sinkError_.isOk()) sinkError_ = s;
+      r->seen = true;
+    }
+    if (target_.underLock) layout = target_.underLock();
+    for (auto& [k, v] : md) target_.store->metadata()[k] = v;
+  }
+  {
+    std::lock_guard g(infoMutex_);
+    metadataFull_ = std::move(md);
+  }
+  pending_.clear();
+  if (target_.afterUnlock) target_.afterUnlock(layout);
+}
+
+void LiveSession::writeMetadata(std::map<std::string, std::string>& md) const {
+  {
+    std::lock_guard g(infoMutex_);
+    md = metadata_;
+  }
+  md["job_id"] = jobId_;
+  md["world_size"] = std::to_string(worldSize_);
+  for (const auto& [rank, r] : ranks_) {
+    if (!r->ingestor) continue;
+    const std::string rk = std::to_string(rank);
+    md["clock_sync_error_ns." + rk] = std::to_string(r->firstSync.errorBoundNs);
+    md["clock_offset_initial_ns." + rk] = std::to_string(-r->firstSync.agentMinusClientNs);
+    md["clock_offset_ns." + rk] = std::to_string(r->ingestor->rank().clockOffsetNs);
+    md["clock_offset_updates." + rk] = std::to_string(r->offsetUpdates);
+    md["clock_offset_log." + rk] = r->offsetLog;
+    if (r->hasDrift) md["clock_drift_ns." + rk] = std::to_string(r->clockDriftNs);
+    md["dropped_events." + rk] = std::to_string(r->ingestor->rank().droppedEvents);
+    md["unknown_track_events." + rk] = std::to_string(r->ingestor->unknownTrackEvents());
+    md["attaches." + rk] = std::to_string(r->attaches);
+  }
+  if (startNs_ > 0) md["record_seconds"] = std::to_string(static_cast<double>(monotonicNowNs() - startNs_) / 1e9);
+}
+
+void LiveSession::publishStats(int64_t now, bool force) {
+  if (!force && now - lastStatsNs_ < 100'000'000) return;
+  lastStatsNs_ = now;
+  LiveSnapshot s;
+  s.jobId = jobId_;
+  s.ranksTotal = worldSize_;
+  s.seconds = startNs_ > 0 ? static_cast<double>(now - startNs_) / 1e9 : 0;
+  std::string problems;
+  for (const auto& [rank, r] : ranks_) {
+    LiveRankStatus rs;
+    rs.rank = rank;
+    rs.pid = r->entry.pid;
+    rs.host = r->entry.host;
+    rs.endpoint = r->entry.endpoint;
+    rs.connected = r->open();
+    rs.seen = r->seen;
+    rs.attaches = r->attaches;
+    rs.offsetUpdates = r->offsetUpdates;
+    rs.problem = r->problem;
+    if (r->ingestor) {
+      rs.events = r->ingestor->eventsIngested();
+      rs.dropped = r->ingestor->rank().droppedEvents;
+      rs.clockOffsetNs = r->ingestor->rank().clockOffsetNs;
+      rs.clockErrorNs = r->lastSync.errorBoundNs;
+    }
+    s.ranksConnected += rs.connected;
+    s.ranksSeen += rs.seen;
+    s.events += rs.events;
+    s.dropped += rs.dropped;
+    if (rs.connected || rs.seen) s.clockErrorNs = std::max(s.clockErrorNs, rs.clockErrorNs);
+    if (!rs.connected && !rs.problem.empty()) problems += (problems.empty() ? "" : "; ") + rs.problem;
+    s.ranks.push_back(std::move(rs));
+  }
+  rate_.emplace_back(now, s.events);
+  while (rate_.size() > 2 && now - rate_.front().first > 2'000'000'000) rate_.pop_front();
+  const double dt = static_cast<double>(now - rate_.front().first) / 1e9;
+  s.eventsPerSecond = dt > 0.2 ? static_cast<double>(s.events - rate_.front().second) / dt : 0;
+  std::lock_guard g(infoMutex_);
+  s.state = snapshot_.state;
+  s.message = !problems.empty() ? problems : snapshot_.message;
+  if (!sinkError_.isOk()) s.message = "writing the session: " + sinkError_.message();
+  snapshot_ = std::move(s);
+}
+
+// ---- the worker ----------------------------------------------------------------------------
+
+void LiveSession::start() {
+  std::lock_guard op(opMutex_);
+  if (thread_.joinable()) {
+    if (!finished_) return;
+    thread_.join();
+  }
+  if (!target_.store) {
+    ownStore_ = std::make_unique<TraceStore>();
+    target_.store = ownStore_.get();
+    target_.mutex = &ownMutex_;
+  }
+  if (!target_.mutex) target_.mutex = &ownMutex_;
+  stop_ = false;
+  finished_ = false;
+  {
+    std::lock_guard g(infoMutex_);
+    snapshot_.state = LiveState::Connecting;
+    snapshot_.message.clear();
+  }
+  // Connections made for knob calls before streaming are replaced by subscribed ones.
+  for (auto& [rank, r] : ranks_)
+    if (r->open()) {
+      r->client->close();
+      r->client.reset();
+    }
+  thread_ = std::thread([this] { run(); });
+}
+
+void LiveSession::run() {
+  startNs_ = monotonicNowNs();
+  connectKnown(true);
+  const bool any = !clients().empty();
+  {
+    std::lock_guard g(infoMutex_);
+    snapshot_.state = any ? LiveState::Live : LiveState::Failed;
+    if (!any) {
+      std::string problems;
+      for (const auto& [rank, r] : ranks_)
+        if (!r->problem.empty()) problems += (problems.empty() ? "" : "; ") + r->problem;
+      snapshot_.message = problems.empty() ? "no ranks to attach to" : problems;
+    }
+  }
+  if (!any) {
+    publishStats(monotonicNowNs(), true);
+    std::lock_guard g(infoMutex_);
+    snapshot_.state = LiveState::Failed;
+    finished_ = true;
+    return;
+  }
+  const int64_t resyncEvery =
+      options_.resyncSeconds > 0 ? static_cast<int64_t>(options_.resyncSeconds * 1e9) : INT64_MAX;
+  const int64_t rediscoverEvery =
+      options_.rediscoverSeconds > 0 ? static_cast<int64_t>(options_.rediscoverSeconds * 1e9) : INT64_MAX;
+  nextResyncNs_ = resyncEvery == INT64_MAX ? INT64_MAX : startNs_ + resyncEvery;
+  nextRediscoverNs_ = rediscoverEvery == INT64_MAX ? INT64_MAX : startNs_ + rediscoverEvery;
+  bool ended = false;
+  while (!stop_ && sinkError_.isOk()) {
+    // Knob calls handed over by other threads.
+    for (;;) {
+      std::packaged_task<void()> t;
+      {
+        std::lock_guard g(cmdMutex_);
+        if (commands_.empty()) break;
+        t = std::move(commands_.front());
+        commands_.pop_front();
+      }
+      t();
+    }
+    int64_t now = monotonicNowNs();
+    if (now >= nextResyncNs_) {
+      resync();
+      nextResyncNs_ = monotonicNowNs() + resyncEvery;
+    }
+    if (now >= nextRediscoverNs_) {
+      rediscover();
+      nextRediscoverNs_ = monotonicNowNs() + rediscoverEvery;
+    }
+    std::vector<pollfd> fds;
+    for (const auto& [rank, r] : ranks_)
+      if (r->open()) fds.push_back({r->client->fd(), POLLIN, 0});
+    if (fds.empty()) {
+      // Every rank is gone: the job ended, unless one comes back right now.
+      flush(true);
+      rediscover();
+      if (clients().empty()) {
+        ended = true;
+        break;
+      }
+      continue;
+    }
+    (void)::poll(fds.data(), fds.size(), 20);
+    for (auto& [rank, r] : ranks_) {
+      if (!r->open()) continue;
+      Rank* rp = r.get();
+      auto n = r->client->pollEvents(0, [&](const wire::EventBatch& b) { pending_.emplace_back(rp, b); });
+      if (!n) closeRank(*r, n.status().message());
+    }
+    flush(false);
+    publishStats(monotonicNowNs(), false);
+  }
+  flush(true);
+  // The drift over the session, measured where the rank is still there; the offset in force is
+  // not changed retroactively.
+  for (auto& [rank, r] : ranks_) {
+    if (!r->open()) continue;
+    if (auto end = r->client->estimateClockOffset(8); end.isOk()) {
+      r->clockDriftNs = end->agentMinusClientNs - r->firstSync.agentMinusClientNs;
+      r->hasDrift = true;
+    }
+  }
+  finish();
+  {
+    std::lock_guard g(infoMutex_);
+    snapshot_.state = ended && !stop_ ? LiveState::Ended : LiveState::Detached;
+  }
+  publishStats(monotonicNowNs(), true);
+  {
+    std::lock_guard g(infoMutex_);
+    snapshot_.ranksConnected = 0;
+    snapshot_.eventsPerSecond = 0;
+    if (snapshot_.state == LiveState::Ended)
+      snapshot_.message = "the job ended; " + std::to_string(snapshot_.events) + " events received are kept";
+    if (!sinkError_.isOk()) {
+      snapshot_.state = LiveState::Failed;
+      snapshot_.message = "writing the session: " + sinkError_.message();
+    }
+  }
+  // Knob calls that arrived too late get an answer instead of waiting forever.
+  std::lock_guard g(cmdMutex_);
+  finished_ = true;
+  while (!commands_.empty()) {
+    commands_.front()();
+    commands_.pop_front();
+  }
+}
+
+// Closes the connections and leaves the final metadata, ranks and tracks in the store and the
+// writer (the writer's owner closes it).
+void LiveSession::finish() {
+  for (auto& [rank, r] : ranks_)
+    if (r->open()) r->client->close();
+  std::map<std::string, std::string> md;
+  writeMetadata(md);
+  {
+    std::lock_guard g(infoMutex_);
+    metadataFull_ = md;
+  }
+  {
+    std::unique_lock lock(*target_.mutex);
+    for (auto& [k, v] : md) target_.store->metadata()[k] = v;
+    for (auto& [rank, r] : ranks_)
+      if (r->ingestor) target_.store->setRank(r->ingestor->rank());
+  }
+  if (writer_) {
+    for (auto& [k, v] : md) (void)writer_->putMetadata(k, v);
+    for (auto& [rank, r] : ranks_)
+      if (r->ingestor) (void)writer_->putRank(r->ingestor->rank());
+    while (tracksWritten_ < target_.store->trackCount()) {
+      (void)writer_->putTrack(static_cast<TrackId>(tracksWritten_), target_.store->track(tracksWritten_));
+      ++tracksWritten_;
+    }
+  }
+}
+
+void LiveSession::detach() {
+  std::lock_guard op(opMutex_);
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  thread_.join();
+}
+
+LiveSnapshot LiveSession::snapshot() const {
+  std::lock_guard g(infoMutex_);
+  return snapshot_;
+}
+
+std::map<std::string, std::string> LiveSession::metadata() const {
+  std::lock_guard g(infoMutex_);
+  return metadataFull_.empty() ? metadata_ : metadataFull_;
+}
+
+// ---- knob calls ----------------------------------------------------------------------------
+
+template <class F>
+auto LiveSession::onWorker(F&& f) -> decltype(f()) {
+  using R = decltype(f());
+  {
+    std::unique_lock op(opMutex_);
+    if (!thread_.joinable() || finished_) {
+      if (clients().empty()) {
+        connectKnown(false);
+        if (clients().empty()) {
+          std::string why;
+          for (const auto& [rank, r] : ranks_)
+            if (!r->problem.empty()) why += (why.empty() ? "" : "; ") + r->problem;
+          return R(Status(ErrorCode::NotFound, why.empty() ? "no ranks connected" : why));
+        }
+      }
+      return f();
+    }
+  }
+  auto result = std::make_shared<std::optional<R>>();
+  std::packaged_task<void()> task([&f, result] { result->emplace(f()); });
+  auto done = task.get_future();
+  {
+    std::lock_guard g(cmdMutex_);
+    if (finished_) return R(Status(ErrorCode::NotFound, "the live session has ended"));
+    commands_.push_back(std::move(task));
+  }
+  done.wait();
+  if (!result->has_value()) return R(Status(ErrorCode::NotFound, "the live session has ended"));
+  return std::move(**result);
+}
+
+Result<wire::KnobList> LiveSession::knobList() {
+  return onWorker([this]() -> Result<wire::KnobList> {
+    auto cs = clients();
+    if (cs.empty()) return Status(ErrorCode::NotFound, "no ranks connected");
+    return cs.front()->knobList();
+  });
+}
+
+Result<std::vector<wire::KnobList>> LiveSession::knobLists() {
+  return onWorker([this]() -> Result<std::vector<wire::KnobList>> {
+    std::vector<wire::KnobList> out;
+    for (AgentClient* c : clients()) {
+      auto l = c->knobList();
+      if (!l) return Status(l.status().code(), "rank " + std::to_string(c->job().rank) + ": " + l.status().message());
+      out.push_back(std::move(l).value());
+    }
+    return out;
+  });
+}
+
+Result<std::vector<LiveSession::Applied>> LiveSession::setKnobs(
+    const std::vector<std::pair<std::string, std::string>>& changes, int applyTimeoutMs) {
+  return onWorker([&]() { return setKnobsNow(changes, applyTimeoutMs); });
+}
+
+}  // namespace trainscope::core
