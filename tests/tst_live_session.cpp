@@ -221,6 +221,14 @@ class TstLiveSession : public QObject {
     live.setStore(targetFor(data));
     live.start();
     QCOMPARE(int(waitForState(live, core::LiveState::Live, 10000).state), int(core::LiveState::Live));
+    // The job registers its knobs after MPI_Init.
+    bool listed = false;
+    for (int i = 0; i < 200 && !listed; ++i) {
+      auto l = live.knobList();
+      listed = l.isOk() && !l->knobs.empty();
+      if (!listed) QTest::qWait(50);
+    }
+    QVERIFY(listed);
     // From another thread, as the GUI's Knobs dock does; the engine runs them on its own.
     auto f = std::async(std::launch::async, [&live] { return live.setKnobs({{"test.work_us", "300"}}, 20000); });
     auto res = f.get();

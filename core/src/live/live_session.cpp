@@ -149,15 +149,24 @@ Status LiveSession::connectRank(Rank& r, const discovery::Entry& e, bool subscri
   r.problem.clear();
   everConnected_ = true;
   if (writer_) (void)writer_->putRank(r.ingestor->rank());
-  // Knob values when the session starts (knob.<name>); later changes are KnobChange events.
-  if (!knobsRecorded_) {
-    if (auto list = r.client->knobList(); list.isOk()) {
-      knobsRecorded_ = true;
-      std::lock_guard g(infoMutex_);
-      for (const auto& k : list->knobs) metadata_["knob." + k.name] = k.currentValue;
-    }
-  }
+  recordKnobs();
   return Status::ok();
+}
+
+// Knob values when the session starts (knob.<name>); later changes are KnobChange events. A job
+// registers its knobs after its agent starts (after MPI_Init), so an empty list is asked again
+// at the next rediscovery tick.
+void LiveSession::recordKnobs() {
+  if (knobsRecorded_) return;
+  for (auto& [rank, r] : ranks_) {
+    if (!r->open()) continue;
+    auto list = r->client->knobList();
+    if (!list.isOk() || list->knobs.empty()) return;
+    knobsRecorded_ = true;
+    std::lock_guard g(infoMutex_);
+    for (const auto& k : list->knobs) metadata_["knob." + k.name] = k.currentValue;
+    return;
+  }
 }
 
 void LiveSession::connectKnown(bool subscribe) {
@@ -423,6 +432,7 @@ void LiveSession::run() {
     }
     if (now >= nextRediscoverNs_) {
       rediscover();
+      recordKnobs();
       nextRediscoverNs_ = monotonicNowNs() + rediscoverEvery;
     }
     std::vector<pollfd> fds;

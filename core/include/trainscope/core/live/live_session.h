@@ -167,6 +167,7 @@ class LiveSession {
   void connectKnown(bool subscribe);
   void rediscover();
   void resync();
+  void recordKnobs();
   void closeRank(Rank& r, const std::string& why);
   void flush(bool final);
   void publishStats(int64_t now, bool force);
