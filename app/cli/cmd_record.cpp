@@ -55,8 +55,8 @@ int runRecord(const RecordOptions& o) {
   auto oldInt = std::signal(SIGINT, onSignal);
   auto oldTerm = std::signal(SIGTERM, onSignal);
   live.start();
-  const int64_t t0 = core::monotonicNowNs();
-  const int64_t deadline = o.seconds > 0 ? t0 + static_cast<int64_t>(o.seconds * 1e9) : INT64_MAX;
+  // --seconds counts from the moment every rank known at the start is attached.
+  int64_t deadline = INT64_MAX;
   bool announced = false;
   core::LiveSnapshot st;
   for (;;) {
@@ -65,6 +65,7 @@ int runRecord(const RecordOptions& o) {
       std::fprintf(stderr, "recording job %s: %d of %d ranks -> %s%s\n", o.job.c_str(), st.ranksConnected,
                    st.ranksTotal, o.out.c_str(), o.seconds > 0 ? "" : " (until the job ends or Ctrl-C)");
       announced = true;
+      if (o.seconds > 0) deadline = core::monotonicNowNs() + static_cast<int64_t>(o.seconds * 1e9);
     }
     if (gStop || core::monotonicNowNs() >= deadline || !live.streaming()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -240,12 +240,16 @@ Status AgentClient::subscribe(bool history) {
 }
 
 Result<int> AgentClient::pollEvents(int timeoutMs, const std::function<void(const EventBatch&)>& handler) {
+  return takeEvents(timeoutMs, [&handler](EventBatch&& b) { handler(b); });
+}
+
+Result<int> AgentClient::takeEvents(int timeoutMs, const std::function<void(EventBatch&&)>& handler) {
   std::string agentError;
   auto deliver = [this, &handler, &agentError] {
     int n = 0;
     for (auto it = queue_.begin(); it != queue_.end();) {
-      if (const auto* b = std::get_if<EventBatch>(&*it)) {
-        handler(*b);
+      if (auto* b = std::get_if<EventBatch>(&*it)) {
+        handler(std::move(*b));
         ++n;
         it = queue_.erase(it);
       } else if (std::holds_alternative<Bye>(*it)) {

@@ -389,6 +389,7 @@ void LiveSession::run() {
   startNs_ = monotonicNowNs();
   connectKnown(true);
   const bool any = !clients().empty();
+  publishStats(monotonicNowNs(), true);
   {
     std::lock_guard g(infoMutex_);
     snapshot_.state = any ? LiveState::Live : LiveState::Failed;
@@ -452,7 +453,7 @@ void LiveSession::run() {
     for (auto& [rank, r] : ranks_) {
       if (!r->open()) continue;
       Rank* rp = r.get();
-      auto n = r->client->pollEvents(0, [&](const wire::EventBatch& b) { pending_.emplace_back(rp, b); });
+      auto n = r->client->takeEvents(0, [&](wire::EventBatch&& b) { pending_.emplace_back(rp, std::move(b)); });
       if (!n) closeRank(*r, n.status().message());
     }
     flush(false);

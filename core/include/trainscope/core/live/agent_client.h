@@ -70,6 +70,8 @@ class AgentClient {
   // first one. Returns how many were delivered; an error when the connection failed or closed
   // (closed() tells which; a clean close has code NotFound).
   Result<int> pollEvents(int timeoutMs, const std::function<void(const wire::EventBatch&)>& handler);
+  // The same, handing each batch over (no copy).
+  Result<int> takeEvents(int timeoutMs, const std::function<void(wire::EventBatch&&)>& handler);
   // Sends Bye and closes (best effort).
   void close();
 
