@@ -6,8 +6,9 @@
 // The first failure is sticky and remembered with a message; callers check ok() once at the end.
 #pragma once
 
-#include <cstdint>
+#include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
@@ -15,10 +16,17 @@
 
 namespace trainscope::core::wire::detail {
 
+// Appends to `out`. It grows `out` ahead of the writes (geometrically) and trims the slack when
+// it goes away, so writing a field is a bounds check and a memcpy, not a vector resize.
 class Writer {
  public:
-  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
-  void u8(uint8_t v) { out_.push_back(v); }
+  explicit Writer(std::vector<uint8_t>& out) : out_(out), cur_(out.data() + out.size()), end_(cur_) {}
+  ~Writer() { out_.resize(size()); }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  size_t size() const { return static_cast<size_t>(cur_ - out_.data()); }
+  void u8(uint8_t v) { putLe(v, 1); }
   void u16(uint16_t v) { putLe(v, 2); }
   void u32(uint32_t v) { putLe(v, 4); }
   void u64(uint64_t v) { putLe(v, 8); }
@@ -30,34 +38,43 @@ class Writer {
     u64(bits);
   }
   void boolean(bool v) { u8(v ? 1 : 0); }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void bytes(std::span<const uint8_t> b) { put(b.data(), b.size()); }
   void str(std::string_view s) {
     u32(static_cast<uint32_t>(s.size()));
-    out_.insert(out_.end(), s.begin(), s.end());
+    put(s.data(), s.size());
   }
   void count(size_t n) { u32(static_cast<uint32_t>(n)); }
-  void reserveMore(size_t n) { out_.reserve(out_.size() + n); }
+  // Room for n more bytes without growing again.
+  void reserveMore(size_t n) {
+    if (static_cast<size_t>(end_ - cur_) < n) grow(n, 0);
+  }
 
  private:
-  void putLe(uint64_t v, int n) { storeLe(grow(static_cast<size_t>(n)), v, n); }
-
- public:
-  // Appends n bytes and returns where they start (for fixed-size records written with storeLe).
-  uint8_t* grow(size_t n) {
-    const size_t at = out_.size();
-    out_.resize(at + n);
-    return out_.data() + at;
-  }
-  static void storeLe(uint8_t* p, uint64_t v, int n) {
+  void putLe(uint64_t v, size_t n) {
     if constexpr (std::endian::native == std::endian::little) {
-      std::memcpy(p, &v, static_cast<size_t>(n));
+      put(&v, n);
     } else {
-      for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+      uint8_t b[8];
+      for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+      put(b, n);
     }
   }
+  void put(const void* p, size_t n) {
+    if (static_cast<size_t>(end_ - cur_) < n) grow(n, out_.size());
+    if (n > 0) std::memcpy(cur_, p, n);
+    cur_ += n;
+  }
+  // Makes room for n more bytes, and at least `extra` more.
+  [[gnu::noinline]] void grow(size_t n, size_t extra) {
+    const size_t used = size();
+    out_.resize(used + std::max(n, extra));
+    cur_ = out_.data() + used;
+    end_ = out_.data() + out_.size();
+  }
 
- private:
   std::vector<uint8_t>& out_;
+  uint8_t* cur_;  // next byte to write; [cur_, end_) is slack in out_
+  uint8_t* end_;
 };
 
 class Reader {

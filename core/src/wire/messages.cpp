@@ -1,295 +1,285 @@
-// Field-by-field payload layout of every message. The order of fields here IS the protocol
-// (docs/ARCHITECTURE.md, "Protocol"): append new fields only with a protocol version bump.
+// The payload layout of every message, described once: one field list per struct (fields()),
+// walked in list order by the Encoder (writes) and the Decoder (bounds-checked reads). The order
+// of the fields here IS the protocol (docs/ARCHITECTURE.md, "Protocol"): append new fields only
+// with a protocol version bump; tests/tst_wire.cpp pins the bytes of every message.
+//
+// A field list calls v(field) for each field and v(vector, "what") for a vector (u32 count, then
+// the items; "what" names it in error messages). Scalars are little-endian fixed width, enums
+// one byte, strings u32 length + bytes, std::array<uint8_t, N> its N bytes; a struct field is
+// walked through its own field list.
 #include "wire/messages.h"
 
+#include <concepts>
 #include <type_traits>
 
 namespace trainscope::core::wire::detail {
 namespace {
 
-// Smallest encodings, used to refuse counts that cannot fit in the remaining payload.
-constexpr size_t kMinString = 4;                    // u32 length
-constexpr size_t kMinAttr = 4 + 1 + 8;              // key, type, bits
-constexpr size_t kMinStringEntry = 4 + kMinString;  // id + string
-constexpr size_t kMinTrack = 4 + 1 + 8 + kMinString;
-constexpr size_t kMinEvent = 4 + 1 + 8 + 8 + 4 + 4;  // ..., attr count
-constexpr size_t kMinKnob = kMinString + 1 + 8 + 8 + 4 + 3 * kMinString + 1;
+// `Of<T> auto& m` binds both a T (decoding) and a const T (encoding).
+template <class M, class T>
+concept Of = std::same_as<std::remove_const_t<M>, T>;
 
-void put(Writer& w, const Hello& m) {
-  w.u16(m.minVersion);
-  w.u16(m.maxVersion);
-  w.str(m.clientName);
+// --- field lists ------------------------------------------------------------------------------
+
+template <class V, class M>
+requires std::is_empty_v<std::remove_const_t<M>>  // KnobListRequest, StatsRequest, Bye, ...
+void fields(V&, M&) {}
+
+template <class V>
+void fields(V& v, Of<Hello> auto& m) {
+  v(m.minVersion);
+  v(m.maxVersion);
+  v(m.clientName);
 }
-void put(Writer& w, const Challenge& m) {
-  w.bytes(m.agentNonce);
-  w.boolean(m.authRequired);
+template <class V>
+void fields(V& v, Of<Challenge> auto& m) {
+  v(m.agentNonce);
+  v(m.authRequired);
 }
-void put(Writer& w, const Auth& m) {
-  w.bytes(m.clientNonce);
-  w.bytes(m.mac);
+template <class V>
+void fields(V& v, Of<Auth> auto& m) {
+  v(m.clientNonce);
+  v(m.mac);
 }
-void put(Writer& w, const JobInfo& m) {
-  w.str(m.jobId);
-  w.i32(m.rank);
-  w.i32(m.worldSize);
-  w.i32(m.localRank);
-  w.str(m.host);
-  w.i64(m.pid);
-  w.i64(m.startTimeNs);
-  w.i32(m.device);
-  w.str(m.agentVersion);
-  w.str(m.clockDomain);
+template <class V>
+void fields(V& v, Of<JobInfo> auto& m) {
+  v(m.jobId);
+  v(m.rank);
+  v(m.worldSize);
+  v(m.localRank);
+  v(m.host);
+  v(m.pid);
+  v(m.startTimeNs);
+  v(m.device);
+  v(m.agentVersion);
+  v(m.clockDomain);
 }
-void put(Writer& w, const ErrorMsg& m) {
-  w.u32(m.code);
-  w.str(m.message);
+template <class V>
+void fields(V& v, Of<ErrorMsg> auto& m) {
+  v(m.code);
+  v(m.message);
 }
-void put(Writer& w, const Subscribe& m) {
-  w.boolean(m.history);
+template <class V>
+void fields(V& v, Of<Subscribe> auto& m) {
+  v(m.history);
 }
-void put(Writer&, const Unsubscribe&) {}
-void put(Writer&, const KnobListRequest&) {}
-void put(Writer&, const StatsRequest&) {}
-void put(Writer&, const Bye&) {}
-void put(Writer& w, const EventBatch& m) {
-  w.i32(m.rank);
-  w.u64(m.firstSeq);
-  w.boolean(m.history);
-  w.u64(m.droppedTotal);
-  w.count(m.strings.size());
-  for (const auto& [id, s] : m.strings) {
-    w.u32(id);
-    w.str(s);
+template <class V>
+void fields(V& v, Of<std::pair<uint32_t, std::string>> auto& s) {  // EventBatch::strings
+  v(s.first);
+  v(s.second);
+}
+template <class V>
+void fields(V& v, Of<WireTrack> auto& t) {
+  v(t.id);
+  v(t.kind);
+  v(t.externalId);
+  v(t.name);
+}
+template <class V>
+void fields(V& v, Of<Attr> auto& a) {
+  v(a.key);
+  v(a.type);
+  v(a.bits);
+}
+template <class V>
+void fields(V& v, Of<WireEvent> auto& e) {
+  v(e.track);
+  v(e.kind);
+  v(e.startNs);
+  v(e.endNs);
+  v(e.name);
+  v(e.attrs, "attributes");
+}
+template <class V>
+void fields(V& v, Of<EventBatch> auto& m) {
+  v(m.rank);
+  v(m.firstSeq);
+  v(m.history);
+  v(m.droppedTotal);
+  v(m.strings, "strings");
+  v(m.tracks, "tracks");
+  v(m.events, "events");
+}
+template <class V>
+void fields(V& v, Of<KnobDescriptor> auto& k) {
+  v(k.name);
+  v(k.type);
+  v(k.min);
+  v(k.max);
+  v(k.choices, "knob choices");
+  v(k.defaultValue);
+  v(k.currentValue);
+  v(k.description);
+  v(k.changesMath);
+}
+template <class V>
+void fields(V& v, Of<PendingChange> auto& c) {
+  v(c.changeSeq);
+  v(c.name);
+  v(c.value);
+}
+template <class V>
+void fields(V& v, Of<KnobList> auto& m) {
+  v(m.lastChangeSeq);
+  v(m.currentStep);
+  v(m.knobs, "knobs");
+  v(m.contiguousSeq);
+  v(m.pending, "pending changes");
+}
+template <class V>
+void fields(V& v, Of<SetKnob> auto& m) {
+  v(m.changeSeq);
+  v(m.name);
+  v(m.value);
+}
+template <class V>
+void fields(V& v, Of<KnobAck> auto& m) {
+  v(m.changeSeq);
+  v(m.accepted);
+  v(m.applied);
+  v(m.appliedStep);
+  v(m.reason);
+}
+template <class V>
+void fields(V& v, Of<Ping> auto& m) {
+  v(m.clientSendNs);
+}
+template <class V>
+void fields(V& v, Of<Pong> auto& m) {
+  v(m.clientSendNs);
+  v(m.agentNs);
+}
+template <class V>
+void fields(V& v, Of<Stats> auto& m) {
+  v(m.eventsRecorded);
+  v(m.eventsDropped);
+  v(m.queueBytesUsed);
+  v(m.queueBytesCap);
+  v(m.flightRecorderEvents);
+  v(m.flightRecorderBytes);
+  v(m.clients);
+  v(m.batchesDroppedForSlowClients);
+  v(m.currentStep);
+}
+
+// The values the decoder accepts for each enum (all are one byte on the wire).
+struct EnumSpec {
+  uint64_t limit;  // values are 0 .. limit-1
+  const char* what;
+};
+constexpr EnumSpec spec(TrackKind) {
+  return {kTrackKindCount, "track kind"};
+}
+constexpr EnumSpec spec(EventKind) {
+  return {kEventKindCount, "event kind"};
+}
+constexpr EnumSpec spec(AttrType) {
+  return {3, "attribute type"};
+}
+constexpr EnumSpec spec(KnobType) {
+  return {4, "knob type"};
+}
+
+// --- the two visitors -------------------------------------------------------------------------
+
+struct Encoder {
+  Writer& w;
+
+  void operator()(uint8_t x) { w.u8(x); }
+  void operator()(uint16_t x) { w.u16(x); }
+  void operator()(uint32_t x) { w.u32(x); }
+  void operator()(uint64_t x) { w.u64(x); }
+  void operator()(int32_t x) { w.i32(x); }
+  void operator()(int64_t x) { w.i64(x); }
+  void operator()(double x) { w.f64(x); }
+  void operator()(bool x) { w.boolean(x); }
+  void operator()(const std::string& s) { w.str(s); }
+  template <size_t N>
+  void operator()(const std::array<uint8_t, N>& b) {
+    w.bytes(b);
   }
-  w.count(m.tracks.size());
-  for (const WireTrack& t : m.tracks) {
-    w.u32(t.id);
-    w.u8(static_cast<uint8_t>(t.kind));
-    w.i64(t.externalId);
-    w.str(t.name);
-  }
-  w.count(m.events.size());
-  // Events are the bulk of all traffic: each is written as one fixed 29-byte block (track u32,
-  // kind u8, start i64, end i64, name u32, attribute count u32), then 13 bytes per attribute —
-  // the same bytes as the field-by-field writes, with one capacity check per event.
-  w.reserveMore(m.events.size() * 29);
-  for (const WireEvent& e : m.events) {
-    uint8_t* p = w.grow(29);
-    Writer::storeLe(p, e.track, 4);
-    p[4] = static_cast<uint8_t>(e.kind);
-    Writer::storeLe(p + 5, static_cast<uint64_t>(e.startNs), 8);
-    Writer::storeLe(p + 13, static_cast<uint64_t>(e.endNs), 8);
-    Writer::storeLe(p + 21, e.name, 4);
-    Writer::storeLe(p + 25, static_cast<uint32_t>(e.attrs.size()), 4);
-    for (const Attr& a : e.attrs) {
-      uint8_t* q = w.grow(13);
-      Writer::storeLe(q, a.key, 4);
-      q[4] = static_cast<uint8_t>(a.type);
-      Writer::storeLe(q + 5, static_cast<uint64_t>(a.bits), 8);
+  template <class T>
+  void operator()(const std::vector<T>& items, const char*);
+  template <class T>
+  void operator()(const T& x) {
+    if constexpr (std::is_enum_v<T>) {
+      static_assert(sizeof(T) == 1, "wire enums are one byte");
+      w.u8(static_cast<uint8_t>(x));
+    } else {
+      fields(*this, x);
     }
   }
-}
-void put(Writer& w, const KnobList& m) {
-  w.u64(m.lastChangeSeq);
-  w.i64(m.currentStep);
-  w.count(m.knobs.size());
-  for (const KnobDescriptor& k : m.knobs) {
-    w.str(k.name);
-    w.u8(static_cast<uint8_t>(k.type));
-    w.f64(k.min);
-    w.f64(k.max);
-    w.count(k.choices.size());
-    for (const std::string& c : k.choices) w.str(c);
-    w.str(k.defaultValue);
-    w.str(k.currentValue);
-    w.str(k.description);
-    w.boolean(k.changesMath);
-  }
-  w.u64(m.contiguousSeq);
-  w.count(m.pending.size());
-  for (const PendingChange& c : m.pending) {
-    w.u64(c.changeSeq);
-    w.str(c.name);
-    w.str(c.value);
-  }
-}
-void put(Writer& w, const SetKnob& m) {
-  w.u64(m.changeSeq);
-  w.str(m.name);
-  w.str(m.value);
-}
-void put(Writer& w, const KnobAck& m) {
-  w.u64(m.changeSeq);
-  w.boolean(m.accepted);
-  w.boolean(m.applied);
-  w.i64(m.appliedStep);
-  w.str(m.reason);
-}
-void put(Writer& w, const Ping& m) {
-  w.i64(m.clientSendNs);
-}
-void put(Writer& w, const Pong& m) {
-  w.i64(m.clientSendNs);
-  w.i64(m.agentNs);
-}
-void put(Writer& w, const Stats& m) {
-  w.u64(m.eventsRecorded);
-  w.u64(m.eventsDropped);
-  w.u64(m.queueBytesUsed);
-  w.u64(m.queueBytesCap);
-  w.u64(m.flightRecorderEvents);
-  w.u64(m.flightRecorderBytes);
-  w.u32(m.clients);
-  w.u64(m.batchesDroppedForSlowClients);
-  w.i64(m.currentStep);
+};
+
+// The encoded size of a default-constructed T. Every string and vector in it is empty, so this
+// is the smallest encoding of any T: a count of T's that does not fit in this many bytes each
+// cannot be genuine.
+template <class T>
+size_t minEncodedSize() {
+  static const size_t size = [] {
+    std::vector<uint8_t> out;
+    Writer w(out);
+    Encoder{w}(T{});
+    return w.size();
+  }();
+  return size;
 }
 
-Hello getHello(Reader& r) {
-  Hello m;
-  m.minVersion = r.u16();
-  m.maxVersion = r.u16();
-  m.clientName = r.str();
-  return m;
+template <class T>
+void Encoder::operator()(const std::vector<T>& items, const char*) {
+  w.count(items.size());
+  w.reserveMore(items.size() * minEncodedSize<T>());
+  for (const T& x : items) (*this)(x);
 }
-Challenge getChallenge(Reader& r) {
-  Challenge m;
-  r.fixed(m.agentNonce);
-  m.authRequired = r.boolean();
-  return m;
-}
-Auth getAuth(Reader& r) {
-  Auth m;
-  r.fixed(m.clientNonce);
-  r.fixed(m.mac);
-  return m;
-}
-JobInfo getJobInfo(Reader& r) {
-  JobInfo m;
-  m.jobId = r.str();
-  m.rank = r.i32();
-  m.worldSize = r.i32();
-  m.localRank = r.i32();
-  m.host = r.str();
-  m.pid = r.i64();
-  m.startTimeNs = r.i64();
-  m.device = r.i32();
-  m.agentVersion = r.str();
-  m.clockDomain = r.str();
-  return m;
-}
-ErrorMsg getError(Reader& r) {
-  ErrorMsg m;
-  m.code = r.u32();
-  m.message = r.str();
-  return m;
-}
-Attr getAttr(Reader& r) {
-  Attr a;
-  a.key = r.u32();
-  a.type = r.enumBelow<AttrType>(r.u8(), 3, "attribute type");
-  a.bits = r.i64();
-  return a;
-}
-EventBatch getBatch(Reader& r) {
-  EventBatch m;
-  m.rank = r.i32();
-  m.firstSeq = r.u64();
-  m.history = r.boolean();
-  m.droppedTotal = r.u64();
-  const uint32_t ns = r.count(kMinStringEntry, "strings");
-  m.strings.reserve(ns);
-  for (uint32_t i = 0; i < ns && r.ok(); ++i) {
-    const uint32_t id = r.u32();
-    m.strings.emplace_back(id, r.str());
+
+// Reads the fields in list order. Every read is bounds-checked by the Reader; after the first
+// failure reads return zeros and vectors stop growing, and decodeMessage()'s caller checks
+// r.ok() once.
+struct Decoder {
+  Reader& r;
+
+  void operator()(uint8_t& x) { x = r.u8(); }
+  void operator()(uint16_t& x) { x = r.u16(); }
+  void operator()(uint32_t& x) { x = r.u32(); }
+  void operator()(uint64_t& x) { x = r.u64(); }
+  void operator()(int32_t& x) { x = r.i32(); }
+  void operator()(int64_t& x) { x = r.i64(); }
+  void operator()(double& x) { x = r.f64(); }
+  void operator()(bool& x) { x = r.boolean(); }
+  void operator()(std::string& s) { s = r.str(); }
+  template <size_t N>
+  void operator()(std::array<uint8_t, N>& b) {
+    r.fixed(b);
   }
-  const uint32_t nt = r.count(kMinTrack, "tracks");
-  m.tracks.reserve(nt);
-  for (uint32_t i = 0; i < nt && r.ok(); ++i) {
-    WireTrack t;
-    t.id = r.u32();
-    t.kind = r.enumBelow<TrackKind>(r.u8(), kTrackKindCount, "track kind");
-    t.externalId = r.i64();
-    t.name = r.str();
-    m.tracks.push_back(std::move(t));
+  template <class T>
+  void operator()(std::vector<T>& items, const char* what) {
+    const uint32_t n = r.count(minEncodedSize<T>(), what);  // refuses counts the bytes cannot hold
+    items.reserve(n);
+    for (uint32_t i = 0; i < n && r.ok(); ++i) (*this)(items.emplace_back());
   }
-  const uint32_t ne = r.count(kMinEvent, "events");
-  m.events.reserve(ne);
-  for (uint32_t i = 0; i < ne && r.ok(); ++i) {
-    WireEvent e;
-    e.track = r.u32();
-    e.kind = r.enumBelow<EventKind>(r.u8(), kEventKindCount, "event kind");
-    e.startNs = r.i64();
-    e.endNs = r.i64();
-    e.name = r.u32();
-    const uint32_t na = r.count(kMinAttr, "attributes");
-    e.attrs.reserve(na);
-    for (uint32_t k = 0; k < na && r.ok(); ++k) e.attrs.push_back(getAttr(r));
-    m.events.push_back(std::move(e));
+  template <class T>
+  void operator()(T& x) {
+    if constexpr (std::is_enum_v<T>) {
+      x = r.enumBelow<T>(r.u8(), spec(T{}).limit, spec(T{}).what);
+    } else {
+      fields(*this, x);
+    }
   }
+};
+
+template <class M>
+Message decodeAs(Reader& r) {
+  M m;
+  Decoder{r}(m);
   return m;
 }
-KnobList getKnobList(Reader& r) {
-  KnobList m;
-  m.lastChangeSeq = r.u64();
-  m.currentStep = r.i64();
-  const uint32_t n = r.count(kMinKnob, "knobs");
-  m.knobs.reserve(n);
-  for (uint32_t i = 0; i < n && r.ok(); ++i) {
-    KnobDescriptor k;
-    k.name = r.str();
-    k.type = r.enumBelow<KnobType>(r.u8(), 4, "knob type");
-    k.min = r.f64();
-    k.max = r.f64();
-    const uint32_t nc = r.count(kMinString, "knob choices");
-    k.choices.reserve(nc);
-    for (uint32_t c = 0; c < nc && r.ok(); ++c) k.choices.push_back(r.str());
-    k.defaultValue = r.str();
-    k.currentValue = r.str();
-    k.description = r.str();
-    k.changesMath = r.boolean();
-    m.knobs.push_back(std::move(k));
-  }
-  m.contiguousSeq = r.u64();
-  const uint32_t np = r.count(8 + 2 * kMinString, "pending changes");
-  m.pending.reserve(np);
-  for (uint32_t i = 0; i < np && r.ok(); ++i) {
-    PendingChange c;
-    c.changeSeq = r.u64();
-    c.name = r.str();
-    c.value = r.str();
-    m.pending.push_back(std::move(c));
-  }
-  return m;
+
+// decoders[type - 1] decodes that type: Message's alternatives are in MsgType order (typeOf).
+template <size_t... I>
+constexpr auto makeDecoders(std::index_sequence<I...>) {
+  return std::array<Message (*)(Reader&), sizeof...(I)>{&decodeAs<std::variant_alternative_t<I, Message>>...};
 }
-SetKnob getSetKnob(Reader& r) {
-  SetKnob m;
-  m.changeSeq = r.u64();
-  m.name = r.str();
-  m.value = r.str();
-  return m;
-}
-KnobAck getKnobAck(Reader& r) {
-  KnobAck m;
-  m.changeSeq = r.u64();
-  m.accepted = r.boolean();
-  m.applied = r.boolean();
-  m.appliedStep = r.i64();
-  m.reason = r.str();
-  return m;
-}
-Stats getStats(Reader& r) {
-  Stats m;
-  m.eventsRecorded = r.u64();
-  m.eventsDropped = r.u64();
-  m.queueBytesUsed = r.u64();
-  m.queueBytesCap = r.u64();
-  m.flightRecorderEvents = r.u64();
-  m.flightRecorderBytes = r.u64();
-  m.clients = r.u32();
-  m.batchesDroppedForSlowClients = r.u64();
-  m.currentStep = r.i64();
-  return m;
-}
+constexpr auto decoders = makeDecoders(std::make_index_sequence<std::variant_size_v<Message>>{});
 
 }  // namespace
 
@@ -299,58 +289,16 @@ bool isKnownType(uint16_t type) {
 
 void encodePayload(const Message& m, std::vector<uint8_t>& out) {
   Writer w(out);
-  std::visit([&w](const auto& msg) { put(w, msg); }, m);
+  std::visit(Encoder{w}, m);
 }
 
 Message decodeMessage(MsgType type, Reader& r) {
-  switch (type) {
-    case MsgType::Hello:
-      return getHello(r);
-    case MsgType::Challenge:
-      return getChallenge(r);
-    case MsgType::Auth:
-      return getAuth(r);
-    case MsgType::Welcome:
-      return getJobInfo(r);
-    case MsgType::Error:
-      return getError(r);
-    case MsgType::Subscribe: {
-      Subscribe s;
-      s.history = r.boolean();
-      return s;
-    }
-    case MsgType::EventBatch:
-      return getBatch(r);
-    case MsgType::KnobListRequest:
-      return KnobListRequest{};
-    case MsgType::KnobList:
-      return getKnobList(r);
-    case MsgType::SetKnob:
-      return getSetKnob(r);
-    case MsgType::KnobAck:
-      return getKnobAck(r);
-    case MsgType::Ping: {
-      Ping p;
-      p.clientSendNs = r.i64();
-      return p;
-    }
-    case MsgType::Pong: {
-      Pong p;
-      p.clientSendNs = r.i64();
-      p.agentNs = r.i64();
-      return p;
-    }
-    case MsgType::StatsRequest:
-      return StatsRequest{};
-    case MsgType::Stats:
-      return getStats(r);
-    case MsgType::Bye:
-      return Bye{};
-    case MsgType::Unsubscribe:
-      return Unsubscribe{};
+  const auto t = static_cast<uint16_t>(type);
+  if (!isKnownType(t)) {
+    r.fail("unknown message type " + std::to_string(t));
+    return Bye{};
   }
-  r.fail("unknown message type " + std::to_string(static_cast<unsigned>(type)));
-  return Bye{};
+  return decoders[t - 1u](r);
 }
 
 }  // namespace trainscope::core::wire::detail

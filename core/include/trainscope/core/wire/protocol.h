@@ -19,8 +19,8 @@
 #include <variant>
 #include <vector>
 
-#include "trainscope/core/model/events.h"
 #include "trainscope/core/base/status.h"
+#include "trainscope/core/model/events.h"
 
 namespace trainscope::core::wire {
 
@@ -31,18 +31,18 @@ inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // hard cap; larger fra
 inline constexpr uint32_t kFlagZstd = 1u;
 
 enum class MsgType : uint16_t {
-  Hello = 1,         // client -> agent: versions it speaks, client name
-  Challenge = 2,     // agent -> client: nonce, whether auth is required (TCP: always)
-  Auth = 3,          // client -> agent: client nonce + HMAC-SHA256(secret, transcript)
-  Welcome = 4,       // agent -> client: JobInfo; the session is open
-  Error = 5,         // either way: code + message; the sender may close afterwards
-  Subscribe = 6,     // client -> agent: start streaming (with flight-recorder history first?)
-  EventBatch = 7,    // agent -> client: new strings, new tracks, events
+  Hello = 1,       // client -> agent: versions it speaks, client name
+  Challenge = 2,   // agent -> client: nonce, whether auth is required (TCP: always)
+  Auth = 3,        // client -> agent: client nonce + HMAC-SHA256(secret, transcript)
+  Welcome = 4,     // agent -> client: JobInfo; the session is open
+  Error = 5,       // either way: code + message; the sender may close afterwards
+  Subscribe = 6,   // client -> agent: start streaming (with flight-recorder history first?)
+  EventBatch = 7,  // agent -> client: new strings, new tracks, events
   KnobListRequest = 8,
   KnobList = 9,
-  SetKnob = 10,      // client -> agent
-  KnobAck = 11,      // agent -> client: accepted/refused, later applied at step k
-  Ping = 12,         // client -> agent: clock sync
+  SetKnob = 10,  // client -> agent
+  KnobAck = 11,  // agent -> client: accepted/refused, later applied at step k
+  Ping = 12,     // client -> agent: clock sync
   Pong = 13,
   StatsRequest = 14,
   Stats = 15,
@@ -54,6 +54,8 @@ struct Hello {
   uint16_t minVersion = kProtocolVersion;
   uint16_t maxVersion = kProtocolVersion;
   std::string clientName;
+
+  bool operator==(const Hello&) const = default;
 };
 
 using Nonce = std::array<uint8_t, 32>;
@@ -62,6 +64,8 @@ using Mac = std::array<uint8_t, 32>;
 struct Challenge {
   Nonce agentNonce{};
   bool authRequired = false;
+
+  bool operator==(const Challenge&) const = default;
 };
 
 // mac = HMAC-SHA256(secret, "trainscope-auth-v1" || agentNonce || clientNonce). The agent
@@ -69,6 +73,8 @@ struct Challenge {
 struct Auth {
   Nonce clientNonce{};
   Mac mac{};
+
+  bool operator==(const Auth&) const = default;
 };
 
 struct JobInfo {
@@ -82,23 +88,33 @@ struct JobInfo {
   int32_t device = -1;
   std::string agentVersion;
   std::string clockDomain;  // "monotonic"
+
+  bool operator==(const JobInfo&) const = default;
 };
 
 struct ErrorMsg {
   uint32_t code = 0;  // core::ErrorCode value
   std::string message;
+
+  bool operator==(const ErrorMsg&) const = default;
 };
 
 struct Subscribe {
   bool history = true;  // send the flight recorder's contents first
+
+  bool operator==(const Subscribe&) const = default;
 };
-struct Unsubscribe {};
+struct Unsubscribe {
+  bool operator==(const Unsubscribe&) const = default;
+};
 
 struct WireTrack {
   uint32_t id = 0;  // agent-local track id, stable for the process lifetime
   TrackKind kind = TrackKind::CpuThread;
   int64_t externalId = 0;
   std::string name;
+
+  bool operator==(const WireTrack&) const = default;
 };
 
 struct WireEvent {
@@ -106,18 +122,22 @@ struct WireEvent {
   EventKind kind = EventKind::Range;
   int64_t startNs = 0;  // agent clock
   int64_t endNs = 0;
-  uint32_t name = 0;  // agent-local string id (see EventBatch::strings)
+  uint32_t name = 0;        // agent-local string id (see EventBatch::strings)
   std::vector<Attr> attrs;  // string-typed attrs and custom keys use agent-local string ids
+
+  bool operator==(const WireEvent&) const = default;
 };
 
 struct EventBatch {
   int32_t rank = 0;
-  uint64_t firstSeq = 0;        // sequence number of events[0] in this rank's stream
-  bool history = false;         // from the flight recorder (sent before live batches)
-  uint64_t droppedTotal = 0;    // events dropped by this agent so far (queue full)
+  uint64_t firstSeq = 0;      // sequence number of events[0] in this rank's stream
+  bool history = false;       // from the flight recorder (sent before live batches)
+  uint64_t droppedTotal = 0;  // events dropped by this agent so far (queue full)
   std::vector<std::pair<uint32_t, std::string>> strings;  // new agent-local strings
   std::vector<WireTrack> tracks;                          // new tracks
   std::vector<WireEvent> events;
+
+  bool operator==(const EventBatch&) const = default;
 };
 
 enum class KnobType : uint8_t { Int = 0, Float = 1, Bool = 2, Enum = 3 };
@@ -131,14 +151,20 @@ struct KnobDescriptor {
   std::string currentValue;
   std::string description;
   bool changesMath = false;
+
+  bool operator==(const KnobDescriptor&) const = default;
 };
 
-struct KnobListRequest {};
+struct KnobListRequest {
+  bool operator==(const KnobListRequest&) const = default;
+};
 // A change a rank accepted and has not applied yet (it waits for every rank to have it).
 struct PendingChange {
   uint64_t changeSeq = 0;
   std::string name;
   std::string value;
+
+  bool operator==(const PendingChange&) const = default;
 };
 
 struct KnobList {
@@ -147,6 +173,8 @@ struct KnobList {
   std::vector<KnobDescriptor> knobs;
   uint64_t contiguousSeq = 0;  // every sequence number up to this one has been received
   std::vector<PendingChange> pending;
+
+  bool operator==(const KnobList&) const = default;
 };
 
 // A change is sent to every rank with the same changeSeq (= max lastChangeSeq over ranks + 1).
@@ -156,25 +184,35 @@ struct SetKnob {
   uint64_t changeSeq = 0;
   std::string name;
   std::string value;
+
+  bool operator==(const SetKnob&) const = default;
 };
 
 struct KnobAck {
   uint64_t changeSeq = 0;
   bool accepted = false;
-  bool applied = false;      // false: validated and queued; true: applied at appliedStep
+  bool applied = false;  // false: validated and queued; true: applied at appliedStep
   int64_t appliedStep = -1;
-  std::string reason;        // why it was refused
+  std::string reason;  // why it was refused
+
+  bool operator==(const KnobAck&) const = default;
 };
 
 struct Ping {
   int64_t clientSendNs = 0;
+
+  bool operator==(const Ping&) const = default;
 };
 struct Pong {
   int64_t clientSendNs = 0;
   int64_t agentNs = 0;
+
+  bool operator==(const Pong&) const = default;
 };
 
-struct StatsRequest {};
+struct StatsRequest {
+  bool operator==(const StatsRequest&) const = default;
+};
 struct Stats {
   uint64_t eventsRecorded = 0;
   uint64_t eventsDropped = 0;
@@ -185,13 +223,17 @@ struct Stats {
   uint32_t clients = 0;
   uint64_t batchesDroppedForSlowClients = 0;
   int64_t currentStep = -1;
+
+  bool operator==(const Stats&) const = default;
 };
 
-struct Bye {};
+struct Bye {
+  bool operator==(const Bye&) const = default;
+};
 
-using Message = std::variant<Hello, Challenge, Auth, JobInfo, ErrorMsg, Subscribe, EventBatch,
-                             KnobListRequest, KnobList, SetKnob, KnobAck, Ping, Pong, StatsRequest,
-                             Stats, Bye, Unsubscribe>;
+using Message =
+    std::variant<Hello, Challenge, Auth, JobInfo, ErrorMsg, Subscribe, EventBatch, KnobListRequest, KnobList,
+                 SetKnob, KnobAck, Ping, Pong, StatsRequest, Stats, Bye, Unsubscribe>;
 
 MsgType typeOf(const Message& m);
 
