@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <atomic>
 #include <map>
+#include <optional>
+#include <shared_mutex>
 #include <memory>
 #include <set>
 #include <thread>
@@ -275,6 +278,142 @@ class TstAgentMpi : public QObject {
       QCOMPARE(values["test.scale"], std::string("2.5"));
       QVERIFY(list->pending.empty());
     }
+  }
+
+  // Knob consensus (issue: two `set` at once left one rank on one value and three on another).
+  // Two clients send different changes under the same sequence number, reaching the ranks in
+  // different orders: every rank holds the number, but not the same change. The ranks compare
+  // digests before applying and all refuse; nothing changes anywhere; the next set works.
+  void differentChangesUnderOneNumberAreRefusedEverywhere() {
+    MpiJob job;
+    job.start("tst-mpi-split", {"--steps", "100000", "--step-ms", "1"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    std::vector<std::unique_ptr<RawClient>> clients;
+    uint64_t lastSeq = 0;
+    for (const auto& e : job.entries) {
+      auto c = knobClient(e, lastSeq);
+      QVERIFY(c);
+      clients.push_back(std::move(c));
+    }
+    const std::string before = currentValue(*clients[0], "test.work_us");
+    const uint64_t n = lastSeq + 1;
+    for (size_t r = 0; r < clients.size(); ++r) {
+      clients[r]->send(wire::SetKnob{n, "test.work_us", r < 2 ? "111" : "222"});
+      auto ack = clients[r]->recvAs<wire::KnobAck>();
+      QVERIFY(ack && ack->accepted);  // each rank sees only one of the two
+    }
+    // Each client sees the refusal broadcast once the ranks compared digests.
+    for (auto& c : clients) {
+      std::optional<wire::KnobAck> done;
+      for (int i = 0; i < 50 && !done; ++i) {
+        auto a = c->recvAs<wire::KnobAck>();
+        if (a && a->changeSeq == n && (a->applied || !a->accepted)) done = a;
+      }
+      QVERIFY(done.has_value());
+      QVERIFY(!done->accepted && !done->applied);
+      QVERIFY2(done->reason.find("different changes") != std::string::npos, done->reason.c_str());
+    }
+    for (auto& c : clients) QCOMPARE(currentValue(*c, "test.work_us"), before);
+    auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
+    QVERIFY(js.isOk());
+    auto applied = js.value()->setKnobs({{"test.work_us", "333"}}, 20000);
+    QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
+    std::set<int64_t> steps;
+    for (const auto& [rank, step] : applied->front().stepPerRank) steps.insert(step);
+    QCOMPARE(steps.size(), size_t{1});
+  }
+
+  // 100 changes from two clients at once (50 each, different values): every change either
+  // applies on every rank at one step or is refused; afterwards every rank holds the same value,
+  // and every rank's trace has the same (step, value) changes.
+  void concurrentClientsNeverLeaveRanksApart() {
+    MpiJob job;
+    job.start("tst-mpi-race", {"--steps", "1000000", "--step-ms", "1", "--work-us", "200"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    uint64_t lastSeq = 0;
+    QVERIFY(knobClient(job.entries.front(), lastSeq));  // the knobs are registered
+    // A third client streams the trace meanwhile.
+    trainscope::core::TraceStore store;
+    std::shared_mutex mu;
+    trainscope::core::LiveSession watcher(job.entries, trainscope::core::LiveOptions{});
+    trainscope::core::LiveSession::StoreTarget t;
+    t.store = &store;
+    t.mutex = &mu;
+    watcher.setStore(t);
+    watcher.start();
+    std::atomic<int> ok{0}, refused{0};
+    auto client = [&](int base) {
+      auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
+      if (!js) return;
+      for (int i = 0; i < 50; ++i) {
+        auto r = js.value()->setKnobs({{"test.work_us", std::to_string(base + i)}}, 20000);
+        if (r.isOk()) {
+          std::set<int64_t> steps;
+          for (const auto& [rank, step] : r->front().stepPerRank) steps.insert(step);
+          if (steps.size() == 1) ++ok;
+        } else {
+          ++refused;
+        }
+      }
+    };
+    std::thread a(client, 1000), b(client, 2000);
+    a.join();
+    b.join();
+    qInfo("two clients, 100 changes: %d applied at one step on all ranks, %d refused", ok.load(), refused.load());
+    QVERIFY2(ok + refused == 100, qPrintable(QString("%1 applied, %2 refused").arg(ok.load()).arg(refused.load())));
+    QVERIFY2(ok >= 50, qPrintable(QString("only %1 of 100 applied").arg(ok.load())));
+    auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
+    QVERIFY(js.isOk());
+    auto lists = js.value()->knobLists();
+    QVERIFY(lists.isOk());
+    std::set<std::string> values;
+    for (const auto& l : lists.value())
+      for (const auto& k : l.knobs)
+        if (k.name == "test.work_us") values.insert(k.currentValue);
+    QCOMPARE(values.size(), size_t{1});
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last changes' events
+    watcher.detach();
+    std::map<trainscope::core::RankId, std::vector<std::pair<int64_t, std::string>>> perRank;
+    for (trainscope::core::TrackId tr = 0; tr < store.trackCount(); ++tr) {
+      const auto& ev = store.events(tr);
+      for (size_t i = 0; i < ev.size(); ++i) {
+        if (ev.kind(i) != trainscope::core::EventKind::KnobChange) continue;
+        const auto* k = ev.findAttr(i, trainscope::core::AttrKey::Knob);
+        const auto* v = ev.findAttr(i, trainscope::core::AttrKey::KnobValue);
+        const auto* st = ev.findAttr(i, trainscope::core::AttrKey::Step);
+        if (k && v && st && store.str(k->asString()) == "test.work_us")
+          perRank[store.track(tr).rank].emplace_back(st->asInt(), std::string(store.str(v->asString())));
+      }
+    }
+    QCOMPARE(perRank.size(), size_t{4});
+    for (auto& [rank, list] : perRank) std::sort(list.begin(), list.end());
+    for (const auto& [rank, list] : perRank) {
+      QCOMPARE(list.size(), size_t(ok.load()));
+      QVERIFY2(list == perRank.begin()->second, qPrintable(QString("rank %1 differs from rank 0").arg(rank)));
+    }
+  }
+
+  // One SetKnob far ahead of the sequence, with an invalid value, to one rank: refused and not
+  // counted, so later changes are not held back (it used to wedge every later `set`).
+  void aFarAheadChangeIsHarmless() {
+    MpiJob job;
+    job.start("tst-mpi-ahead", {"--steps", "100000", "--step-ms", "1"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    uint64_t lastSeq = 0;
+    auto c = knobClient(job.entries[1], lastSeq);
+    QVERIFY(c);
+    c->send(wire::SetKnob{lastSeq + 5000, "test.work_us", "not a number"});
+    auto ack = c->recvAs<wire::KnobAck>();
+    QVERIFY(ack && !ack->accepted);
+    QVERIFY2(ack->reason.find("too far ahead") != std::string::npos, ack->reason.c_str());
+    auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
+    QVERIFY(js.isOk());
+    auto applied = js.value()->setKnobs({{"test.work_us", "444"}}, 20000);
+    QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
+    QCOMPARE(applied->front().changeSeq, lastSeq + 1);
   }
 };
 

@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "capture.h"
 #include "string_table.h"
@@ -125,7 +127,30 @@ core::wire::KnobList KnobRegistry::list(int64_t currentStep) const {
   return out;
 }
 
-void KnobRegistry::markReceivedLocked(uint64_t seq) {
+namespace {
+
+// FNV-1a, 64 bits: the same on every rank for the same bytes.
+uint64_t fnv(uint64_t h, std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+constexpr uint64_t kFnvBasis = 14695981039346656037ull;
+
+uint64_t contentHash(const char* what, const std::string& name, const std::string& value) {
+  uint64_t h = fnv(kFnvBasis, what);
+  h = fnv(h, std::string_view("\0", 1));
+  h = fnv(h, name);
+  h = fnv(h, std::string_view("\0", 1));
+  return fnv(h, value);
+}
+
+}  // namespace
+
+void KnobRegistry::markReceivedLocked(uint64_t seq, uint64_t hash) {
+  content_[seq] = hash;
   receivedAhead_.insert(seq);
   uint64_t c = contiguous_.load();
   while (!receivedAhead_.empty() && *receivedAhead_.begin() == c + 1) {
@@ -144,33 +169,83 @@ core::wire::KnobAck KnobRegistry::receive(const core::wire::SetKnob& s, int32_t 
                  std::to_string(contiguous_.load()) + ")";
     return ack;  // a duplicate must not count twice
   }
-  markReceivedLocked(s.changeSeq);  // refused or not, the sequence moves on
+  if (s.changeSeq > contiguous_.load() + kMaxAhead) {
+    ack.reason = "change sequence " + std::to_string(s.changeSeq) + " is too far ahead (this rank has " +
+                 std::to_string(contiguous_.load()) + "; at most " + std::to_string(kMaxAhead) + " ahead)";
+    return ack;  // not counted: a stray number must not open a gap
+  }
+  // Refused or not, the sequence moves on; what the number holds enters the digest.
   if (s.name.empty()) {
+    markReceivedLocked(s.changeSeq, contentHash("none", "", ""));
     ack.reason = "gap filled: change sequence " + std::to_string(s.changeSeq) + " changes nothing";
     return ack;
   }
+  auto refuse = [&](std::string reason) {
+    markReceivedLocked(s.changeSeq, contentHash("none", "", ""));  // like a gap: nothing to apply
+    ack.reason = std::move(reason);
+    return ack;
+  };
   ts_knob* k = findLocked(s.name);
-  if (!k) {
-    ack.reason = "unknown knob '" + s.name + "'";
-    return ack;
-  }
-  if (worldSize > 1 && !haveAgree) {
-    ack.reason = "world size is " + std::to_string(worldSize) +
-                 " and the job registered no agreement function (ts_set_agree_fn), so ranks "
-                 "cannot apply a change at the same step";
-    return ack;
-  }
-  auto bits = parse(*k, s.value, ack.reason);
-  if (!bits) return ack;
-  queued_[s.changeSeq] = {k, *bits, format(*k, *bits)};
+  if (!k) return refuse("unknown knob '" + s.name.substr(0, 128) + "'");
+  if (worldSize > 1 && !haveAgree)
+    return refuse("world size is " + std::to_string(worldSize) +
+                  " and the job registered no agreement function (ts_set_agree_fn), so ranks "
+                  "cannot apply a change at the same step");
+  std::string reason;
+  auto bits = parse(*k, s.value, reason);
+  if (!bits) return refuse(reason);
+  const std::string text = format(*k, *bits);
+  markReceivedLocked(s.changeSeq, contentHash("set", k->name, text));
+  queued_[s.changeSeq] = {k, *bits, text};
   ack.accepted = true;
   return ack;
+}
+
+int64_t KnobRegistry::digestLocked(uint64_t from, uint64_t to) const {
+  uint64_t h = kFnvBasis;
+  for (auto it = content_.upper_bound(from); it != content_.end() && it->first <= to; ++it) {
+    char buf[40];
+    const int n = std::snprintf(buf, sizeof buf, "%llu:%llu;", static_cast<unsigned long long>(it->first),
+                                static_cast<unsigned long long>(it->second));
+    h = fnv(h, std::string_view(buf, static_cast<size_t>(n)));
+  }
+  return static_cast<int64_t>(h >> 2);  // positive, so that -d is too
 }
 
 void KnobRegistry::agreeAtStepEnd(ts_agree_fn agree, void* ctx) {
   const auto local = static_cast<int64_t>(contiguous_.load());
   const int64_t global = agree ? agree(local, ctx) : local;
-  if (global > 0 && static_cast<uint64_t>(global) > agreed_.load()) agreed_.store(static_cast<uint64_t>(global));
+  const uint64_t prev = agreed_.load();
+  if (global <= 0 || static_cast<uint64_t>(global) <= prev) return;
+  // Every rank holds every number up to `global` (agreed_ and global are the same on all ranks,
+  // so all take this branch together and the collectives below match up). Do they hold the same
+  // changes under those numbers?
+  if (agree) {
+    int64_t d = 0;
+    {
+      std::lock_guard lock(mu_);
+      d = digestLocked(prev, static_cast<uint64_t>(global));
+    }
+    const int64_t lo = agree(d, ctx);
+    const int64_t hi = -agree(-d, ctx);
+    if (lo != hi) {
+      std::lock_guard lock(mu_);
+      ++mismatches_;
+      for (auto it = queued_.upper_bound(prev); it != queued_.end() && it->first <= static_cast<uint64_t>(global);) {
+        core::wire::KnobAck a;
+        a.changeSeq = it->first;
+        a.reason = "ranks received different changes under sequence " + std::to_string(it->first) +
+                   " (two clients at once?); refused on every rank";
+        refusals_.push_back(std::move(a));
+        it = queued_.erase(it);
+      }
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    content_.erase(content_.begin(), content_.upper_bound(static_cast<uint64_t>(global)));
+  }
+  agreed_.store(static_cast<uint64_t>(global));
 }
 
 void KnobRegistry::applyAtStepBegin(int64_t step, const std::function<void(const core::wire::KnobAck&)>& sink) {
@@ -180,6 +255,7 @@ void KnobRegistry::applyAtStepBegin(int64_t step, const std::function<void(const
   std::vector<core::wire::KnobAck> acks;
   {
     std::lock_guard lock(mu_);
+    acks.swap(refusals_);
     auto& strings = StringTable::instance();
     while (!queued_.empty() && queued_.begin()->first <= agreed) {
       auto [seq, p] = *queued_.begin();
@@ -229,6 +305,8 @@ void KnobRegistry::resetChangesForTest() {
   std::lock_guard lock(mu_);
   receivedAhead_.clear();
   queued_.clear();
+  content_.clear();
+  refusals_.clear();
   contiguous_.store(0);
   agreed_.store(0);
   applied_ = 0;

@@ -3,6 +3,13 @@
 // thread; at ts_step_end every rank agrees (allreduce-MIN through the job's callback) on the
 // highest change sequence that all ranks have received, and ts_step_begin of the next step
 // applies exactly those changes -- the same set at the same step on every rank.
+//
+// Consensus on content, not only on numbers: two clients can pick the same sequence number at
+// once and reach the ranks in different orders, so each rank keeps a digest of what it holds
+// under every number. Before applying a newly agreed range the ranks compare digests (two more
+// allreduce-MINs, of d and of -d: equal only when min == max); a mismatch makes every rank refuse
+// the whole range. A number far ahead of what a rank has (kMaxAhead) is refused and not counted,
+// so one stray message cannot open a gap no client may fill.
 #pragma once
 
 #include <atomic>
@@ -60,6 +67,10 @@ class KnobRegistry {
   bool restore(ts_knob* k, const std::string& text, int64_t step);
 
   uint64_t lastReceivedSeq() const;
+  // How far ahead of the contiguous sequence a change may be and still count.
+  static constexpr uint64_t kMaxAhead = 256;
+  // Ranges refused for a digest mismatch so far (tests).
+  uint64_t digestMismatches() const { return mismatches_.load(); }
   uint64_t contiguousSeq() const { return contiguous_.load(); }
   void resetChangesForTest();
 
@@ -70,7 +81,8 @@ class KnobRegistry {
     std::string text;
   };
   ts_knob* findLocked(const std::string& name) const;
-  void markReceivedLocked(uint64_t seq);
+  void markReceivedLocked(uint64_t seq, uint64_t contentHash);
+  int64_t digestLocked(uint64_t from, uint64_t to) const;  // (from, to]
 
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<ts_knob>> knobs_;
@@ -78,6 +90,9 @@ class KnobRegistry {
   std::map<uint64_t, Pending> queued_;  // accepted, waiting for agreement
   std::atomic<uint64_t> contiguous_{0};
   std::atomic<uint64_t> agreed_{0};
+  std::map<uint64_t, uint64_t> content_;           // received seq -> hash of what it holds, until agreed
+  std::vector<core::wire::KnobAck> refusals_;      // digest mismatches, acked at the next step begin
+  std::atomic<uint64_t> mismatches_{0};
   uint64_t applied_ = 0;  // job thread only
 };
 

@@ -163,22 +163,54 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
     if (std::string why = validateKnobValue(*d, value); !why.empty())
       return Status(ErrorCode::InvalidArgument, why);
   }
-  // 2. Send every change to every rank; all must accept.
+  // 2. The lowest rank is the job's sequence authority: a change takes its number there first.
+  // A number another client took a moment ago ("already used") is skipped, so two clients never
+  // send different changes under one number; then the other ranks get the change under the
+  // number the authority gave it. A rank that already holds that number got it from another
+  // client's gap filling, which copies the authority's pending change -- ours. Should ranks
+  // still hold different contents, they find out when they compare digests before applying,
+  // and every rank refuses (AGENT.md, "Consensus").
   std::vector<Applied> out;
   std::vector<std::vector<wire::KnobAck>> acks(changes.size());
   std::string refusals;
+  uint64_t next = maxSeq + 1;
+  auto alreadyUsed = [](const wire::KnobAck& a) { return !a.accepted && a.reason.find("already used") != std::string::npos; };
   for (size_t i = 0; i < changes.size(); ++i) {
-    const uint64_t seq = maxSeq + 1 + i;
+    AgentClient* authority = cs.front();
+    Result<wire::KnobAck> first = Status(ErrorCode::InvalidArgument, "no attempt");
+    uint64_t seq = next;
+    for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
+      first = authority->setKnob(seq, changes[i].first, changes[i].second);
+      if (!first || !alreadyUsed(first.value())) break;
+    }
+    if (!first)
+      return Status(first.status().code(),
+                    "rank " + std::to_string(authority->job().rank) + ": " + first.status().message());
+    next = seq + 1;
     out.push_back({changes[i].first, changes[i].second, seq, {}});
-    for (AgentClient* c : cs) {
+    acks[i].push_back(first.value());
+    if (!first->accepted) {
+      refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
+                  changes[i].second + ": " + (first->reason.empty() ? "(no reason given)" : first->reason);
+      // The others only mark the number received, so that it holds back no later change.
+      for (size_t r = 1; r < cs.size(); ++r) (void)cs[r]->setKnob(seq, "", "");
+      continue;
+    }
+    for (size_t r = 1; r < cs.size(); ++r) {
+      AgentClient* c = cs[r];
       auto ack = c->setKnob(seq, changes[i].first, changes[i].second);
       if (!ack)
         return Status(ack.status().code(),
                       "rank " + std::to_string(c->job().rank) + ": " + ack.status().message());
-      if (!ack->accepted)
+      wire::KnobAck a = ack.value();
+      if (alreadyUsed(a)) {  // filled in by another client from the authority's copy: ours
+        a.accepted = true;
+        a.reason.clear();
+      } else if (!a.accepted) {
         refusals += "\n  rank " + std::to_string(c->job().rank) + " refused " + changes[i].first + "=" +
-                    changes[i].second + ": " + (ack->reason.empty() ? "(no reason given)" : ack->reason);
-      acks[i].push_back(ack.value());
+                    changes[i].second + ": " + (a.reason.empty() ? "(no reason given)" : a.reason);
+      }
+      acks[i].push_back(a);
     }
   }
   if (!refusals.empty()) return Status(ErrorCode::InvalidArgument, "knob change refused:" + refusals);

@@ -150,7 +150,8 @@ class LiveSession {
   Result<wire::KnobList> knobList();                 // the lowest connected rank's
   Result<std::vector<wire::KnobList>> knobLists();   // every connected rank's, by rank
   // knobList on every rank -> fill sequence gaps an earlier client left -> validate locally ->
-  // changeSeq = max(lastChangeSeq) + 1 (+1 per further change) -> SetKnob to every rank -> all
+  // changeSeq = max(lastChangeSeq) + 1 (+1 per further change), taken at the lowest rank first (the
+  // sequence authority; a number already used there is skipped) -> SetKnob to the others -> all
   // must accept -> wait until all applied. Errors name the rank and the agent's reason.
   Result<std::vector<Applied>> setKnobs(const std::vector<std::pair<std::string, std::string>>& changes,
                                         int applyTimeoutMs);
