@@ -499,24 +499,54 @@ class TstAgentCapture : public QObject {
     checkProbes(recorded(), probes, kBurst, 0);  // clock_gettime itself: inside the bracket
   }
 
-  // Two ranks simulated by an agreement function: nothing applies until the minimum over
-  // ranks has caught up, then it applies at the next step begin.
+  // Two ranks simulated by an agreement function (allreduce-MIN with a second rank): nothing
+  // applies until the minimum over ranks has caught up, then it applies at the next step begin.
+  // The first call of a step end agrees on the sequence; the two after it, when something new
+  // was agreed, compare digests of the agreed range (AGENT.md, "Consensus"): the other rank holds
+  // the same change (its digest equals ours), or a different one (its digest is ours - 1).
   void knobWaitsForAllRanks() {
     ScopedAgent agent(kNoServer, 2);
     auto& reg = ag::KnobRegistry::instance();
     reg.resetChangesForTest();
     ts_knob_t k = ts_knob_int("tst.agree", 0, 10, 1, "agreed", 0);
     static int64_t otherRank = 0;
+    static int call = 0, digestCalls = 0;
+    static bool otherDiffers = false;
     otherRank = 0;
-    ts_set_agree_fn([](int64_t local, void*) { return std::min(local, otherRank); }, nullptr);
+    otherDiffers = false;
+    ts_set_agree_fn(
+        [](int64_t local, void*) -> int64_t {
+          if (call++ == 0) return std::min(local, otherRank);
+          ++digestCalls;
+          const int64_t other = otherDiffers ? (local > 0 ? local - 1 : local + 1) : local;
+          return std::min(local, other);
+        },
+        nullptr);
+    auto stepEnd = [](int64_t s) {
+      call = 0;
+      ts_step_end(s);
+    };
     QVERIFY(reg.receive(setKnob(1, "tst.agree", "7"), 2, true).accepted);
-    ts_step_end(10);
+    stepEnd(10);
     ts_step_begin(11);
     QCOMPARE(ts_knob_get_int(k), int64_t{1});  // the other rank has not received it yet
+    QCOMPARE(digestCalls, 0);
     otherRank = 1;
-    ts_step_end(11);
+    stepEnd(11);
     ts_step_begin(12);
     QCOMPARE(ts_knob_get_int(k), int64_t{7});
+    QCOMPARE(digestCalls, 2);  // d and -d, once
+    // The other rank holds something else under number 2: neither applies it.
+    otherDiffers = true;
+    QVERIFY(reg.receive(setKnob(2, "tst.agree", "3"), 2, true).accepted);
+    otherRank = 2;
+    stepEnd(12);
+    ts_step_begin(13);
+    QCOMPARE(ts_knob_get_int(k), int64_t{7});
+    QCOMPARE(reg.digestMismatches(), uint64_t{1});
+    // Nothing new agreed: no digest collectives at all.
+    stepEnd(13);
+    QCOMPARE(digestCalls, 4);
     ts_set_agree_fn(nullptr, nullptr);
   }
 };

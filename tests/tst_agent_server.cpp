@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -219,6 +221,80 @@ class TstAgentServer : public QObject {
       skip.send(wire::KnobListRequest{});
       QVERIFY(skip.recvAs<wire::ErrorMsg>().has_value());
     }
+  }
+
+  // Before the handshake a peer may send only small, uncompressed frames: a header announcing a
+  // large payload (or a compressed one) is refused from the header alone, before any payload is
+  // buffered or decompressed. After it, client frames are still capped (64 KiB), and a refusal
+  // never echoes a large input back.
+  void frameLimitsBeforeAndAfterTheHandshake() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    const std::string ep = ourEntry()->endpoint;
+    auto header = [](wire::MsgType type, uint32_t length, uint32_t flags) {
+      std::vector<uint8_t> f;
+      wire::encode(wire::Message{wire::Hello{1, 1, "x"}}, f);
+      f.resize(wire::kHeaderSize);
+      const uint16_t t = static_cast<uint16_t>(type);
+      std::memcpy(f.data() + 6, &t, 2);
+      std::memcpy(f.data() + 8, &length, 4);
+      std::memcpy(f.data() + 12, &flags, 4);
+      return f;
+    };
+    {
+      RawClient big;  // 16 MiB announced, nothing sent after the header
+      QVERIFY(big.connectTo(ep));
+      big.sendRaw(header(wire::MsgType::Hello, 16u << 20, 0));
+      auto err = big.recvAs<wire::ErrorMsg>();
+      QVERIFY(err.has_value());
+      QVERIFY2(err->message.find("limit of 4096") != std::string::npos, err->message.c_str());
+      QVERIFY(big.closedWithin(2000));
+    }
+    {
+      RawClient packed;  // a small compressed frame before the handshake
+      QVERIFY(packed.connectTo(ep));
+      packed.sendRaw(header(wire::MsgType::Hello, 64, wire::kFlagZstd));
+      auto err = packed.recvAs<wire::ErrorMsg>();
+      QVERIFY(err.has_value());
+      QVERIFY2(err->message.find("compressed") != std::string::npos, err->message.c_str());
+      QVERIFY(packed.closedWithin(2000));
+    }
+    RawClient c;
+    QVERIFY(c.connectTo(ep));
+    c.hello();
+    QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+    c.send(wire::SetKnob{1, std::string(20000, 'k'), std::string(20000, 'v')});
+    auto ack = c.recvAs<wire::KnobAck>();
+    QVERIFY(ack.has_value());
+    QVERIFY(!ack->accepted);
+    QVERIFY2(ack->reason.size() < 300, qPrintable(QString::number(ack->reason.size())));
+    c.send(wire::SetKnob{2, "srv.x", std::string(100000, 'v')});  // a 100 KB frame
+    QVERIFY(c.closedWithin(2000));
+  }
+
+  // 80 connections that never say Hello cannot take the slots: a real client still gets in at
+  // once (silent connections beyond 8 replace the oldest), and the job is not disturbed.
+  void silentConnectionsCannotLockOutAClient() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    const std::string ep = ourEntry()->endpoint;
+    std::vector<std::unique_ptr<RawClient>> silent;
+    for (int i = 0; i < 80; ++i) {
+      silent.push_back(std::make_unique<RawClient>());
+      QVERIFY(silent.back()->connectTo(ep));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server accepts them all
+    RawClient good;
+    QVERIFY(good.connectTo(ep));
+    QVERIFY(!good.hello().authRequired);
+    QVERIFY(good.recvAs<wire::JobInfo>().has_value());
+    good.send(wire::StatsRequest{});
+    auto st = good.recvAs<wire::Stats>();
+    QVERIFY(st.has_value());
+    QVERIFY2(st->clients <= 9, qPrintable(QString("%1 clients held").arg(st->clients)));
+    int closed = 0;
+    for (auto& s : silent) closed += s->closedWithin(50);
+    QVERIFY2(closed >= 70, qPrintable(QString("%1 of 80 silent connections closed").arg(closed)));
   }
 
   void secretFileMustBePrivate() {

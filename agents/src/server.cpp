@@ -30,10 +30,57 @@ using core::Status;
 
 namespace {
 constexpr size_t kMaxClients = 64;
-constexpr size_t kReadChunk = 64 * 1024;
-// A connection that has not completed the handshake by then is dropped: it would otherwise
-// hold one of the kMaxClients slots forever.
-constexpr int64_t kHandshakeTimeoutNs = 10'000'000'000LL;
+// Connections that have not completed the handshake may hold at most this many slots; a new one
+// beyond it replaces the oldest (as sshd's MaxStartups), so a flood of silent connections costs
+// the agent a few KiB each and never locks a real client out: the handshake takes milliseconds.
+constexpr size_t kMaxUnauthenticated = 8;
+constexpr size_t kReadChunk = 16 * 1024;
+// Before the handshake completes a peer may send only small, uncompressed frames (Hello and
+// Auth take well under 100 bytes); afterwards client requests are still small (knob values).
+constexpr uint32_t kPreAuthMaxPayload = 4 * 1024;
+constexpr uint32_t kOpenMaxPayload = 64 * 1024;
+// A connection that has not completed the handshake by then is dropped.
+constexpr int64_t kHandshakeTimeoutNs = 5'000'000'000LL;
+// A client that is not subscribed and has sent nothing for this long may lose its slot to a new
+// connection when every slot is taken.
+constexpr int64_t kIdleNs = 30'000'000'000LL;
+// Client nonces remembered against replay (FIFO); the agent nonce is fresh per connection and
+// part of the MAC, so an old nonce cannot be replayed into a new handshake anyway.
+constexpr size_t kMaxNonces = 4096;
+// Refusal texts sent to a client are cut to this many characters (never echo a large input).
+constexpr size_t kMaxReason = 256;
+
+#define budgetedLog(...)       \
+  do {                          \
+    if (logBudget()) logLine(__VA_ARGS__); \
+  } while (0)
+
+std::string clip(std::string s) {
+  if (s.size() > kMaxReason) {
+    s.resize(kMaxReason);
+    s += "…";
+  }
+  return s;
+}
+
+// Drop and refusal log lines: at most 20 per 10 s, then one line saying how many were left out,
+// so a connection flood cannot grow the job's log.
+bool logBudget() {
+  static int64_t windowStart = 0;
+  static int used = 0, suppressed = 0;
+  const int64_t now = nowNs();
+  if (now - windowStart > 10'000'000'000LL) {
+    if (suppressed > 0) logLine("(%d more control-server messages left out in the last 10 s)", suppressed);
+    windowStart = now;
+    used = suppressed = 0;
+  }
+  if (used < 20) {
+    ++used;
+    return true;
+  }
+  ++suppressed;
+  return false;
+}
 }  // namespace
 
 struct Server::Client {
@@ -45,6 +92,7 @@ struct Server::Client {
   std::shared_ptr<OutQueue> out;
   bool subscribed = false;
   int64_t connectedNs = 0;
+  int64_t lastMessageNs = 0;
   std::string name = "client";
 };
 
@@ -187,13 +235,13 @@ void Server::send(Client& c, const wire::Message& m) {
 void Server::reject(Client& c, const std::string& why) {
   // Best effort, one non-blocking write: the client is closed right after.
   std::vector<uint8_t> f;
-  wire::encode(wire::Message{wire::ErrorMsg{static_cast<uint32_t>(ErrorCode::InvalidArgument), why}}, f);
+  wire::encode(wire::Message{wire::ErrorMsg{static_cast<uint32_t>(ErrorCode::InvalidArgument), clip(why)}}, f);
   [[maybe_unused]] ssize_t n = ::send(c.fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 void Server::dropClient(size_t i, const char* why) {
   Client& c = *clients_[i];
-  if (why) logLine("dropping %s: %s", c.name.c_str(), why);
+  if (why) budgetedLog("dropping %s: %s", c.name.c_str(), why);
   hub_.unsubscribe(c.out);
   ::close(c.fd);
   clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -204,14 +252,48 @@ void Server::acceptClients() {
   for (;;) {
     const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    if (clients_.size() >= kMaxClients) {
-      logLine("refusing a client: %zu already connected", clients_.size());
-      ::close(fd);
-      continue;
+    // The Unix socket is for this user only (the 0600 socket file says so too; SO_PEERCRED
+    // checks the peer itself, as Perfetto's traced does).
+    if (!socketPath_.empty()) {
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+        budgetedLog("refusing a client of uid %u (the agent runs as uid %u)", static_cast<unsigned>(cred.uid),
+                    static_cast<unsigned>(::geteuid()));
+        ::close(fd);
+        continue;
+      }
+    }
+    const int64_t now = nowNs();
+    // Slots: silent connections may hold only a few of them; a full table gives way to the
+    // oldest unauthenticated connection, else to the longest-idle unsubscribed client.
+    size_t pending = 0, oldestPending = SIZE_MAX, idlest = SIZE_MAX;
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      const Client& k = *clients_[i];
+      if (k.state != Client::State::Open) {
+        ++pending;
+        if (oldestPending == SIZE_MAX || k.connectedNs < clients_[oldestPending]->connectedNs) oldestPending = i;
+      } else if (!k.subscribed && now - k.lastMessageNs > kIdleNs &&
+                 (idlest == SIZE_MAX || k.lastMessageNs < clients_[idlest]->lastMessageNs)) {
+        idlest = i;
+      }
+    }
+    if (pending >= kMaxUnauthenticated && oldestPending != SIZE_MAX) {
+      dropClient(oldestPending, "too many connections without a handshake; the oldest goes");
+    } else if (clients_.size() >= kMaxClients) {
+      const size_t victim = oldestPending != SIZE_MAX ? oldestPending : idlest;
+      if (victim == SIZE_MAX) {
+        budgetedLog("refusing a client: %zu already connected", clients_.size());
+        ::close(fd);
+        continue;
+      }
+      dropClient(victim, "every slot is taken; it was the one waiting longest");
     }
     auto c = std::make_unique<Client>();
     c->fd = fd;
-    c->connectedNs = nowNs();
+    c->connectedNs = now;
+    c->lastMessageNs = now;
+    c->decoder.setLimits(kPreAuthMaxPayload, false);
     c->out = std::make_shared<OutQueue>(cfg_.clientQueueBytes);
     clients_.push_back(std::move(c));
     clientCount_.store(static_cast<uint32_t>(clients_.size()));
@@ -232,16 +314,19 @@ bool Server::readClient(Client& c) {
     for (;;) {
       auto r = c.decoder.next();
       if (!r) {
-        logLine("dropping %s: bad frame: %s", c.name.c_str(), r.status().toString().c_str());
+        budgetedLog("dropping %s: bad frame: %s", c.name.c_str(), r.status().toString().c_str());
         reject(c, "bad frame: " + r.status().message());
         return false;
       }
       if (!r.value()) break;
+      c.lastMessageNs = nowNs();
+      const bool wasOpen = c.state == Client::State::Open;
       if (!handle(c, *r.value())) return false;
+      if (!wasOpen && c.state == Client::State::Open) c.decoder.setLimits(kOpenMaxPayload, false);
     }
     // A peer that keeps us buffering without completing a frame is not a client we want.
-    if (c.decoder.buffered() > wire::kMaxFramePayload + wire::kHeaderSize) {
-      logLine("dropping %s: oversized frame", c.name.c_str());
+    if (c.decoder.buffered() > c.decoder.maxPayload() + wire::kHeaderSize) {
+      budgetedLog("dropping %s: oversized frame", c.name.c_str());
       return false;
     }
   }
@@ -266,13 +351,13 @@ bool Server::handle(Client& c, wire::Message& m) {
   if (c.state == Client::State::AwaitHello) {
     auto* h = std::get_if<wire::Hello>(&m);
     if (!h) {
-      logLine("dropping %s: expected Hello", c.name.c_str());
+      budgetedLog("dropping %s: expected Hello", c.name.c_str());
       reject(c, "expected Hello");
       return false;
     }
     if (!h->clientName.empty()) c.name = "client '" + h->clientName.substr(0, 64) + "'";
     if (h->minVersion > wire::kProtocolVersion || h->maxVersion < wire::kProtocolVersion) {
-      logLine("dropping %s: protocol versions %u..%u, agent speaks %u", c.name.c_str(), h->minVersion,
+      budgetedLog("dropping %s: protocol versions %u..%u, agent speaks %u", c.name.c_str(), h->minVersion,
               h->maxVersion, wire::kProtocolVersion);
       reject(c, "unsupported protocol version (agent speaks " + std::to_string(wire::kProtocolVersion) + ")");
       return false;
@@ -293,20 +378,26 @@ bool Server::handle(Client& c, wire::Message& m) {
   if (c.state == Client::State::AwaitAuth) {
     auto* a = std::get_if<wire::Auth>(&m);
     if (!a) {
-      logLine("dropping %s: expected Auth", c.name.c_str());
+      budgetedLog("dropping %s: expected Auth", c.name.c_str());
       reject(c, "authentication required");
       return false;
     }
     const wire::Mac want = wire::authMac(secret_, c.agentNonce, a->clientNonce);
     if (!wire::constantTimeEqual(want, a->mac)) {
-      logLine("dropping %s: authentication failed", c.name.c_str());
+      budgetedLog("dropping %s: authentication failed", c.name.c_str());
       reject(c, "authentication failed");
       return false;
     }
-    if (!seenNonces_.insert(a->clientNonce).second) {
-      logLine("dropping %s: replayed client nonce", c.name.c_str());
+    if (seenNonces_.count(a->clientNonce)) {
+      budgetedLog("dropping %s: replayed client nonce", c.name.c_str());
       reject(c, "authentication failed (replayed nonce)");
       return false;
+    }
+    seenNonces_.insert(a->clientNonce);
+    nonceOrder_.push_back(a->clientNonce);
+    while (nonceOrder_.size() > kMaxNonces) {
+      seenNonces_.erase(nonceOrder_.front());
+      nonceOrder_.pop_front();
     }
     c.state = Client::State::Open;
     send(c, hooks_.jobInfo());
@@ -317,7 +408,9 @@ bool Server::handle(Client& c, wire::Message& m) {
   if (std::holds_alternative<wire::KnobListRequest>(m)) {
     send(c, hooks_.knobList());
   } else if (auto* s = std::get_if<wire::SetKnob>(&m)) {
-    send(c, hooks_.setKnob(*s));
+    wire::KnobAck ack = hooks_.setKnob(*s);
+    ack.reason = clip(std::move(ack.reason));
+    send(c, ack);
   } else if (auto* p = std::get_if<wire::Ping>(&m)) {
     send(c, wire::Pong{p->clientSendNs, nowNs()});
   } else if (std::holds_alternative<wire::StatsRequest>(m)) {
@@ -331,10 +424,10 @@ bool Server::handle(Client& c, wire::Message& m) {
   } else if (std::holds_alternative<wire::Bye>(m)) {
     return false;
   } else if (auto* e = std::get_if<wire::ErrorMsg>(&m)) {
-    logLine("%s reported: %s", c.name.c_str(), e->message.c_str());
+    budgetedLog("%s reported: %s", c.name.c_str(), e->message.c_str());
     return false;
   } else {
-    logLine("dropping %s: unexpected message type %u", c.name.c_str(), static_cast<unsigned>(wire::typeOf(m)));
+    budgetedLog("dropping %s: unexpected message type %u", c.name.c_str(), static_cast<unsigned>(wire::typeOf(m)));
     reject(c, "unexpected message");
     return false;
   }
@@ -377,7 +470,7 @@ void Server::run() {
           continue;
         }
         if (ok && c.state != Client::State::Open && nowNs() - c.connectedNs > kHandshakeTimeoutNs) {
-          dropClient(i, "no handshake within 10 s");
+          dropClient(i, "no handshake within 5 s");
           continue;
         }
         if (!ok) dropClient(i, nullptr);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <set>
@@ -62,6 +63,7 @@ class Server {
   bool authRequired_ = false;
   std::vector<uint8_t> secret_;
   std::set<core::wire::Nonce> seenNonces_;
+  std::deque<core::wire::Nonce> nonceOrder_;
   std::vector<std::unique_ptr<Client>> clients_;
   std::atomic<uint32_t> clientCount_{0};
   std::atomic<bool> stop_{false};

@@ -200,6 +200,7 @@ void FrameDecoder::feed(std::span<const uint8_t> bytes) {
   // Refuse a bad header right away, before its payload is buffered.
   if (buffered() >= kHeaderSize) {
     Status s = checkHeader(buf_.data() + pos_);
+    if (s.isOk()) s = checkLimits(buf_.data() + pos_);
     if (!s.isOk()) {
       error_ = std::move(s);
       buf_.clear();
@@ -208,11 +209,29 @@ void FrameDecoder::feed(std::span<const uint8_t> bytes) {
   }
 }
 
+void FrameDecoder::setLimits(uint32_t maxPayload, bool allowCompressed) {
+  maxPayload_ = std::min(maxPayload, kMaxFramePayload);
+  allowCompressed_ = allowCompressed;
+}
+
+Status FrameDecoder::checkLimits(const uint8_t* h) const {
+  const uint32_t length = le32(h + 8);
+  if (length > maxPayload_)
+    return wireError(ErrorCode::InvalidArgument, "frame payload length " + std::to_string(length) +
+                                                     " exceeds this connection's limit of " +
+                                                     std::to_string(maxPayload_) + " bytes");
+  if ((le32(h + 12) & kFlagZstd) && !allowCompressed_)
+    return wireError(ErrorCode::InvalidArgument, "compressed frames are not accepted on this connection");
+  return Status::ok();
+}
+
 Result<std::optional<Message>> FrameDecoder::next() {
   if (!error_.isOk()) return error_;
   if (buffered() < kHeaderSize) return std::optional<Message>{};
   const uint8_t* h = buf_.data() + pos_;
-  if (Status s = checkHeader(h); !s.isOk()) {
+  Status hs = checkHeader(h);
+  if (hs.isOk()) hs = checkLimits(h);
+  if (Status s = hs; !s.isOk()) {
     error_ = s;
     buf_.clear();
     pos_ = 0;
@@ -227,6 +246,8 @@ Result<std::optional<Message>> FrameDecoder::next() {
   if (pos_ == buf_.size()) {
     buf_.clear();
     pos_ = 0;
+    // A large frame is past: do not keep its buffer (many idle peers would pin that memory).
+    if (buf_.capacity() > kKeepCapacity) buf_.shrink_to_fit();
   }
   if (!m) {
     error_ = m.status();

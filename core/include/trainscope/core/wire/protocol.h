@@ -249,11 +249,20 @@ class FrameDecoder {
   // A decoded message, nullopt when more bytes are needed, or an error Status.
   Result<std::optional<Message>> next();
   size_t buffered() const { return buf_.size() - pos_; }
+  // Tighter limits for this stream: frames longer than maxPayload, or compressed ones when not
+  // allowed, are refused from their header, before their payload is buffered or decompressed
+  // (the agent's server: 4 KiB and no compression before authentication).
+  void setLimits(uint32_t maxPayload, bool allowCompressed);
+  uint32_t maxPayload() const { return maxPayload_; }
 
  private:
+  static constexpr size_t kKeepCapacity = 256 * 1024;
+  Status checkLimits(const uint8_t* header) const;
   std::vector<uint8_t> buf_;
   size_t pos_ = 0;
   Status error_;
+  uint32_t maxPayload_ = kMaxFramePayload;
+  bool allowCompressed_ = true;
 };
 
 // Decodes exactly one frame's payload (used by FrameDecoder and the fuzzer).
