@@ -245,7 +245,9 @@ int Analyzer::analysedSteps() const {
 AnalysisResult analyzeStore(TraceStore& store) {
   Analyzer a;
   (void)a.finish(store);
-  return a.result(store);
+  AnalysisResult r = a.result(store);
+  r.hta = computeHta(store);
+  return r;
 }
 
 }  // namespace trainscope::core

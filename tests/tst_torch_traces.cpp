@@ -1,0 +1,284 @@
+// Real PyTorch traces: a 2-rank DDP job (gloo, CPU) under torch.profiler, run by
+// tests/torch/make_ddp_trace.py with Debian's python3-torch (1.13) and Debian's /usr/bin/python3,
+// imported together and analysed. Every number is checked against arithmetic done here on the
+// raw JSON (Qt's JSON parser, unions of intervals written out below), never against our own
+// analysis code. Bad input (truncated, wrong types, deep nesting, --partial) is tested on those
+// files too.
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "cli_test_support.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/interop/chrome_trace.h"
+
+using namespace trainscope::core;
+using trainscope::test::runCli;
+using trainscope::test::runProgram;
+
+namespace {
+
+using Iv = std::pair<int64_t, int64_t>;  // [start, end) in microseconds, as in the file
+
+std::vector<Iv> unite(std::vector<Iv> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Iv> out;
+  for (const Iv& x : v) {
+    if (x.second <= x.first) continue;
+    if (!out.empty() && x.first <= out.back().second)
+      out.back().second = std::max(out.back().second, x.second);
+    else
+      out.push_back(x);
+  }
+  return out;
+}
+int64_t len(const std::vector<Iv>& v) {
+  int64_t s = 0;
+  for (const Iv& x : v) s += x.second - x.first;
+  return s;
+}
+std::vector<Iv> clip(const std::vector<Iv>& v, Iv w) {
+  std::vector<Iv> out;
+  for (const Iv& x : v) {
+    const Iv c{std::max(x.first, w.first), std::min(x.second, w.second)};
+    if (c.second > c.first) out.push_back(c);
+  }
+  return unite(out);
+}
+std::vector<Iv> both(const std::vector<Iv>& a, const std::vector<Iv>& b) {
+  std::vector<Iv> out;
+  for (const Iv& x : a)
+    for (const Iv& y : b) {
+      const Iv c{std::max(x.first, y.first), std::min(x.second, y.second)};
+      if (c.second > c.first) out.push_back(c);
+    }
+  return unite(out);
+}
+
+bool isComm(const QString& n) {
+  return n.startsWith("gloo:") || n.startsWith("c10d::") || n == "record_param_comms";
+}
+
+// What one rank's file says, by the documented rules (docs/FORMATS.md "PyTorch traces"):
+// steps = ProfilerStep#N; compute = the main thread's (the one with the steps) other ops;
+// communication = gloo:*, c10d::*, record_param_comms on any thread; gradient all-reduces =
+// gloo:all_reduce inside a step.
+struct RankFile {
+  std::vector<Iv> steps, compute, comm, grad;
+  Iv firstGloo{-1, -1};
+};
+
+RankFile readRank(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) qFatal("cannot open %s", qPrintable(path));
+  const QJsonDocument doc = QJsonDocument::fromJson(f.readAll());
+  const QJsonArray events = doc.isArray() ? doc.array() : doc.object().value("traceEvents").toArray();
+  RankFile r;
+  double mainTid = -1;
+  for (const auto& v : events) {
+    const QJsonObject e = v.toObject();
+    if (e.value("name").toString().startsWith("ProfilerStep#")) mainTid = e.value("tid").toDouble();
+  }
+  for (const auto& v : events) {
+    const QJsonObject e = v.toObject();
+    if (e.value("ph").toString() != "X") continue;
+    const QString n = e.value("name").toString();
+    const int64_t ts = static_cast<int64_t>(e.value("ts").toDouble());
+    const Iv iv{ts, ts + static_cast<int64_t>(e.value("dur").toDouble())};
+    if (n.startsWith("ProfilerStep#")) {
+      r.steps.push_back(iv);
+    } else if (isComm(n)) {
+      r.comm.push_back(iv);
+      if (n == "gloo:all_reduce") {
+        r.grad.push_back(iv);
+        if (r.firstGloo.first < 0 || iv.first < r.firstGloo.first) r.firstGloo = iv;
+      }
+    } else if (e.value("tid").toDouble() == mainTid) {
+      r.compute.push_back(iv);
+    }
+  }
+  std::sort(r.steps.begin(), r.steps.end());
+  return r;
+}
+
+QJsonObject analyzeJson(const QString& tsdb) {
+  const auto run = runCli({"analyze", tsdb, "--json"});
+  if (run.code != 0) qFatal("analyze failed: %s", qPrintable(run.err));
+  return QJsonDocument::fromJson(run.out.toUtf8()).object();
+}
+
+bool near(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b));
+}
+
+}  // namespace
+
+class TstTorchTraces : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString traces_;  // rank0.json, rank1.json, rank0.json.gz
+
+ private slots:
+  void initTestCase() {
+    // Debian's torch lives in Debian's interpreter; the pyenv python3 first on PATH cannot see it.
+    const auto probe =
+        runProgram("/usr/bin/python3", {"-c", "import torch; print(torch.__version__)"}, 60000);
+    if (probe.code != 0)
+      QSKIP("Debian's python3-torch is not installed (scripts/install-deps.sh installs it)");
+    traces_ = dir_.path() + "/ddp";
+    const auto run = runProgram("/usr/bin/python3",
+                                {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_ddp_trace.py", traces_,
+                                 "--ranks", "2", "--steps", "3", "--timeout", "200"},
+                                240000);
+    QVERIFY2(run.code == 0, qPrintable("make_ddp_trace.py failed: " + run.err + run.out));
+    QVERIFY(QFile::exists(traces_ + "/rank0.json") && QFile::exists(traces_ + "/rank1.json"));
+  }
+
+  // Both ranks into one session: ranks from the file names, clocks aligned on the first
+  // collective, and every breakdown / data-parallel number equal to the arithmetic on the JSON.
+  void ddpTwoRanks() {
+    const QString out = dir_.path() + "/ddp.tsdb";
+    const auto imp = runCli({"import", traces_ + "/rank0.json", traces_ + "/rank1.json", "--out", out});
+    QVERIFY2(imp.code == 0, qPrintable(imp.err));
+    QVERIFY2(imp.out.contains("rank 1 (from file name)"), qPrintable(imp.out));
+    QVERIFY2(imp.out.contains("clock alignment: first_collective"), qPrintable(imp.out));
+
+    const RankFile r0 = readRank(traces_ + "/rank0.json"), r1 = readRank(traces_ + "/rank1.json");
+    QVERIFY(r0.steps.size() == 3 && r1.steps.size() == 3);
+    QVERIFY(!r0.grad.empty() && !r1.grad.empty());
+
+    // The shift that makes rank 1's first gloo all-reduce end with rank 0's (in ns).
+    const auto info = runCli({"info", out, "--json"});
+    QCOMPARE(info.code, 0);
+    const QJsonObject md = QJsonDocument::fromJson(info.out.toUtf8()).object().value("metadata").toObject();
+    QCOMPARE(md.value("clock_alignment").toString(), QString("first_collective"));
+    QCOMPARE(md.value("clock_alignment_shift_ns.1").toString().toLongLong(),
+             (r0.firstGloo.second - r1.firstGloo.second) * 1000);
+
+    const QJsonObject a = analyzeJson(out);
+    QCOMPARE(a.value("steps").toObject().value("count").toInt(), 3);
+    const QJsonArray per = a.value("breakdown").toObject().value("per_rank").toArray();
+    QCOMPARE(per.size(), 2);
+    double overlapSum = 0;
+    for (int rank = 0; rank < 2; ++rank) {
+      const RankFile& r = rank == 0 ? r0 : r1;
+      double compute = 0, overlapped = 0, exposed = 0, idle = 0, step = 0;
+      int64_t grad = 0, gradHidden = 0;
+      for (const Iv& w : r.steps) {
+        const auto c = clip(r.compute, w), m = clip(r.comm, w), g = clip(r.grad, w);
+        const int64_t cm = len(both(c, m));
+        compute += len(c) - cm;
+        overlapped += cm;
+        exposed += len(m) - cm;
+        idle += (w.second - w.first) - (len(c) + len(m) - cm);
+        step += w.second - w.first;
+        grad += len(g);
+        gradHidden += len(both(g, c));
+      }
+      const double n = static_cast<double>(r.steps.size()) * 1000.0;  // mean per step, us -> ms
+      const QJsonObject b = per[rank].toObject();
+      QCOMPARE(b.value("rank").toInt(), rank);
+      QVERIFY2(near(b.value("step_ms").toDouble(), step / n), qPrintable(QString::number(rank)));
+      QVERIFY(near(b.value("compute_ms").toDouble(), compute / n));
+      QVERIFY(near(b.value("overlapped_comm_ms").toDouble(), overlapped / n));
+      QVERIFY(near(b.value("exposed_comm_ms").toDouble(), exposed / n));
+      QVERIFY(near(b.value("idle_ms").toDouble(), idle / n));
+      overlapSum += static_cast<double>(gradHidden) / static_cast<double>(grad);
+    }
+    // data_parallel: gradient all-reduces (gloo:all_reduce in a step), overlap per rank, mean.
+    const QJsonObject dp = a.value("data_parallel").toObject();
+    QVERIFY2(near(dp.value("overlap_ratio").toDouble(), overlapSum / 2),
+             qPrintable(QJsonDocument(dp).toJson()));
+    // CPU traces have no GPU kernels: HTA's numbers are not applicable.
+    const QJsonArray hta = a.value("hta").toObject().value("per_rank").toArray();
+    QCOMPARE(hta.size(), 2);
+    QVERIFY(hta[0].toObject().value("kernel_time_us").isNull());
+  }
+
+  // A directory and a .gz: the same events as the plain files.
+  void directoryAndGzip() {
+    const QString gz = dir_.path() + "/gz.tsdb", plain = dir_.path() + "/plain.tsdb";
+    QVERIFY(runCli({"import", traces_ + "/rank0.json.gz", "--out", gz}).code == 0);
+    QVERIFY(runCli({"import", traces_ + "/rank0.json", "--out", plain}).code == 0);
+    auto count = [](const QString& f) {
+      const auto r = runCli({"info", f, "--json"});
+      return QJsonDocument::fromJson(r.out.toUtf8()).object().value("event_count").toInteger();
+    };
+    QVERIFY(count(gz) > 100);
+    QCOMPARE(count(gz), count(plain));
+    QDir d(dir_.path());
+    QVERIFY(d.mkpath("only_plain"));
+    QVERIFY(QFile::copy(traces_ + "/rank0.json", dir_.path() + "/only_plain/rank0.json"));
+    QVERIFY(QFile::copy(traces_ + "/rank1.json", dir_.path() + "/only_plain/rank1.json"));
+    const QString both = dir_.path() + "/dir.tsdb";
+    const auto imp = runCli({"import", dir_.path() + "/only_plain", "--out", both});
+    QVERIFY2(imp.code == 0, qPrintable(imp.err));
+    const auto r = runCli({"info", both, "--json"});
+    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object().value("rank_count").toInt(), 2);
+  }
+
+  // Bad input: clear message naming the file and the position, nothing written; --partial
+  // keeps what is valid and says what it skipped.
+  void badInput() {
+    QFile src(traces_ + "/rank1.json");
+    QVERIFY(src.open(QIODevice::ReadOnly));
+    const QByteArray whole = src.readAll();
+    const QString cut = dir_.path() + "/cut_rank1.json";
+    {
+      QFile f(cut);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(whole.left(whole.size() / 2));
+    }
+    const QString out = dir_.path() + "/bad.tsdb";
+    auto r = runCli({"import", traces_ + "/rank0.json", cut, "--out", out});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("cut_rank1.json: malformed JSON at byte"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(out));
+    QVERIFY(QDir(dir_.path()).entryList({"bad.tsdb*"}).isEmpty());
+
+    r = runCli({"import", traces_ + "/rank0.json", cut, "--out", out, "--partial"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("skipped 1 invalid events"), qPrintable(r.out));
+    QVERIFY(QFile::exists(out));
+
+    // A wrong type: "ts" a string that is not a number.
+    const QString typed = dir_.path() + "/typed.json";
+    {
+      QFile f(typed);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(
+          R"([{"name":"a","ph":"X","ts":1,"dur":2,"pid":1,"tid":1},{"name":"b","ph":"X","ts":"soon","dur":2,"pid":1,"tid":1},{"name":"c","ph":"Q","ts":5,"pid":1,"tid":1}])");
+    }
+    r = runCli({"import", typed, "--out", out + "2"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("typed.json: event #1: \"ts\" is not a number"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(out + "2"));
+    r = runCli({"import", typed, "--out", out + "2", "--partial"});
+    QVERIFY2(r.code == 0 && r.out.contains("skipped 1 invalid events"), qPrintable(r.out + r.err));
+
+    // 70,000 levels of nesting in args: refused with the event named, no crash.
+    const QString deep = dir_.path() + "/deep.json";
+    {
+      QFile f(deep);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      QByteArray a = R"([{"name":"x","ph":"X","ts":1,"dur":1,"pid":1,"tid":1,"args":{"v":)";
+      a += QByteArray(70000, '[') + QByteArray(70000, ']') + "}}]";
+      f.write(a);
+    }
+    r = runCli({"import", deep, "--out", out + "3"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("deep.json: event #0: nested deeper than"), qPrintable(r.err));
+    QVERIFY(!QFile::exists(out + "3"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TstTorchTraces)
+#include "tst_torch_traces.moc"
