@@ -26,7 +26,7 @@ using trainscope::test::runProgram;
 
 namespace {
 
-using Iv = std::pair<int64_t, int64_t>;  // [start, end) in microseconds, as in the file
+using Iv = std::pair<int64_t, int64_t>;  // [start, end) in ns of the file's own clock
 
 std::vector<Iv> unite(std::vector<Iv> v) {
   std::sort(v.begin(), v.end());
@@ -68,7 +68,8 @@ bool isComm(const QString& n) {
 }
 
 // What one rank's file says, by the documented rules (docs/FORMATS.md "PyTorch traces"):
-// steps = ProfilerStep#N; compute = the main thread's (the one with the steps) other ops;
+// steps = ProfilerStep#N; compute = the main thread's (the one with the steps) other ops
+// (Kineto: category cpu_op; the legacy profiler's output has no categories);
 // communication = gloo:*, c10d::*, record_param_comms on any thread; gradient all-reduces =
 // gloo:all_reduce inside a step.
 struct RankFile {
@@ -91,8 +92,9 @@ RankFile readRank(const QString& path) {
     const QJsonObject e = v.toObject();
     if (e.value("ph").toString() != "X") continue;
     const QString n = e.value("name").toString();
-    const int64_t ts = static_cast<int64_t>(e.value("ts").toDouble());
-    const Iv iv{ts, ts + static_cast<int64_t>(e.value("dur").toDouble())};
+    const int64_t ts = std::llround(e.value("ts").toDouble() * 1000.0);
+    const Iv iv{ts, ts + std::llround(e.value("dur").toDouble() * 1000.0)};
+    const QString cat = e.value("cat").toString();
     if (n.startsWith("ProfilerStep#")) {
       r.steps.push_back(iv);
     } else if (isComm(n)) {
@@ -101,7 +103,7 @@ RankFile readRank(const QString& path) {
         r.grad.push_back(iv);
         if (r.firstGloo.first < 0 || iv.first < r.firstGloo.first) r.firstGloo = iv;
       }
-    } else if (e.value("tid").toDouble() == mainTid) {
+    } else if (e.value("tid").toDouble() == mainTid && (cat.isEmpty() || cat == "cpu_op")) {
       r.compute.push_back(iv);
     }
   }
@@ -115,8 +117,11 @@ QJsonObject analyzeJson(const QString& tsdb) {
   return QJsonDocument::fromJson(run.out.toUtf8()).object();
 }
 
+// The legacy format's integer microseconds are exact; Kineto's epoch-scale fractional
+// microseconds pass through a double here (ulp ~1 ns), so those compare to 1e-6 relative.
+double tolerance = 1e-9;
 bool near(double a, double b) {
-  return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b));
+  return std::abs(a - b) <= tolerance * std::max(1.0, std::abs(b));
 }
 
 }  // namespace
@@ -126,42 +131,28 @@ class TstTorchTraces : public QObject {
   QTemporaryDir dir_;
   QString traces_;  // rank0.json, rank1.json, rank0.json.gz
 
- private slots:
-  void initTestCase() {
-    // Debian's torch lives in Debian's interpreter; the pyenv python3 first on PATH cannot see it.
-    const auto probe =
-        runProgram("/usr/bin/python3", {"-c", "import torch; print(torch.__version__)"}, 60000);
-    if (probe.code != 0)
-      QSKIP("Debian's python3-torch is not installed (scripts/install-deps.sh installs it)");
-    traces_ = dir_.path() + "/ddp";
-    const auto run = runProgram("/usr/bin/python3",
-                                {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_ddp_trace.py", traces_,
-                                 "--ranks", "2", "--steps", "3", "--timeout", "200"},
-                                240000);
-    QVERIFY2(run.code == 0, qPrintable("make_ddp_trace.py failed: " + run.err + run.out));
-    QVERIFY(QFile::exists(traces_ + "/rank0.json") && QFile::exists(traces_ + "/rank1.json"));
-  }
-
-  // Both ranks into one session: ranks from the file names, clocks aligned on the first
-  // collective, and every breakdown / data-parallel number equal to the arithmetic on the JSON.
-  void ddpTwoRanks() {
-    const QString out = dir_.path() + "/ddp.tsdb";
-    const auto imp = runCli({"import", traces_ + "/rank0.json", traces_ + "/rank1.json", "--out", out});
+  // Both ranks into one session, then every breakdown / data-parallel number against the
+  // arithmetic on the JSON. alignment: what metadata clock_alignment must say.
+  void checkTwoRanks(const QString& traces, const QString& alignment, const QString& rankFrom) {
+    const QString out = traces + ".tsdb";
+    const auto imp = runCli({"import", traces + "/rank0.json", traces + "/rank1.json", "--out", out});
     QVERIFY2(imp.code == 0, qPrintable(imp.err));
-    QVERIFY2(imp.out.contains("rank 1 (from file name)"), qPrintable(imp.out));
-    QVERIFY2(imp.out.contains("clock alignment: first_collective"), qPrintable(imp.out));
+    QVERIFY2(imp.out.contains("rank 1 (from " + rankFrom + ")"), qPrintable(imp.out));
+    QVERIFY2(imp.out.contains("clock alignment: " + alignment), qPrintable(imp.out));
 
-    const RankFile r0 = readRank(traces_ + "/rank0.json"), r1 = readRank(traces_ + "/rank1.json");
+    const RankFile r0 = readRank(traces + "/rank0.json"), r1 = readRank(traces + "/rank1.json");
     QVERIFY(r0.steps.size() == 3 && r1.steps.size() == 3);
     QVERIFY(!r0.grad.empty() && !r1.grad.empty());
 
-    // The shift that makes rank 1's first gloo all-reduce end with rank 0's (in ns).
     const auto info = runCli({"info", out, "--json"});
     QCOMPARE(info.code, 0);
     const QJsonObject md = QJsonDocument::fromJson(info.out.toUtf8()).object().value("metadata").toObject();
-    QCOMPARE(md.value("clock_alignment").toString(), QString("first_collective"));
-    QCOMPARE(md.value("clock_alignment_shift_ns.1").toString().toLongLong(),
-             (r0.firstGloo.second - r1.firstGloo.second) * 1000);
+    QCOMPARE(md.value("clock_alignment").toString(), alignment);
+    if (alignment == "first_collective") {
+      // The shift that makes rank 1's first gloo all-reduce end with rank 0's.
+      QCOMPARE(md.value("clock_alignment_shift_ns.1").toString().toLongLong(),
+               r0.firstGloo.second - r1.firstGloo.second);
+    }
 
     const QJsonObject a = analyzeJson(out);
     QCOMPARE(a.value("steps").toObject().value("count").toInt(), 3);
@@ -183,7 +174,7 @@ class TstTorchTraces : public QObject {
         grad += len(g);
         gradHidden += len(both(g, c));
       }
-      const double n = static_cast<double>(r.steps.size()) * 1000.0;  // mean per step, us -> ms
+      const double n = static_cast<double>(r.steps.size()) * 1e6;  // mean per step, ns -> ms
       const QJsonObject b = per[rank].toObject();
       QCOMPARE(b.value("rank").toInt(), rank);
       QVERIFY2(near(b.value("step_ms").toDouble(), step / n), qPrintable(QString::number(rank)));
@@ -201,6 +192,44 @@ class TstTorchTraces : public QObject {
     const QJsonArray hta = a.value("hta").toObject().value("per_rank").toArray();
     QCOMPARE(hta.size(), 2);
     QVERIFY(hta[0].toObject().value("kernel_time_us").isNull());
+  }
+
+ private slots:
+  void initTestCase() {
+    // Debian's torch lives in Debian's interpreter; the pyenv python3 first on PATH cannot see it.
+    const auto probe =
+        runProgram("/usr/bin/python3", {"-c", "import torch; print(torch.__version__)"}, 60000);
+    if (probe.code != 0)
+      QSKIP("Debian's python3-torch is not installed (scripts/install-deps.sh installs it)");
+    traces_ = dir_.path() + "/ddp";
+    const auto run = runProgram("/usr/bin/python3",
+                                {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_ddp_trace.py", traces_,
+                                 "--ranks", "2", "--steps", "3", "--timeout", "200"},
+                                240000);
+    QVERIFY2(run.code == 0, qPrintable("make_ddp_trace.py failed: " + run.err + run.out));
+    QVERIFY(QFile::exists(traces_ + "/rank0.json") && QFile::exists(traces_ + "/rank1.json"));
+  }
+
+  // PyTorch 1.13 (Debian; legacy profiler output, no Kineto): ranks from the file names, no
+  // time base, so clocks are aligned on the first gloo all-reduce.
+  void ddpTorch113() {
+    tolerance = 1e-9;
+    checkTwoRanks(traces_, "first_collective", "file name");
+  }
+
+  // PyTorch 2.x (Kineto format: distributedInfo, baseTimeNanoseconds, cpu_op/user_annotation),
+  // when `make torch2-venv` has installed it; skipped otherwise.
+  void ddpTorch2() {
+    const QString py = QString(TRAINSCOPE_BINARY_DIR) + "/torch2-venv/bin/python";
+    if (!QFile::exists(py)) QSKIP("no PyTorch 2.x venv (make torch2-venv)");
+    const QString traces = dir_.path() + "/ddp2";
+    const auto run = runProgram(py,
+                                {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_ddp_trace.py", traces,
+                                 "--ranks", "2", "--steps", "3", "--timeout", "200"},
+                                240000);
+    QVERIFY2(run.code == 0, qPrintable("make_ddp_trace.py (torch 2.x) failed: " + run.err + run.out));
+    tolerance = 1e-6;
+    checkTwoRanks(traces, "baseTimeNanoseconds", "distributedInfo");
   }
 
   // A directory and a .gz: the same events as the plain files.

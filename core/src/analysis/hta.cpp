@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -50,11 +52,14 @@ int64_t metaInt(const TraceStore& store, const std::string& key, int64_t fallbac
   }
 }
 
-int64_t floorDiv(int64_t a, int64_t b) {
-  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
-}
-int64_t ceilDiv(int64_t a, int64_t b) {
-  return -floorDiv(-a, b);
+// The double pandas parses from the file's "ts"/"dur" text: the correctly rounded value of
+// ns / 1000 (our ns are the text's exact value), obtained the same way, through strtod.
+double microsAsDouble(int64_t ns) {
+  const uint64_t a = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s%llu.%03llu", ns < 0 ? "-" : "",
+                static_cast<unsigned long long>(a / 1000), static_cast<unsigned long long>(a % 1000));
+  return std::strtod(buf, nullptr);
 }
 
 }  // namespace
@@ -107,8 +112,12 @@ HtaResult computeHta(TraceStore& store) {
         const StringId name = ev.name(i);
         int64_t ts = ev.start(i) - base, end = ev.end(i) - base;
         if (fractional) {
-          ts = ceilDiv(ts, 1000) * 1000;
-          end = floorDiv(end, 1000) * 1000;
+          // round_down_time_stamps, in its own double arithmetic: end = ts + dur, then
+          // ceil(ts), floor(end). Epoch-microsecond doubles are only 0.25 us apart, so this is
+          // not the same as rounding the exact values.
+          const double tsD = microsAsDouble(ts), durD = microsAsDouble(end - ts);
+          ts = static_cast<int64_t>(std::ceil(tsD)) * 1000;
+          end = static_cast<int64_t>(std::floor(tsD + durD)) * 1000;
         }
         const bool isGpu = (stream >= 0 && corr >= 0) || name == contextSync || name == eventSync;
         if (isGpu) {
