@@ -40,7 +40,7 @@ TORCH2_VENV ?= $(BUILD)/torch2-venv
 HTA_VENV    ?= $(BUILD)/hta-venv
 torch2-venv:
 	test -x $(TORCH2_VENV)/bin/python || /usr/bin/python3 -m venv $(TORCH2_VENV)
-	$(TORCH2_VENV)/bin/pip install -q 'torch>=2.4'
+	$(TORCH2_VENV)/bin/pip install -q 'torch>=2.4' numpy
 hta-venv:
 	test -x $(HTA_VENV)/bin/python || python3 -m venv $(HTA_VENV)
 	$(HTA_VENV)/bin/pip install -q holistictraceanalysis==0.5.0

@@ -10,6 +10,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
@@ -230,6 +231,81 @@ class TstTorchTraces : public QObject {
     QVERIFY2(run.code == 0, qPrintable("make_ddp_trace.py (torch 2.x) failed: " + run.err + run.out));
     tolerance = 1e-6;
     checkTwoRanks(traces, "baseTimeNanoseconds", "distributedInfo");
+  }
+
+  // torch.distributed.pipelining (PyTorch 2.x), 2 stages, GPipe, 4 micro-batches: the pipeline
+  // section from the ranks' "Forward i"/"Backward i" ops. Hand arithmetic on the JSON: per
+  // (rank, step) window W, compute C = the main thread's cpu_ops (not communication) and the
+  // F/B ops, each op starting where the last receive that began inside it ended (its input's
+  // wait); bubble = (|W| - |C|) / |W|, mean over steps; theory (p-1)/(m+p-1) = 1/5.
+  void pipelineTorch2() {
+    const QString py = QString(TRAINSCOPE_BINARY_DIR) + "/torch2-venv/bin/python";
+    if (!QFile::exists(py)) QSKIP("no PyTorch 2.x venv (make torch2-venv)");
+    const QString traces = dir_.path() + "/pp";
+    const auto run =
+        runProgram(py,
+                   {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_pp_trace.py", traces, "--ranks", "2",
+                    "--microbatches", "4", "--schedule", "gpipe", "--steps", "3"},
+                   240000);
+    QVERIFY2(run.code == 0, qPrintable("make_pp_trace.py failed: " + run.err.right(3000)));
+    const QString out = traces + ".tsdb";
+    const auto imp = runCli({"import", traces, "--out", out});
+    QVERIFY2(imp.code == 0, qPrintable(imp.err));
+    const QJsonObject p = analyzeJson(out).value("pipeline").toObject();
+    QCOMPARE(p.value("schedule").toString(), QString("gpipe"));
+    QCOMPARE(p.value("stages").toInt(), 2);
+    QCOMPARE(p.value("microbatches").toInt(), 4);
+    QVERIFY(std::abs(p.value("bubble_fraction_theory").toDouble() - 1.0 / 5.0) < 1e-12);
+    const QJsonArray stages = p.value("per_stage").toArray();
+    QCOMPARE(stages.size(), 2);
+    double sum = 0;
+    for (int rank = 0; rank < 2; ++rank) {
+      QFile f(traces + QString("/rank%1.json").arg(rank));
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      const QJsonArray events = QJsonDocument::fromJson(f.readAll()).object().value("traceEvents").toArray();
+      double mainTid = -1;
+      std::vector<Iv> steps, compute, recvs, ops;
+      auto iv = [](const QJsonObject& e) {
+        const int64_t ts = std::llround(e.value("ts").toDouble() * 1000.0);
+        return Iv{ts, ts + std::llround(e.value("dur").toDouble() * 1000.0)};
+      };
+      for (const auto& v : events)
+        if (v.toObject().value("name").toString().startsWith("ProfilerStep#"))
+          mainTid = v.toObject().value("tid").toDouble();
+      for (const auto& v : events) {
+        const QJsonObject e = v.toObject();
+        if (e.value("ph").toString() != "X" || e.value("tid").toDouble() != mainTid) continue;
+        const QString n = e.value("name").toString(), cat = e.value("cat").toString();
+        if (n.startsWith("ProfilerStep#"))
+          steps.push_back(iv(e));
+        else if (isComm(n) && n.contains("recv"))
+          recvs.push_back(iv(e));
+        else if (QRegularExpression("^(Forward|Backward) \\d+$").match(n).hasMatch())
+          ops.push_back(iv(e));
+        else if (cat == "cpu_op" && !isComm(n))
+          compute.push_back(iv(e));
+      }
+      for (Iv op : ops) {
+        const int64_t begin = op.first;
+        for (const Iv& r : recvs)
+          if (r.first >= begin && r.first < op.second)
+            op.first = std::min(op.second, std::max(op.first, r.second));
+        compute.push_back(op);
+      }
+      double bubble = 0;
+      for (const Iv& w : steps)
+        bubble += static_cast<double>((w.second - w.first) - len(clip(compute, w))) / (w.second - w.first);
+      bubble /= static_cast<double>(steps.size());
+      const QJsonObject st = stages[rank].toObject();
+      QCOMPARE(st.value("stage").toInt(), rank);
+      QVERIFY2(std::abs(st.value("bubble_fraction").toDouble() - bubble) < 1e-6,
+               qPrintable(QString("stage %1: %2 vs hand %3")
+                              .arg(rank)
+                              .arg(st.value("bubble_fraction").toDouble())
+                              .arg(bubble)));
+      sum += bubble;
+    }
+    QVERIFY(std::abs(p.value("bubble_fraction").toDouble() - sum / 2) < 1e-6);
   }
 
   // A directory and a .gz: the same events as the plain files.

@@ -76,6 +76,7 @@ def main():
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
     procs = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the cleanup below
     try:
         for r in range(a.ranks):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),

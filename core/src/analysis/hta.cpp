@@ -98,6 +98,7 @@ HtaResult computeHta(TraceStore& store) {
     const bool fractional = metaInt(store, "import_fractional_ts" + suffix, 0) != 0;
     std::vector<Row> gpu;
     std::vector<std::pair<int64_t, int64_t>> cpuCorr;  // (ts, correlation) of CPU rows
+    std::vector<Row> cpuStreamRows;
     int64_t lastStepStart = INT64_MIN;
     bool anyStep = false;
     for (TrackId tid = 0; tid < store.trackCount(); ++tid) {
@@ -126,6 +127,9 @@ HtaResult computeHta(TraceStore& store) {
         }
         if (ev.kind(i) == EventKind::Marker || ev.kind(i) == EventKind::Counter) continue;  // no dur: dropped
         cpuCorr.push_back({ts, corr});
+        // A CPU row (no correlation) that still names a stream, such as MTIA's dma events:
+        // HTA's breakdown takes every remaining row with stream != -1, these included.
+        if (stream != -1) cpuStreamRows.push_back(Row{ts, end, corr, name});
         if (store.str(name).find("ProfilerStep") != std::string_view::npos) {
           anyStep = true;
           lastStepStart = std::max(lastStepStart, ts);
@@ -137,7 +141,9 @@ HtaResult computeHta(TraceStore& store) {
       for (const auto& [ts, corr] : cpuCorr)
         if (anyStep && ts < lastStepStart) launched.insert(corr);
       std::erase_if(gpu, [&](const Row& r) { return !launched.count(r.correlation); });
+      std::erase_if(cpuStreamRows, [&](const Row& r) { return !anyStep || r.ts >= lastStepStart; });
     }
+    gpu.insert(gpu.end(), cpuStreamRows.begin(), cpuStreamRows.end());
     out.kernels = gpu.size();
     if (!gpu.empty()) {
       std::vector<std::pair<int64_t, int64_t>> all, comp, comm;

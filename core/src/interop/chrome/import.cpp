@@ -50,6 +50,7 @@ HostRole hostRole(const std::string& cat, const std::string& name, const Json* e
   const bool legacy = cat.empty() && member(*ev, "cat") == nullptr;
   if (cat != "cpu_op" && cat != "user_annotation" && !legacy) return HostRole::None;
   if (name.starts_with("nccl:")) return HostRole::HostNccl;
+  if (cat == "user_annotation" && parsePipeOp(name)) return HostRole::PipeOp;
   if (name.starts_with("gloo:") || name.starts_with("c10d::") || name == "record_param_comms")
     return HostRole::HostComm;
   if (cat == "user_annotation") return HostRole::None;

@@ -318,9 +318,47 @@ void Importer::classifyPyTorch() {
         p.kind = send ? EventKind::P2PSend : recv ? EventKind::P2PRecv : EventKind::Collective;
         break;
       }
+      case HostRole::PipeOp:
+        break;  // pipelineOps
     }
   }
   pyTorchGpu_ = gpu;
+  pipelineOps(mainThreads);
+}
+
+// torch.distributed.pipelining's ops become MicroBatchF/B/W with MicroBatch and Stage (the rank
+// for single-stage schedules; the stage index as Chunk for multi-stage ones), so the pipeline
+// section sees them. An op's record_function also covers the wait for its input (the receive
+// posted at its start), which is not compute: the op starts when the last receive that began
+// inside it ended.
+void Importer::pipelineOps(const std::set<uint32_t>& mainThreads) {
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> recvs;  // thread -> receives
+  for (const Pending& p : pending_)
+    if (p.role == HostRole::HostComm && store_.str(p.name).find("recv") != std::string_view::npos)
+      recvs[p.thread].push_back({p.start, p.end});
+  for (auto& [th, v] : recvs) std::sort(v.begin(), v.end());
+  for (uint32_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (p.role != HostRole::PipeOp) continue;
+    const auto op = parsePipeOp(store_.str(p.name));
+    if (!op || !mainThreads.count(p.thread)) continue;
+    const auto& rv = recvs[p.thread];
+    for (auto it = std::lower_bound(rv.begin(), rv.end(), std::make_pair(p.start, INT64_MIN));
+         it != rv.end() && it->first < p.end; ++it)
+      p.start = std::min(p.end, std::max(p.start, it->second));
+    p.kind = op->kind;
+    const RankId rank = processes_[threads_[p.thread].process].rank;
+    const uint32_t begin = static_cast<uint32_t>(attrs_.size());
+    for (uint32_t a = 0; a < p.attrCount; ++a) {
+      const Attr copy = attrs_[p.attrBegin + a];
+      attrs_.push_back(copy);
+    }
+    attrs_.push_back(Attr::ofInt(AttrKey::MicroBatch, op->microBatch));
+    attrs_.push_back(Attr::ofInt(AttrKey::Stage, rank));
+    if (op->stage >= 0) attrs_.push_back(Attr::ofInt(AttrKey::Chunk, op->stage));
+    p.attrBegin = begin;
+    p.attrCount += op->stage >= 0 ? 3 : 2;
+  }
 }
 
 namespace {

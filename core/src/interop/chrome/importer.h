@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -41,6 +42,7 @@ enum class HostRole : uint8_t {
   CpuOp,     // Kineto "cpu_op" (or any uncategorised op of the legacy profiler's output)
   HostComm,  // gloo:*, c10d::*, record_param_comms: communication on CPU-only traces
   HostNccl,  // nccl:* on the host: the launch of a GPU collective, not communication time
+  PipeOp,    // torch.distributed.pipelining: "Forward i", "Backward i", "PP:<stage><F|B|I|W><mb>"
 };
 
 struct OpenSlice {  // a "B" waiting for its "E"
@@ -100,6 +102,7 @@ class Importer {
                   const std::vector<Attr>& attrs, bool counterSample = false, HostRole role = HostRole::None);
   void classifyPyTorch();
   void assignBuckets();
+  void pipelineOps(const std::set<uint32_t>& mainThreads);
 
   Status shiftTimes(int64_t base);
   void resolveRanks(const Json& top);

@@ -256,7 +256,7 @@ struct AnalysisResult {
   std::vector<DiscoInferencePoint> discoInference;  // in the order measured
   std::vector<CriticalPathStep> criticalPath;
   std::vector<KnobChangeEntry> knobChanges;
-  HtaResult hta;  // whole-store analysis only (analyzeStore); empty from a live Analyzer
+  HtaResult hta;  // computed by Analyzer::finish (whole trace); empty before it
   std::vector<Overlay> overlays;
   // Metric key ("data_parallel.buckets[2]", "pipeline.per_stage[1]", "disco.layers[0]") -> the
   // events it was computed from, for "click a metric, select its events".
