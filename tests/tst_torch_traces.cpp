@@ -308,6 +308,44 @@ class TstTorchTraces : public QObject {
     QVERIFY(std::abs(p.value("bubble_fraction").toDouble() - sum / 2) < 1e-6);
   }
 
+  // A small constructed Kineto CPU trace (hand arithmetic): record_param_comms is communication
+  // with Bytes = In msg nelems x dtype size (1000 x Float = 4000); the main thread's cpu_op is
+  // compute; a user_annotation is neither.
+  void recordParamComms() {
+    const char* json = R"({"schemaVersion":1,"distributedInfo":{"backend":"gloo","rank":0,"world_size":2},
+      "traceEvents":[
+      {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":7,"tid":7,"ts":0,"dur":100},
+      {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":7,"ts":10,"dur":30},
+      {"ph":"X","cat":"user_annotation","name":"Optimizer.step#SGD.step","pid":7,"tid":7,"ts":60,"dur":30},
+      {"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":7,"tid":7,"ts":30,"dur":40,
+       "args":{"Collective name":"allreduce","In msg nelems":1000,"Out msg nelems":1000,"dtype":"Float","Group size":2}}]})";
+    auto r = importChromeTrace(json, "constructed.json");
+    QVERIFY2(r, r ? "" : r.status().message().c_str());
+    TraceStore& s = r.value();
+    bool sawComm = false, sawMm = false, sawOpt = false;
+    for (TrackId t = 0; t < s.trackCount(); ++t)
+      for (size_t i = 0; i < s.events(t).size(); ++i) {
+        const auto n = s.str(s.events(t).name(i));
+        if (n == "record_param_comms") {
+          sawComm = true;
+          QCOMPARE(s.events(t).kind(i), EventKind::Collective);
+          QCOMPARE(s.events(t).findAttr(i, AttrKey::Bytes)->asInt(), int64_t{4000});
+        } else if (n == "aten::mm") {
+          sawMm = true;
+          QCOMPARE(s.events(t).kind(i), EventKind::Kernel);
+        } else if (n.starts_with("Optimizer")) {
+          sawOpt = true;
+          QCOMPARE(s.events(t).kind(i), EventKind::Range);
+        }
+      }
+    QVERIFY(sawComm && sawMm && sawOpt);
+    // Step [0,100): C = [10,40), M = [30,70): compute 20, overlapped 10, exposed 30, idle 40 (us).
+    const AnalysisResult a = analyzeStore(s);
+    const RankBreakdown& b = a.breakdown.at(0);
+    QVERIFY(std::abs(b.computeMs - 0.020) < 1e-12 && std::abs(b.overlappedCommMs - 0.010) < 1e-12);
+    QVERIFY(std::abs(b.exposedCommMs - 0.030) < 1e-12 && std::abs(b.idleMs - 0.040) < 1e-12);
+  }
+
   // A directory and a .gz: the same events as the plain files.
   void directoryAndGzip() {
     const QString gz = dir_.path() + "/gz.tsdb", plain = dir_.path() + "/plain.tsdb";

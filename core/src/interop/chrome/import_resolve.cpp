@@ -316,6 +316,7 @@ void Importer::classifyPyTorch() {
             n.find("send") != std::string_view::npos && n.find("sendrecv") == std::string_view::npos;
         const bool recv = n.find("recv") != std::string_view::npos && !send;
         p.kind = send ? EventKind::P2PSend : recv ? EventKind::P2PRecv : EventKind::Collective;
+        if (n == "record_param_comms") commBytes(p);
         break;
       }
       case HostRole::PipeOp:
@@ -324,6 +325,36 @@ void Importer::classifyPyTorch() {
   }
   pyTorchGpu_ = gpu;
   pipelineOps(mainThreads);
+}
+
+// record_param_comms carries the message: Bytes = "In msg nelems" x the size of "dtype" (the
+// rank's buffer, as nccl-tests counts it). Its "Collective name", "Process Group Name", ... stay
+// as custom attributes.
+void Importer::commBytes(Pending& p) {
+  auto find = [&](std::string_view key) -> const Attr* {
+    const auto id = store_.strings().find(key);
+    if (!id) return nullptr;
+    for (uint32_t a = 0; a < p.attrCount; ++a)
+      if (attrs_[p.attrBegin + a].key == kCustomAttrBase + *id) return &attrs_[p.attrBegin + a];
+    return nullptr;
+  };
+  const Attr* n = find("In msg nelems");
+  const Attr* dt = find("dtype");
+  if (!n || n->type != AttrType::Int || !dt || dt->type != AttrType::String) return;
+  static const std::map<std::string, int64_t, std::less<>> kSize = {
+      {"Float", 4}, {"Double", 8}, {"Half", 2}, {"BFloat16", 2}, {"Long", 8},          {"Int", 4},
+      {"Short", 2}, {"Char", 1},   {"Byte", 1}, {"Bool", 1},     {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1}};
+  const auto it = kSize.find(store_.str(dt->asString()));
+  if (it == kSize.end()) return;
+  const uint32_t begin = static_cast<uint32_t>(attrs_.size());
+  const int64_t bytes = n->asInt() * it->second;
+  for (uint32_t a = 0; a < p.attrCount; ++a) {
+    const Attr copy = attrs_[p.attrBegin + a];
+    attrs_.push_back(copy);
+  }
+  attrs_.push_back(Attr::ofInt(AttrKey::Bytes, bytes));
+  p.attrBegin = begin;
+  ++p.attrCount;
 }
 
 // torch.distributed.pipelining's ops become MicroBatchF/B/W with MicroBatch and Stage (the rank

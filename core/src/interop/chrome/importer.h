@@ -103,6 +103,7 @@ class Importer {
   void classifyPyTorch();
   void assignBuckets();
   void pipelineOps(const std::set<uint32_t>& mainThreads);
+  void commBytes(Pending& p);
 
   Status shiftTimes(int64_t base);
   void resolveRanks(const Json& top);
