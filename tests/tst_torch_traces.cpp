@@ -420,6 +420,23 @@ class TstTorchTraces : public QObject {
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("deep.json: event #0: nested deeper than"), qPrintable(r.err));
     QVERIFY(!QFile::exists(out + "3"));
+
+    // A .gz cut short: named once, with zlib's reason and how much JSON came before.
+    const QString cutGz = dir_.path() + "/cut.json.gz";
+    {
+      QFile gz(traces_ + "/rank0.json.gz");
+      QVERIFY(gz.open(QIODevice::ReadOnly));
+      const QByteArray all = gz.readAll();
+      QFile f(cutGz);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(all.left(all.size() / 2));
+    }
+    r = runCli({"import", cutGz, "--out", out + "4"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("corrupt: " + cutGz + ": damaged gzip data after ") && r.err.count(cutGz) == 1 &&
+                 r.err.contains("unexpected end of file"),
+             qPrintable(r.err));
+    QVERIFY(!QFile::exists(out + "4"));
   }
 };
 

@@ -288,7 +288,7 @@ Result<TraceStore> importWith(std::string_view sourceName, const ChromeImportOpt
 // through unchanged, so plain and .gz traces take the same path, 1 MiB at a time.
 class GzStreamBuf : public std::streambuf {
  public:
-  explicit GzStreamBuf(gzFile f) : f_(f), buf_(1 << 20) {}
+  GzStreamBuf(gzFile f, std::string path) : f_(f), path_(std::move(path)), buf_(1 << 20) {}
   const std::string& error() const { return error_; }
   uint64_t consumed() const { return consumed_; }
 
@@ -300,13 +300,13 @@ class GzStreamBuf : public std::streambuf {
     if (n < 0) {
       int code = 0;
       const char* msg = gzerror(f_, &code);
-      error_ = code == Z_ERRNO ? std::strerror(errno) : (msg ? msg : "read error");
+      error_ = code == Z_ERRNO ? std::strerror(errno) : reason(msg);
       return traits_type::eof();
     }
     if (n == 0) {
       int code = 0;
       const char* msg = gzerror(f_, &code);
-      if (code != Z_OK && code != Z_STREAM_END) error_ = msg ? msg : "read error";
+      if (code != Z_OK && code != Z_STREAM_END) error_ = reason(msg);
       return traits_type::eof();
     }
     consumed_ += static_cast<uint64_t>(n);
@@ -315,7 +315,15 @@ class GzStreamBuf : public std::streambuf {
   }
 
  private:
+  // zlib's message, without the "<path>: " it puts in front (our message names the file already).
+  std::string reason(const char* msg) const {
+    std::string m = msg ? msg : "read error";
+    if (m.starts_with(path_ + ": ")) m.erase(0, path_.size() + 2);
+    return m;
+  }
+
   gzFile f_;
+  std::string path_;
   std::vector<char> buf_;
   std::string error_;
   uint64_t consumed_ = 0;
@@ -347,7 +355,7 @@ Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path,
   } closer{f};
   gzbuffer(f, 1 << 18);
   const bool gzip = !gzdirect(f);
-  GzStreamBuf buf(f);
+  GzStreamBuf buf(f, name);
   std::istream in(&buf);
   auto result = importWith(name, options, [&](const auto& onEvent, chrome::ReadResult& read) {
     return chrome::readChromeJson(in, name, onEvent, read);
