@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test run bench fuzz format clean
+.PHONY: all deps configure build test run bench fuzz format clean torch2-venv hta-venv
 
 all: build
 
@@ -32,6 +32,18 @@ bench: build
 	$(BUILD)/bin/bench_sqlite
 	python3 bench/bench_train.py --build $(BUILD) --steps 200
 	$(BUILD)/bin/bench_timeline
+
+# PyTorch 2.x (PyPI, CPU use; about 5 GB with the CUDA libraries it pulls) for the 2.x-format
+# traces (tests skip cleanly without it), and HolisticTraceAnalysis 0.5 for the reference numbers
+# in docs/ANALYSIS.md (bench/hta_reference.py). Neither is needed by `make test`.
+TORCH2_VENV ?= $(BUILD)/torch2-venv
+HTA_VENV    ?= $(BUILD)/hta-venv
+torch2-venv:
+	test -x $(TORCH2_VENV)/bin/python || /usr/bin/python3 -m venv $(TORCH2_VENV)
+	$(TORCH2_VENV)/bin/pip install -q 'torch>=2.4' numpy
+hta-venv:
+	test -x $(HTA_VENV)/bin/python || python3 -m venv $(HTA_VENV)
+	$(HTA_VENV)/bin/pip install -q holistictraceanalysis==0.5.0
 
 # libFuzzer on the wire decoder (clang; separate build dir, only the decoder and the fuzzer are
 # built). CI runs it for FUZZ_SECONDS after the tests.

@@ -8,12 +8,14 @@ PKGS=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6sql6-sqlite libqt6opengl6-dev libgl-dev
   libsqlite3-dev sqlite3
   nlohmann-json3-dev libcli11-dev libzstd-dev
+  zlib1g-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev
   libgtest-dev libbenchmark-dev
   xvfb xauth
   clang-format ccache
   clang libclang-rt-14-dev
+  python3-torch
 )
 
 missing=()

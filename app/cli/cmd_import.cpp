@@ -1,6 +1,10 @@
-// `trainscope-cli import IN --out FILE.tsdb`: Chrome trace / Kineto (PyTorch profiler) JSON
-// into a session file.
+// `trainscope-cli import IN... --out FILE.tsdb [--partial]`: Chrome trace / Kineto (PyTorch
+// profiler) JSON, plain or .gz, one file per rank or a directory of them, into one session file.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "commands.h"
 #include "trainscope/core/interop/chrome_trace.h"
@@ -10,17 +14,47 @@ namespace trainscope::cli {
 namespace {
 
 struct ImportOptions {
-  std::string in;
+  std::vector<std::string> in;
   std::string out;
+  bool partial = false;
 };
 
 int runImport(const ImportOptions& o) {
-  auto store = core::importChromeTraceFile(o.in);
-  if (!store) return fail(store.status());
-  store->metadata()["imported_from"] = o.in;
-  if (auto st = core::saveSession(store.value(), o.out); !st) return fail(st);
-  std::printf("wrote %s: %s events, %zu ranks, %zu tracks\n", o.out.c_str(),
-              withThousands(store->eventCount()).c_str(), store->ranks().size(), store->trackCount());
+  std::vector<std::filesystem::path> inputs(o.in.begin(), o.in.end());
+  auto imported = core::importChromeTraceFiles(inputs, core::ChromeImportOptions{.partial = o.partial});
+  if (!imported) return fail(imported.status());
+  core::TraceStore& store = imported->store;
+  std::string from;
+  for (const auto& s : o.in) from += (from.empty() ? "" : " ") + s;
+  store.metadata()["imported_from"] = from;
+  // Written beside the target and renamed into place: a failed save leaves nothing half written.
+  const std::filesystem::path out(o.out);
+  const std::filesystem::path tmp = out.string() + ".importing-" + std::to_string(::getpid());
+  if (auto st = core::saveSession(store, tmp); !st) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    std::filesystem::remove(tmp.string() + "-wal", ec);
+    std::filesystem::remove(tmp.string() + "-shm", ec);
+    return fail(st);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return fail(core::Status(core::ErrorCode::Io, o.out + ": cannot write: " + ec.message()));
+  }
+  for (const auto& f : imported->files)
+    std::printf("  %s -> rank %u (from %s), %s events\n", f.path.c_str(), f.rank, f.rankFrom.c_str(),
+                withThousands(f.events).c_str());
+  for (const auto& s : imported->skippedFiles) std::printf("  skipped file: %s\n", s.c_str());
+  const auto& md = store.metadata();
+  auto get = [&](const char* k) { return md.count(k) ? md.at(k) : std::string("0"); };
+  if (get("import_invalid_events") != "0")
+    std::printf("  skipped %s invalid events (--partial); first: %s\n", get("import_invalid_events").c_str(),
+                get("import_first_error").c_str());
+  std::printf("wrote %s: %s events, %zu ranks, %zu tracks, clock alignment: %s\n", o.out.c_str(),
+              withThousands(store.eventCount()).c_str(), store.ranks().size(), store.trackCount(),
+              get("clock_alignment").c_str());
   return kExitOk;
 }
 
@@ -28,9 +62,16 @@ int runImport(const ImportOptions& o) {
 
 void addImportCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<ImportOptions>();
-  CLI::App* cmd = app.add_subcommand("import", "Import a Chrome trace / PyTorch profiler (Kineto) JSON file into a .tsdb session");
-  cmd->add_option("IN", opts->in, "Chrome trace JSON")->required();
+  CLI::App* cmd = app.add_subcommand("import",
+                                     "Import Chrome trace / PyTorch profiler (Kineto) JSON files (plain or "
+                                     ".gz; one per rank, or a directory) "
+                                     "into one .tsdb session");
+  cmd->add_option("IN", opts->in, "Chrome trace JSON files (.json, .json.gz) or directories of them")
+      ->required();
   cmd->add_option("--out,-o", opts->out, "Session file to write (.tsdb)")->required();
+  cmd->add_flag("--partial", opts->partial,
+                "Import what is valid: skip events that break the format, the damaged tail of a file, "
+                "and files that cannot be read; say what was skipped");
   cmd->callback([opts, &run] { run = [opts] { return runImport(*opts); }; });
 }
 

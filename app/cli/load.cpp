@@ -9,9 +9,9 @@
 namespace trainscope::cli {
 
 bool looksLikeJsonTrace(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".json";
+  std::string name = path.filename().string();
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name.ends_with(".json") || name.ends_with(".json.gz");
 }
 
 core::Result<core::TraceStore> loadTrace(const std::filesystem::path& path) {

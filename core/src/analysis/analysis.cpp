@@ -233,10 +233,14 @@ int Analyzer::update(TraceStore& store) {
   return s_->analyse(store, false);
 }
 int Analyzer::finish(TraceStore& store) {
-  return s_->analyse(store, true);
+  const int n = s_->analyse(store, true);
+  s_->hta = computeHta(store);  // whole-trace numbers: once, at the end
+  return n;
 }
 AnalysisResult Analyzer::result(const TraceStore& store) const {
-  return aggregate(*s_, store);
+  AnalysisResult r = aggregate(*s_, store);
+  r.hta = s_->hta;
+  return r;
 }
 int Analyzer::analysedSteps() const {
   return static_cast<int>(s_->done.size());

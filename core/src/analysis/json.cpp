@@ -217,6 +217,24 @@ Json criticalJson(const std::vector<CriticalPathStep>& steps) {
 
 }  // namespace
 
+Json opt(const std::optional<double>& v) {
+  return v ? num(*v) : Json(nullptr);
+}
+
+// HTA 0.5's names and units (microseconds, a percentage), docs/ANALYSIS.md "hta".
+Json htaJson(const HtaResult& h) {
+  Json per = Json::array();
+  for (const HtaRank& r : h.perRank)
+    per.push_back({{"rank", r.rank},
+                   {"kernels", r.kernels},
+                   {"comp_comm_overlap_pctg", opt(r.overlapPctg)},
+                   {"idle_time_us", opt(r.idleUs)},
+                   {"compute_time_us", opt(r.computeUs)},
+                   {"non_compute_time_us", opt(r.nonComputeUs)},
+                   {"kernel_time_us", opt(r.kernelUs)}});
+  return {{"per_rank", per}};
+}
+
 std::string analysisToJson(const AnalysisResult& r, int indent) {
   Json knobs = Json::array();
   for (const KnobChangeEntry& k : r.knobChanges)
@@ -230,7 +248,8 @@ std::string analysisToJson(const AnalysisResult& r, int indent) {
               {"collectives", collectivesJson(r.collectives)},
               {"stragglers", stragglersJson(r.stragglers)},
               {"disco", discoJson(r.disco, r.discoInference)},
-              {"critical_path", criticalJson(r.criticalPath)}};
+              {"critical_path", criticalJson(r.criticalPath)},
+              {"hta", htaJson(r.hta)}};
   return doc.dump(indent);
 }
 

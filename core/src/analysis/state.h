@@ -125,6 +125,7 @@ class AnalyzerState {
   int analyse(TraceStore& store, bool all);
   void analyseStep(TraceStore& store, int64_t step);
   void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
+  HtaResult hta;  // set by Analyzer::finish
 };
 
 // analysis_window.cpp

@@ -1,12 +1,16 @@
 // Chrome trace JSON import, part 1: the public functions and the intake of single events
 // (chrome_importer.h explains the two phases). Our own exports come back as the same ranks,
 // tracks and typed attributes; Kineto's categories and args are mapped in chrome_import_args.
+#include <zlib.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <streambuf>
 #include <string>
+#include <vector>
 
 #include "interop/chrome/format.h"
 #include "interop/chrome/import_args.h"
@@ -38,6 +42,26 @@ std::optional<double> numericString(const Json& v) {
   return d;
 }
 
+// PyTorch host ops: Kineto's "cpu_op" category, or the legacy (non-Kineto) profiler's output,
+// whose events have no "cat" and whose pid is "CPU functions". Communication ops are named
+// gloo:*, c10d::* or record_param_comms; nccl:* on the host is a GPU collective's launch.
+HostRole hostRole(const std::string& cat, const std::string& name, const Json* ev) {
+  if (isGpuCategory(cat) || name.starts_with("ProfilerStep#")) return HostRole::None;
+  const bool legacy = cat.empty() && member(*ev, "cat") == nullptr;
+  if (cat != "cpu_op" && cat != "user_annotation" && !legacy) return HostRole::None;
+  if (name.starts_with("nccl:")) return HostRole::HostNccl;
+  if (cat == "user_annotation" && parsePipeOp(name)) return HostRole::PipeOp;
+  if (name.starts_with("gloo:") || name.starts_with("c10d::") || name == "record_param_comms")
+    return HostRole::HostComm;
+  if (cat == "user_annotation") return HostRole::None;
+  if (legacy) {
+    const Json* pid = member(*ev, "pid");
+    if (!pid || !pid->is_string() || pid->get_ref<const std::string&>() != "CPU functions")
+      return HostRole::None;
+  }
+  return HostRole::CpuOp;
+}
+
 JsonId idOf(const Json* v, const JsonId& fallback) {
   if (!v || v->is_null()) return fallback;
   if (v->is_string()) return v->get<std::string>();
@@ -47,9 +71,14 @@ JsonId idOf(const Json* v, const JsonId& fallback) {
 
 }  // namespace
 
-Status Importer::bad(size_t index, const std::string& what) const {
-  return Status(ErrorCode::BadTrace,
-                std::string(source_) + ": event #" + std::to_string(index) + ": " + what);
+Status Importer::bad(size_t index, const std::string& what) {
+  std::string message = std::string(source_) + ": event #" + std::to_string(index) + ": " + what;
+  if (partial_) {  // skip it, say so in the metadata
+    ++invalid_;
+    if (firstInvalid_.empty()) firstInvalid_ = std::move(message);
+    return Status::ok();
+  }
+  return Status(ErrorCode::BadTrace, std::move(message));
 }
 
 uint32_t Importer::process(const JsonId& pid) {
@@ -65,8 +94,8 @@ uint32_t Importer::thread(uint32_t process, const JsonId& tid) {
 }
 
 void Importer::addPending(uint32_t thread, int64_t start, int64_t end, StringId name, EventKind kind,
-                          const std::vector<Attr>& attrs, bool counterSample) {
-  pending_.push_back(Pending{thread, start, end, name, kind, counterSample,
+                          const std::vector<Attr>& attrs, bool counterSample, HostRole role) {
+  pending_.push_back(Pending{thread, start, end, name, kind, counterSample, role,
                              static_cast<uint32_t>(attrs_.size()), static_cast<uint32_t>(attrs.size())});
   attrs_.insert(attrs_.end(), attrs.begin(), attrs.end());
   if (!counterSample) threads_[thread].hasSlices = true;
@@ -82,6 +111,7 @@ Status Importer::onEvent(const RawEvent& raw) {
 
   const JsonId pid = idOf(member(ev, "pid"), JsonId(int64_t{0}));
   const uint32_t th = thread(process(pid), idOf(member(ev, "tid"), pid));
+  if (!raw.tsText.empty() || !member(ev, "ts")) fractionalTs_ = true;
   if (phase == 'M') {
     metadataEvent(ev, th);
     return Status::ok();
@@ -123,6 +153,8 @@ Status Importer::onEvent(const RawEvent& raw) {
   if (isGpuCategory(cat)) threads_[th].gpu = true;
   std::optional<int64_t> step;
   auto sliceKind = [&] { return argsKind ? *argsKind : classifySlice(cat, nameText, &step); };
+  const HostRole role = argsKind ? HostRole::None : hostRole(cat, nameText, raw.value);
+  if (role != HostRole::None) sawCpuOps_ = true;
 
   switch (phase) {
     case 'X': {
@@ -133,13 +165,13 @@ Status Importer::onEvent(const RawEvent& raw) {
         return bad(raw.index, "\"dur\" is not a non-negative number of microseconds within range");
       const EventKind kind = sliceKind();
       if (step && kind == EventKind::Step) scratch_.push_back(Attr::ofInt(AttrKey::Step, *step));
-      addPending(th, *ts, *ts + *dur, name, kind, scratch_);
+      addPending(th, *ts, *ts + *dur, name, kind, scratch_, false, role);
       return Status::ok();
     }
     case 'B': {
       const EventKind kind = sliceKind();
       if (step && kind == EventKind::Step) scratch_.push_back(Attr::ofInt(AttrKey::Step, *step));
-      threads_[th].open.push_back(OpenSlice{*ts, name, kind, scratch_});
+      threads_[th].open.push_back(OpenSlice{*ts, name, kind, role, scratch_});
       return Status::ok();
     }
     case 'E': {
@@ -152,7 +184,7 @@ Status Importer::onEvent(const RawEvent& raw) {
       OpenSlice b = std::move(open.back());
       open.pop_back();
       if (args) (void)appendArgs(*args, store_, b.attrs, /*skipExisting=*/true);
-      addPending(th, b.start, *ts, b.name, b.kind, b.attrs);
+      addPending(th, b.start, *ts, b.name, b.kind, b.attrs, false, b.role);
       return Status::ok();
     }
     default:  // i, I, n, R: instants
@@ -229,14 +261,22 @@ void Importer::metadataEvent(const Json& ev, uint32_t th) {
 
 namespace trainscope::core {
 
-Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName) {
+namespace {
+
+template <typename Read>
+Result<TraceStore> importWith(std::string_view sourceName, const ChromeImportOptions& options, Read&& read) {
   try {
-    chrome::Importer importer(sourceName);
-    chrome::ReadResult read;
-    const Status st = chrome::readChromeJson(
-        json, sourceName, [&](const chrome::RawEvent& ev) { return importer.onEvent(ev); }, read);
-    if (!st) return st;
-    return importer.finish(read);
+    chrome::Importer importer(sourceName, options.partial);
+    chrome::ReadResult result;
+    const Status st = read([&](const chrome::RawEvent& ev) { return importer.onEvent(ev); }, result);
+    if (!st) {
+      // --partial keeps what a truncated or damaged file held before the damage.
+      if (!options.partial || (st.code() != ErrorCode::MalformedJson && st.code() != ErrorCode::BadTrace) ||
+          result.events == 0)
+        return st;
+      importer.noteTruncated(st.message());
+    }
+    return importer.finish(result);
   } catch (const std::bad_alloc&) {
     return Status(ErrorCode::Io, std::string(sourceName) + ": out of memory while importing");
   } catch (const std::exception& e) {  // nlohmann type errors and the like: never out of core
@@ -244,30 +284,92 @@ Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sou
   }
 }
 
-Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path) {
+// A read-only streambuf over zlib's gzFile: gzread inflates gzip files and passes anything else
+// through unchanged, so plain and .gz traces take the same path, 1 MiB at a time.
+class GzStreamBuf : public std::streambuf {
+ public:
+  GzStreamBuf(gzFile f, std::string path) : f_(f), path_(std::move(path)), buf_(1 << 20) {}
+  const std::string& error() const { return error_; }
+  uint64_t consumed() const { return consumed_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (!error_.empty()) return traits_type::eof();
+    const int n = gzread(f_, buf_.data(), static_cast<unsigned>(buf_.size()));
+    if (n < 0) {
+      int code = 0;
+      const char* msg = gzerror(f_, &code);
+      error_ = code == Z_ERRNO ? std::strerror(errno) : reason(msg);
+      return traits_type::eof();
+    }
+    if (n == 0) {
+      int code = 0;
+      const char* msg = gzerror(f_, &code);
+      if (code != Z_OK && code != Z_STREAM_END) error_ = reason(msg);
+      return traits_type::eof();
+    }
+    consumed_ += static_cast<uint64_t>(n);
+    setg(buf_.data(), buf_.data(), buf_.data() + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  // zlib's message, without the "<path>: " it puts in front (our message names the file already).
+  std::string reason(const char* msg) const {
+    std::string m = msg ? msg : "read error";
+    if (m.starts_with(path_ + ": ")) m.erase(0, path_.size() + 2);
+    return m;
+  }
+
+  gzFile f_;
+  std::string path_;
+  std::vector<char> buf_;
+  std::string error_;
+  uint64_t consumed_ = 0;
+};
+
+}  // namespace
+
+Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName,
+                                     const ChromeImportOptions& options) {
+  return importWith(sourceName, options, [&](const auto& onEvent, chrome::ReadResult& result) {
+    return chrome::readChromeJson(json, sourceName, onEvent, result);
+  });
+}
+
+Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path,
+                                         const ChromeImportOptions& options) {
   const std::string name = path.string();
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) return Status(ErrorCode::NotFound, name + ": no such file");
   if (std::filesystem::is_directory(status))
     return Status(ErrorCode::Io, name + ": is a directory, not a trace file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(ErrorCode::Io, name + ": cannot open: " + std::strerror(errno));
-  std::string data;
-  try {
-    in.seekg(0, std::ios::end);
-    const auto size = in.tellg();
-    in.seekg(0, std::ios::beg);
-    if (size > 0) data.resize(static_cast<size_t>(size));
-    in.read(data.data(), static_cast<std::streamsize>(data.size()));
-  } catch (const std::exception& e) {
-    return Status(ErrorCode::Io, name + ": cannot read: " + e.what());
+  errno = 0;
+  gzFile f = gzopen(name.c_str(), "rb");
+  if (!f) return Status(ErrorCode::Io, name + ": cannot open: " + std::strerror(errno ? errno : ENOMEM));
+  struct Closer {
+    gzFile f;
+    ~Closer() { gzclose(f); }
+  } closer{f};
+  gzbuffer(f, 1 << 18);
+  const bool gzip = !gzdirect(f);
+  GzStreamBuf buf(f, name);
+  std::istream in(&buf);
+  auto result = importWith(name, options, [&](const auto& onEvent, chrome::ReadResult& read) {
+    return chrome::readChromeJson(in, name, onEvent, read);
+  });
+  if (!buf.error().empty()) {  // the JSON error it caused would be a misleading symptom
+    Status st(gzip ? ErrorCode::Corrupt : ErrorCode::Io,
+              name + (gzip ? ": damaged gzip data after " : ": read failed after ") +
+                  std::to_string(buf.consumed()) + " bytes of JSON: " + buf.error());
+    if (!options.partial || !result) return st;
+    result->metadata()["import_invalid_events"] =
+        std::to_string(std::stoull(result->metadata()["import_invalid_events"]) + 1);
   }
-  if (!in) return Status(ErrorCode::Io, name + ": read failed: " + std::strerror(errno));
-  if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
-      static_cast<unsigned char>(data[1]) == 0x8b)
-    return Status(ErrorCode::BadTrace, name + ": gzip-compressed; decompress it first (gunzip)");
-  return importChromeTrace(data, name);
+  if (result && gzip) result->metadata()["import_compression"] = "gzip";
+  return result;
 }
 
 }  // namespace trainscope::core

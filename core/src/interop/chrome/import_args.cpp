@@ -131,6 +131,37 @@ std::optional<int64_t> integer(const Json* v) {
   return std::nullopt;
 }
 
+std::optional<PipeOpName> parsePipeOp(std::string_view n) {
+  auto number = [](std::string_view d) -> std::optional<int64_t> {
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), v);
+    if (d.empty() || ec != std::errc() || ptr != d.data() + d.size() || v < 0) return std::nullopt;
+    return v;
+  };
+  for (const auto& [prefix, kind] :
+       {std::pair<std::string_view, EventKind>{"Forward ", EventKind::MicroBatchF},
+        {"Backward ", EventKind::MicroBatchB}})
+    if (n.starts_with(prefix))
+      if (auto mb = number(n.substr(prefix.size()))) return PipeOpName{kind, *mb, -1};
+  if (!n.starts_with("PP:")) return std::nullopt;
+  n.remove_prefix(3);
+  const size_t letter = n.find_first_not_of("0123456789");
+  if (letter == 0 || letter == std::string_view::npos || letter + 1 >= n.size()) return std::nullopt;
+  const auto stage = number(n.substr(0, letter)), mb = number(n.substr(letter + 1));
+  if (!stage || !mb) return std::nullopt;
+  switch (n[letter]) {
+    case 'F':
+      return PipeOpName{EventKind::MicroBatchF, *mb, *stage};
+    case 'B':
+    case 'I':
+      return PipeOpName{EventKind::MicroBatchB, *mb, *stage};
+    case 'W':
+      return PipeOpName{EventKind::MicroBatchW, *mb, *stage};
+    default:
+      return std::nullopt;
+  }
+}
+
 bool isGpuCategory(std::string_view cat) {
   return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "gpu_user_annotation";
 }

@@ -28,6 +28,16 @@ std::optional<EventKind> appendArgs(const Json& args, TraceStore& store, std::ve
 // ("ncclDevKernel_AllReduce...", "nccl:all_reduce"), "ProfilerStep#N" (sets *step to N).
 EventKind classifySlice(std::string_view cat, std::string_view name, std::optional<int64_t>* step);
 
+// torch.distributed.pipelining's record_function names: "Forward 3" / "Backward 3"
+// (PipelineScheduleSingle: GPipe, 1F1B; the stage is the rank's) and "PP:<stage><F|B|I|W><mb>"
+// (the multi-stage runtime, e.g. "PP:2F1"; I and B are backward, W the weight gradient).
+struct PipeOpName {
+  EventKind kind = EventKind::MicroBatchF;
+  int64_t microBatch = 0;
+  int64_t stage = -1;  // -1: the rank's own (single-stage schedules)
+};
+std::optional<PipeOpName> parsePipeOp(std::string_view name);
+
 // Categories Kineto uses for activity on a GPU stream: their threads become CudaStream tracks.
 bool isGpuCategory(std::string_view cat);
 

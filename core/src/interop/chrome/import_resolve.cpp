@@ -1,6 +1,7 @@
 // Chrome trace JSON import, part 2: once the whole file is read, decide ranks and tracks, bind
 // flow events to slices, and append everything to the store (see chrome_importer.h).
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <set>
 #include <string>
@@ -50,12 +51,17 @@ Result<TraceStore> Importer::finish(const ReadResult& read) {
   // Flows in our own files only restate what the events' flow_id args and the send/recv order
   // already say; re-binding them would add FlowId attributes the original store did not have.
   if (!ours) bindFlows();
+  if (!ours && sawCpuOps_) {
+    classifyPyTorch();
+    assignBuckets();
+  }
   appendEvents();
   setMetadata(top, ours);
   return std::move(store_);
 }
 
 Status Importer::shiftTimes(int64_t base) {
+  timeShift_ = base;
   if (base == 0) return Status::ok();
   auto shift = [&](int64_t& t) { return !__builtin_add_overflow(t, base, &t); };
   for (auto& p : pending_)
@@ -258,6 +264,194 @@ void Importer::setMetadata(const Json& top, bool ours) {
   }
   md[std::string(kImportFormatKey)] = ours ? "trainscope" : looksLikeKineto(top) ? "kineto" : "chrome";
   md[std::string(kSkippedEventsKey)] = std::to_string(skipped_);
+  md["import_invalid_events"] = std::to_string(invalid_);
+  // What HTA needs to see the file's own timestamps again (analysis/hta.cpp), per rank.
+  for (const auto& [r, info] : store_.ranks()) {
+    (void)info;
+    md["import_time_shift_ns." + std::to_string(r)] = std::to_string(timeShift_);
+    md["import_fractional_ts." + std::to_string(r)] = fractionalTs_ ? "1" : "0";
+  }
+  if (!firstInvalid_.empty()) md["import_first_error"] = firstInvalid_;
+}
+
+// PyTorch's host ops, once the whole file is known (docs/FORMATS.md, "PyTorch traces"). With GPU
+// activity, kernels are the work: host ops, gloo/c10d ops and nccl:* annotations are launches
+// (Range). Without it (CPU-only jobs, gloo), the main thread's ops -- the thread with the
+// ProfilerStep#N windows, else the one with most ops -- are compute (Kernel) and gloo:*,
+// c10d::*, record_param_comms communication (Collective; P2PSend/P2PRecv for send/recv).
+void Importer::classifyPyTorch() {
+  bool gpu = false;
+  for (const auto& t : threads_) gpu = gpu || t.gpu;
+  std::map<RankId, std::map<uint32_t, std::pair<size_t, size_t>>> perRank;  // thread -> (steps, ops)
+  for (const Pending& p : pending_) {
+    auto& c = perRank[processes_[threads_[p.thread].process].rank][p.thread];
+    if (p.kind == EventKind::Step) ++c.first;
+    if (p.role == HostRole::CpuOp) ++c.second;
+  }
+  std::set<uint32_t> mainThreads;
+  for (const auto& [rank, counts] : perRank) {
+    (void)rank;
+    std::optional<uint32_t> best;
+    for (const auto& [th, c] : counts)
+      if (!best || c > counts.at(*best)) best = th;
+    if (best) mainThreads.insert(*best);
+  }
+  for (Pending& p : pending_) {
+    switch (p.role) {
+      case HostRole::None:
+        break;
+      case HostRole::CpuOp:
+        p.kind = !gpu && mainThreads.count(p.thread) ? EventKind::Kernel : EventKind::Range;
+        break;
+      case HostRole::HostNccl:
+        if (gpu) p.kind = EventKind::Range;  // the kernel on the GPU stream is the collective
+        break;
+      case HostRole::HostComm: {
+        if (gpu) {
+          p.kind = EventKind::Range;
+          break;
+        }
+        const std::string_view n = store_.str(p.name);
+        const bool send =
+            n.find("send") != std::string_view::npos && n.find("sendrecv") == std::string_view::npos;
+        const bool recv = n.find("recv") != std::string_view::npos && !send;
+        p.kind = send ? EventKind::P2PSend : recv ? EventKind::P2PRecv : EventKind::Collective;
+        if (n == "record_param_comms") commBytes(p);
+        break;
+      }
+      case HostRole::PipeOp:
+        break;  // pipelineOps
+    }
+  }
+  pyTorchGpu_ = gpu;
+  pipelineOps(mainThreads);
+}
+
+// record_param_comms carries the message: Bytes = "In msg nelems" x the size of "dtype" (the
+// rank's buffer, as nccl-tests counts it). Its "Collective name", "Process Group Name", ... stay
+// as custom attributes.
+void Importer::commBytes(Pending& p) {
+  auto find = [&](std::string_view key) -> const Attr* {
+    const auto id = store_.strings().find(key);
+    if (!id) return nullptr;
+    for (uint32_t a = 0; a < p.attrCount; ++a)
+      if (attrs_[p.attrBegin + a].key == kCustomAttrBase + *id) return &attrs_[p.attrBegin + a];
+    return nullptr;
+  };
+  const Attr* n = find("In msg nelems");
+  const Attr* dt = find("dtype");
+  if (!n || n->type != AttrType::Int || !dt || dt->type != AttrType::String) return;
+  static const std::map<std::string, int64_t, std::less<>> kSize = {
+      {"Float", 4}, {"Double", 8}, {"Half", 2}, {"BFloat16", 2}, {"Long", 8},          {"Int", 4},
+      {"Short", 2}, {"Char", 1},   {"Byte", 1}, {"Bool", 1},     {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1}};
+  const auto it = kSize.find(store_.str(dt->asString()));
+  if (it == kSize.end()) return;
+  const uint32_t begin = static_cast<uint32_t>(attrs_.size());
+  const int64_t bytes = n->asInt() * it->second;
+  for (uint32_t a = 0; a < p.attrCount; ++a) {
+    const Attr copy = attrs_[p.attrBegin + a];
+    attrs_.push_back(copy);
+  }
+  attrs_.push_back(Attr::ofInt(AttrKey::Bytes, bytes));
+  p.attrBegin = begin;
+  ++p.attrCount;
+}
+
+// torch.distributed.pipelining's ops become MicroBatchF/B/W with MicroBatch and Stage (the rank
+// for single-stage schedules; the stage index as Chunk for multi-stage ones), so the pipeline
+// section sees them. An op's record_function also covers the wait for its input (the receive
+// posted at its start), which is not compute: the op starts when the last receive that began
+// inside it ended.
+void Importer::pipelineOps(const std::set<uint32_t>& mainThreads) {
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> recvs;  // thread -> receives
+  for (const Pending& p : pending_)
+    if (p.role == HostRole::HostComm && store_.str(p.name).find("recv") != std::string_view::npos)
+      recvs[p.thread].push_back({p.start, p.end});
+  for (auto& [th, v] : recvs) std::sort(v.begin(), v.end());
+  for (uint32_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (p.role != HostRole::PipeOp) continue;
+    const auto op = parsePipeOp(store_.str(p.name));
+    if (!op || !mainThreads.count(p.thread)) continue;
+    const auto& rv = recvs[p.thread];
+    for (auto it = std::lower_bound(rv.begin(), rv.end(), std::make_pair(p.start, INT64_MIN));
+         it != rv.end() && it->first < p.end; ++it)
+      p.start = std::min(p.end, std::max(p.start, it->second));
+    p.kind = op->kind;
+    const RankId rank = processes_[threads_[p.thread].process].rank;
+    const uint32_t begin = static_cast<uint32_t>(attrs_.size());
+    for (uint32_t a = 0; a < p.attrCount; ++a) {
+      const Attr copy = attrs_[p.attrBegin + a];
+      attrs_.push_back(copy);
+    }
+    attrs_.push_back(Attr::ofInt(AttrKey::MicroBatch, op->microBatch));
+    attrs_.push_back(Attr::ofInt(AttrKey::Stage, rank));
+    if (op->stage >= 0) attrs_.push_back(Attr::ofInt(AttrKey::Chunk, op->stage));
+    p.attrBegin = begin;
+    p.attrCount += op->stage >= 0 ? 3 : 2;
+  }
+}
+
+namespace {
+
+bool isAllReduceName(std::string_view n) {
+  std::string s;
+  for (char c : n)
+    if (c != '_') s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s.find("allreduce") != std::string::npos;
+}
+
+}  // namespace
+
+// DDP's gradient all-reduces get a Bucket attribute (the data_parallel section): per rank and
+// ProfilerStep window, the all-reduces that carry the data -- NCCL kernels on GPU traces, gloo:*
+// ops on CPU traces (else c10d::/record_param_comms) -- numbered in start order. DDP reduces
+// its buckets last layers first, so bucket 0 holds the last layers, as in TRACE_CONVENTIONS.md.
+void Importer::assignBuckets() {
+  std::map<RankId, std::vector<std::pair<int64_t, int64_t>>> steps;
+  std::map<RankId, bool> hasGloo;
+  for (const Pending& p : pending_) {
+    const RankId r = processes_[threads_[p.thread].process].rank;
+    if (p.kind == EventKind::Step) steps[r].push_back({p.start, p.end});
+    if (p.kind == EventKind::Collective && store_.str(p.name).starts_with("gloo:")) hasGloo[r] = true;
+  }
+  for (auto& [r, w] : steps) std::sort(w.begin(), w.end());
+  std::vector<uint32_t> grad;
+  for (uint32_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (p.kind != EventKind::Collective || !isAllReduceName(store_.str(p.name))) continue;
+    const RankId r = processes_[threads_[p.thread].process].rank;
+    const bool onGpu = threads_[p.thread].gpu;
+    const std::string_view n = store_.str(p.name);
+    const bool carrier = pyTorchGpu_ ? onGpu : hasGloo[r] ? n.starts_with("gloo:") : true;
+    if (carrier) grad.push_back(i);
+  }
+  std::sort(grad.begin(), grad.end(),
+            [&](uint32_t a, uint32_t b) { return pending_[a].start < pending_[b].start; });
+  std::map<std::pair<RankId, size_t>, int64_t> next;
+  std::vector<std::pair<uint32_t, int64_t>> bucketOf;
+  for (uint32_t i : grad) {
+    const Pending& p = pending_[i];
+    const RankId r = processes_[threads_[p.thread].process].rank;
+    const auto& w = steps[r];
+    auto it = std::upper_bound(w.begin(), w.end(), std::make_pair(p.start, INT64_MAX));
+    if (it == w.begin()) continue;
+    --it;
+    if (p.start >= it->second) continue;  // outside every step window
+    bucketOf.push_back({i, next[{r, static_cast<size_t>(it - w.begin())}]++});
+  }
+  // Pending attributes are back to back: re-home each bucket event's attributes at the end.
+  for (const auto& [i, bucket] : bucketOf) {
+    Pending& p = pending_[i];
+    const uint32_t begin = static_cast<uint32_t>(attrs_.size());
+    for (uint32_t a = 0; a < p.attrCount; ++a) {
+      const Attr copy = attrs_[p.attrBegin + a];
+      attrs_.push_back(copy);
+    }
+    attrs_.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
+    p.attrBegin = begin;
+    ++p.attrCount;
+  }
 }
 
 }  // namespace trainscope::core::chrome

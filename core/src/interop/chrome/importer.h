@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -33,10 +34,22 @@ struct OwnTrack {
   std::string name;
 };
 
+// What a PyTorch event is, beyond its kind, until the whole file is known: whether a host-side
+// op is compute or communication depends on whether the trace has GPU kernels (finish():
+// classifyPyTorch).
+enum class HostRole : uint8_t {
+  None,
+  CpuOp,     // Kineto "cpu_op" (or any uncategorised op of the legacy profiler's output)
+  HostComm,  // gloo:*, c10d::*, record_param_comms: communication on CPU-only traces
+  HostNccl,  // nccl:* on the host: the launch of a GPU collective, not communication time
+  PipeOp,    // torch.distributed.pipelining: "Forward i", "Backward i", "PP:<stage><F|B|I|W><mb>"
+};
+
 struct OpenSlice {  // a "B" waiting for its "E"
   int64_t start = 0;
   StringId name = kEmptyString;
   EventKind kind = EventKind::Range;
+  HostRole role = HostRole::None;
   std::vector<Attr> attrs;
 };
 
@@ -60,6 +73,7 @@ struct Pending {  // an event waiting for its track
   StringId name = kEmptyString;
   EventKind kind = EventKind::Range;
   bool counterSample = false;  // "C": goes to the rank's counter track unless the thread is ours
+  HostRole role = HostRole::None;
   uint32_t attrBegin = 0;
   uint32_t attrCount = 0;
 };
@@ -73,19 +87,23 @@ struct FlowStep {
 
 class Importer {
  public:
-  explicit Importer(std::string_view source) : source_(source) {}
+  explicit Importer(std::string_view source, bool partial = false) : source_(source), partial_(partial) {}
 
   Status onEvent(const RawEvent& raw);
   Result<TraceStore> finish(const ReadResult& read);
 
  private:
-  Status bad(size_t index, const std::string& what) const;
+  Status bad(size_t index, const std::string& what);
   uint32_t process(const JsonId& pid);
   uint32_t thread(uint32_t process, const JsonId& tid);
   void metadataEvent(const Json& ev, uint32_t thread);
   void counterEvent(const Json& ev, uint32_t thread, int64_t ts, StringId name);
   void addPending(uint32_t thread, int64_t start, int64_t end, StringId name, EventKind kind,
-                  const std::vector<Attr>& attrs, bool counterSample = false);
+                  const std::vector<Attr>& attrs, bool counterSample = false, HostRole role = HostRole::None);
+  void classifyPyTorch();
+  void assignBuckets();
+  void pipelineOps(const std::set<uint32_t>& mainThreads);
+  void commBytes(Pending& p);
 
   Status shiftTimes(int64_t base);
   void resolveRanks(const Json& top);
@@ -108,6 +126,21 @@ class Importer {
   std::unordered_map<uint32_t, int64_t> addedFlowId_;  // pending index -> FlowId from flow events
   std::map<RankId, TrackId> counterTracks_;
   uint64_t skipped_ = 0;
+  bool partial_ = false;      // events that break the format are skipped, not fatal
+  uint64_t invalid_ = 0;      // such events skipped (partial_ only)
+  std::string firstInvalid_;  // the first one's message
+  bool sawCpuOps_ = false;
+  bool pyTorchGpu_ = false;    // the PyTorch trace has GPU activity
+  bool fractionalTs_ = false;  // a "ts" with a fraction, or an event without "ts" (HTA then rounds)
+  int64_t timeShift_ = 0;  // ns added to every ts (baseTimeNanoseconds, our origin)      // any event that is
+                           // a PyTorch host op (cpu_op or legacy)
+
+ public:
+  // --partial: a read that stopped early (truncated JSON) still keeps the events before it.
+  void noteTruncated(const std::string& why) {
+    ++invalid_;
+    if (firstInvalid_.empty()) firstInvalid_ = why;
+  }
 };
 
 }  // namespace trainscope::core::chrome

@@ -120,6 +120,12 @@ class Handler {
 
   bool open(Json::value_t type) {
     if (building()) {
+      if (stack_.size() >= kMaxJsonDepth) {
+        const std::string where =
+            buildingEvent_ ? "event #" + std::to_string(eventIndex_) : "top-level member \"" + topKey_ + "\"";
+        return fail(where + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                    " levels (limit; not a trace a profiler writes)");
+      }
       stack_.push_back(add(Json(type)));
       return true;
     }
@@ -202,10 +208,15 @@ class Handler {
 
 }  // namespace
 
-Status readChromeJson(std::string_view text, std::string_view sourceName,
-                      const std::function<Status(const RawEvent&)>& onEvent, ReadResult& result) {
+namespace {
+
+template <typename Parse>
+Status readWith(std::string_view sourceName, const std::function<Status(const RawEvent&)>& onEvent,
+                ReadResult& result, Parse&& parse) {
   Handler handler(sourceName, onEvent, result);
-  const bool ok = Json::sax_parse(text.begin(), text.end(), &handler);
+  // nlohmann's SAX parser keeps its own state stack (no recursion), so deep nesting cannot
+  // overflow the C++ stack; the handler refuses more than kMaxJsonDepth levels inside an event.
+  const bool ok = parse(handler);
   if (!ok) {
     if (!handler.status().isOk()) return handler.status();
     return Status(ErrorCode::MalformedJson, std::string(sourceName) + ": malformed JSON");
@@ -214,6 +225,19 @@ Status readChromeJson(std::string_view text, std::string_view sourceName,
     return Status(ErrorCode::BadTrace,
                   std::string(sourceName) + ": not a Chrome trace: no \"traceEvents\" array");
   return Status::ok();
+}
+
+}  // namespace
+
+Status readChromeJson(std::string_view text, std::string_view sourceName,
+                      const std::function<Status(const RawEvent&)>& onEvent, ReadResult& result) {
+  return readWith(sourceName, onEvent, result,
+                  [&](Handler& h) { return Json::sax_parse(text.begin(), text.end(), &h); });
+}
+
+Status readChromeJson(std::istream& in, std::string_view sourceName,
+                      const std::function<Status(const RawEvent&)>& onEvent, ReadResult& result) {
+  return readWith(sourceName, onEvent, result, [&](Handler& h) { return Json::sax_parse(in, &h); });
 }
 
 }  // namespace trainscope::core::chrome

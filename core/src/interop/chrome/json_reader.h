@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -37,5 +38,13 @@ struct ReadResult {
 // whatever onEvent returns, which stops the read.
 Status readChromeJson(std::string_view text, std::string_view sourceName,
                       const std::function<Status(const RawEvent&)>& onEvent, ReadResult& result);
+// The same, streaming from a stream (a file, or a gzip stream: import.cpp); only the event being
+// read is held, never the file's text.
+Status readChromeJson(std::istream& in, std::string_view sourceName,
+                      const std::function<Status(const RawEvent&)>& onEvent, ReadResult& result);
+
+// Containers nested deeper than this inside one event (or top-level member) are refused with
+// BadTrace naming the event: Kineto nests args 2-3 levels; 70,000 levels is an attack or a bug.
+inline constexpr size_t kMaxJsonDepth = 512;
 
 }  // namespace trainscope::core::chrome

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/core/analysis/hta.h"
 #include "trainscope/core/analysis/intervals.h"
 #include "trainscope/core/model/trace_store.h"
 
@@ -117,8 +118,8 @@ struct PipelineResult {
   std::string schedule;        // in force at the last analysed step
   std::string scheduleSource;  // "knob", "metadata" or "inferred"
   int stages = 0, microbatches = 0, virtualStages = 1;
-  double bubbleFraction = kNaN;        // mean over stages
-  double bubbleFractionTheory = kNaN;  // mean over steps of the formula in force
+  double bubbleFraction = kNaN;           // mean over stages
+  double bubbleFractionTheory = kNaN;     // mean over steps of the formula in force
   double bubbleFractionSimulated = kNaN;  // mean over stages of StageResult's
   std::vector<StageResult> perStage;
 };
@@ -255,6 +256,7 @@ struct AnalysisResult {
   std::vector<DiscoInferencePoint> discoInference;  // in the order measured
   std::vector<CriticalPathStep> criticalPath;
   std::vector<KnobChangeEntry> knobChanges;
+  HtaResult hta;  // computed by Analyzer::finish (whole trace); empty before it
   std::vector<Overlay> overlays;
   // Metric key ("data_parallel.buckets[2]", "pipeline.per_stage[1]", "disco.layers[0]") -> the
   // events it was computed from, for "click a metric, select its events".

@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "trainscope/core/base/status.h"
 #include "trainscope/core/model/trace_store.h"
@@ -45,7 +47,40 @@ Result<ChromeExportStats> exportChromeTraceFile(TraceStore& store, const std::fi
 // its index in traceEvents); NotFound/Io for files. Well-formed events outside our model
 // (async phases, an "E" without "B", ...) are skipped and counted in metadata
 // "import_skipped_events". docs/FORMATS.md ("Chrome trace JSON") has every rule.
-Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName);
-Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path);
+struct ChromeImportOptions {
+  // Events that break the format (and the tail of a truncated file) are skipped instead of
+  // failing the import; metadata import_invalid_events / import_first_error say what was lost.
+  bool partial = false;
+};
+
+Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName,
+                                     const ChromeImportOptions& options = {});
+// Streams the file (plain or gzip-compressed, told by its content) through zlib: memory grows
+// with the events kept, not with the file's text.
+Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path,
+                                         const ChromeImportOptions& options = {});
+
+// Several files into one session (docs/FORMATS.md, "Several files"): arguments may be
+// directories (their *.json and *.json.gz files, by name). Each file must hold one rank; its
+// number is distributedInfo.rank, else from the file name (rank3, rank-3, ..._3.json), else the
+// lowest free number in the order given. Clocks: baseTimeNanoseconds when every file has it,
+// else the ends of the first collective matched by name across ranks are made equal; metadata
+// clock_alignment says which, clock_alignment_shift_ns.<rank> by how much. With a single file
+// the store is that file's, unchanged. options.partial: files that fail are skipped and listed.
+struct ImportedFile {
+  std::string path;
+  RankId rank = 0;
+  std::string rankFrom;  // "distributedInfo", "file name", "order" ("file" for a single file)
+  size_t events = 0;
+};
+struct MultiImport {
+  TraceStore store;
+  std::vector<ImportedFile> files;
+  std::vector<std::string> skippedFiles;  // error messages of files left out (partial only)
+};
+Result<std::vector<std::filesystem::path>> expandTraceInputs(
+    const std::vector<std::filesystem::path>& inputs);
+Result<MultiImport> importChromeTraceFiles(const std::vector<std::filesystem::path>& inputs,
+                                           const ChromeImportOptions& options = {});
 
 }  // namespace trainscope::core

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Runs a small 2-rank DDP job (gloo, CPU) under torch.profiler and writes one Kineto trace per rank.
+
+Usage: make_ddp_trace.py OUT_DIR [--ranks N] [--steps S] [--port P]
+
+The parent starts one process per rank (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE on 127.0.0.1, no
+torchrun), each in its own process group; if any rank fails or the deadline passes, every rank's
+whole process group is killed. Written files: OUT_DIR/rank{r}.json (the profiler's own
+export_chrome_trace output) and, for rank 0, OUT_DIR/rank0.json.gz as well (gzip of the same).
+Works with PyTorch 1.13 (Debian) and 2.x.
+"""
+import argparse
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+
+def worker(out_dir, steps):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    # Small buckets so that several gradient all-reduces overlap the backward pass.
+    ddp = DDP(model, bucket_cap_mb=0.5)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    x = torch.randn(64, 256)
+    y = torch.randint(0, 10, (64,))
+    loss_fn = nn.CrossEntropyLoss()
+    from torch.profiler import ProfilerActivity, profile, schedule
+    sched = schedule(wait=1, warmup=1, active=steps)
+    with profile(activities=[ProfilerActivity.CPU], schedule=sched, record_shapes=False) as prof:
+        for _ in range(steps + 2):
+            opt.zero_grad()
+            loss = loss_fn(ddp(x), y)
+            loss.backward()
+            opt.step()
+            prof.step()
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    prof.export_chrome_trace(path)
+    dist.barrier()
+    dist.destroy_process_group()
+    if rank == 0:
+        with open(path, "rb") as src, gzip.open(path + ".gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out_dir")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(a.out_dir, a.steps)
+        return 0
+    os.makedirs(a.out_dir, exist_ok=True)
+    port = a.port
+    if port == 0:
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    procs = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the cleanup below
+    try:
+        for r in range(a.ranks):
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
+                       WORLD_SIZE=str(a.ranks), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+            procs.append(subprocess.Popen([sys.executable, __file__, a.out_dir, "--steps", str(a.steps),
+                                           "--worker"], env=env, start_new_session=True))
+        deadline = time.time() + a.timeout
+        while time.time() < deadline:
+            codes = [p.poll() for p in procs]
+            if any(c not in (None, 0) for c in codes):
+                print(f"make_ddp_trace: a rank failed: exit codes {codes}", file=sys.stderr)
+                return 1
+            if all(c == 0 for c in codes):
+                return 0
+            time.sleep(0.1)
+        print("make_ddp_trace: timed out", file=sys.stderr)
+        return 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
