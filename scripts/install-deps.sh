@@ -14,6 +14,7 @@ PKGS=(
   xvfb xauth
   clang-format ccache
   clang libclang-rt-14-dev
+  python3-torch  # PyTorch 1.13 (CPU, gloo) for the torch-ddp demo and tst_torch_live; run with /usr/bin/python3
 )
 
 missing=()
