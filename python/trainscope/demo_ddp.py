@@ -35,6 +35,7 @@ def parse(argv=None):
     p.add_argument("--topk-ratio", type=float, default=0.01)
     p.add_argument("--step-delay-ms", type=float, default=0.0, help="sleep per step (slows the demo down)")
     p.add_argument("--log-every", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=10, help="held-out loss (counter eval_loss) every N steps")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-trainscope", action="store_true", help="baseline: no package, no hook")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
@@ -75,6 +76,12 @@ def main(argv=None):
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(a.seed * 1000 + rank + 1)  # this rank's data shard
+    # A fixed held-out set, the same on every rank: its loss has no batch noise and is equal on all
+    # ranks while they are replicas.
+    eval_gen = torch.Generator().manual_seed(a.seed * 1000 + 999)
+    x_eval = torch.randn(1024, a.inputs, generator=eval_gen)
+    with torch.no_grad():
+        y_eval = teacher(x_eval).argmax(dim=1)
     nparams = sum(p.numel() for p in model.parameters())
     if rank == 0:
         print("torch-ddp demo: %d rank(s), %d parameters, torch %s, gloo" % (world, nparams, torch.__version__),
@@ -94,6 +101,9 @@ def main(argv=None):
         lv = float(loss)
         if ts is not None:
             ts.counter("loss", lv)
+            if a.eval_every > 0 and s % a.eval_every == 0:
+                with torch.no_grad():
+                    ts.counter("eval_loss", float(loss_fn(model(x_eval), y_eval)))
             ts.step_end(s)
         if a.step_delay_ms > 0:
             time.sleep(a.step_delay_ms / 1000.0)

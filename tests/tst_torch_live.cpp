@@ -1,0 +1,248 @@
+// Issue #16 through the real CLI and real PyTorch (Debian's python3-torch 1.13, gloo, CPU):
+// `trainscope-cli demo --mode torch-ddp` starts 2 DDP ranks with the trainscope package and its
+// communication hook; `jobs` lists both, `knobs` offers dp.compression and dp.topk_ratio but not
+// dp.bucket_bytes; refused values (dp.compression=zip, dp.bucket_bytes=...) leave the job
+// unchanged; `record` captures both ranks while `set dp.compression=fp16` is applied at the same
+// step on both, from which step every bucket's bytes halve exactly and the Algorithm attribute
+// switches, while the held-out loss still falls. `launch --ranks 2 -- python3 -m
+// trainscope.demo_ddp` starts ranks torch-style and ends with the job. Skipped when
+// /usr/bin/python3 cannot import torch.distributed.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QtTest>
+#include <csignal>
+#include <map>
+
+#include "live_test_support.h"
+#include "trainscope/core/session/tsdb.h"
+
+using namespace trainscope::core;
+using namespace live_test;
+
+namespace {
+
+constexpr int kRanks = 2;
+const char* const kPython = "/usr/bin/python3";
+
+struct RankView {
+  std::map<int64_t, std::pair<int64_t, int64_t>> steps;          // step -> window
+  std::map<int64_t, std::map<int64_t, int64_t>> bucketBytes;     // step -> bucket -> bytes
+  std::map<int64_t, std::map<int64_t, std::string>> bucketAlgo;  // step -> bucket -> algorithm
+  std::vector<std::pair<int64_t, double>> evalLoss;              // (time -> step, held-out loss)
+};
+
+std::map<RankId, RankView> view(TraceStore& s) {
+  std::map<RankId, RankView> out;
+  struct Comm {
+    int64_t t, bucket, bytes;
+    std::string algo;
+  };
+  std::map<RankId, std::vector<Comm>> comms;
+  for (TrackId t = 0; t < s.trackCount(); ++t) {
+    const TrackEvents& ev = s.events(t);
+    const RankId rank = s.track(t).rank;
+    RankView& v = out[rank];
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (ev.kind(i) == EventKind::Step) {
+        if (const Attr* a = ev.findAttr(i, AttrKey::Step)) v.steps[a->asInt()] = {ev.start(i), ev.end(i)};
+      } else if (ev.kind(i) == EventKind::Counter && s.str(ev.name(i)) == "eval_loss") {
+        v.evalLoss.emplace_back(ev.start(i), ev.findAttr(i, AttrKey::Value)->asDouble());
+      } else if (ev.kind(i) == EventKind::Collective && ev.findAttr(i, AttrKey::Bucket)) {
+        const Attr* a = ev.findAttr(i, AttrKey::Algorithm);
+        comms[rank].push_back({ev.start(i), ev.findAttr(i, AttrKey::Bucket)->asInt(),
+                               ev.findAttr(i, AttrKey::Bytes)->asInt(),
+                               a ? std::string(s.str(a->asString())) : ""});
+      }
+    }
+  }
+  for (auto& [r, v] : out) {
+    auto stepAt = [&v](int64_t t) {
+      for (const auto& [k, w] : v.steps)
+        if (t >= w.first && t <= w.second) return k;
+      return int64_t{-1};
+    };
+    for (const auto& c : comms[r]) {
+      const int64_t st = stepAt(c.t);
+      if (st < 0) continue;
+      v.bucketBytes[st][c.bucket] = c.bytes;
+      v.bucketAlgo[st][c.bucket] = c.algo;
+    }
+    for (auto& e : v.evalLoss) e.first = stepAt(e.first);
+  }
+  return out;
+}
+
+bool torchAvailable(QString* why) {
+  if (!QFileInfo::exists(kPython)) {
+    *why = "no /usr/bin/python3";
+    return false;
+  }
+  QProcess p;
+  p.start(kPython, {"-c", "import torch, torch.distributed as d; assert d.is_available()"});
+  if (!p.waitForFinished(120000) || p.exitCode() != 0) {
+    *why = "/usr/bin/python3 cannot import torch.distributed (apt-get install python3-torch): " +
+           QString::fromUtf8(p.readAllStandardError()).right(300);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+class TstTorchLive : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  DemoJob job_;
+
+  // The launcher is a session leader (setsid): its process group holds every rank. SIGTERM to
+  // the launcher (forwarded to the ranks), then to the group, then SIGKILL: nothing outlives
+  // the test, also when it failed.
+  void stopJob() {
+    const qint64 pgid = job_.launcher;
+    const bool gone = stopDemo(job_);
+    if (pgid > 0) {
+      ::kill(-static_cast<pid_t>(pgid), SIGTERM);
+      QTest::qWait(gone ? 0 : 2000);
+      ::kill(-static_cast<pid_t>(pgid), SIGKILL);
+    }
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    QString why;
+    if (!torchAvailable(&why)) QSKIP(qPrintable(why));
+    QVERIFY2(QFileInfo::exists(QString(TRAINSCOPE_BINARY_DIR) + "/python/trainscope/__init__.py"),
+             "build/python/trainscope missing (target trainscope_python)");
+    live_test::usePrivateRuntimeDir(dir_);
+  }
+
+  void demoStartsTwoTorchRanks() {
+    job_ = startDemo({"--mode", "torch-ddp", "--steps", "100000", "--", "--step-delay-ms", "20"},
+                     "dp.compression");
+    QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
+    const Run jobs = cli({"jobs", "--json"});
+    bool listed = false;
+    for (const auto& j : QJsonDocument::fromJson(jobs.out.toUtf8()).object()["jobs"].toArray())
+      listed |= j.toObject()["job_id"].toString() == job_.id && j.toObject()["ranks_found"].toInt() == kRanks;
+    QVERIFY2(listed, qPrintable(jobs.out));
+  }
+
+  void onlyKnobsThatActAreOffered() {
+    QVERIFY(!job_.id.isEmpty());
+    const Run k = cli({"knobs", "--job", job_.id, "--json"});
+    QVERIFY2(k.code == 0, qPrintable(k.err));
+    QVERIFY(k.out.contains("dp.compression") && k.out.contains("dp.topk_ratio"));
+    QVERIFY2(!k.out.contains("dp.bucket_bytes"),
+             "DDP fixes its buckets: dp.bucket_bytes must not be offered");
+    for (const QString& bad : {QString("dp.compression=zip"), QString("dp.bucket_bytes=1000000"),
+                               QString("dp.compression=onebit-ef"), QString("dp.topk_ratio=2")}) {
+      const Run r = cli({"set", "--job", job_.id, bad});
+      QVERIFY2(r.code == 1, qPrintable(bad + ": " + r.out + r.err));
+      QVERIFY(!r.err.trimmed().isEmpty());
+    }
+    const Run after = cli({"knobs", "--job", job_.id, "--json"});
+    QVERIFY2(after.out.contains("\"none\""), qPrintable(after.out));
+  }
+
+  void fp16HalvesTheBucketBytesAtTheAgreedStep() {
+    QVERIFY(!job_.id.isEmpty());
+    const QString file = dir_.filePath("torch.tsdb");
+    const RecordedChanges rc = recordWhileSetting(job_.id, file, 8, {"dp.compression=fp16"}, 3000, 0);
+    QVERIFY2(rc.error.isEmpty(), qPrintable(rc.error));
+    const int64_t k = rc.stepOf.at("dp.compression=fp16");
+
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    TraceStore& s = session.value();
+    const auto changes = knobChanges(s, "dp.compression");
+    QCOMPARE(int(changes.size()), kRanks);
+    for (const auto& [rank, c] : changes) QCOMPARE(c, std::make_pair(std::string("fp16"), k));
+
+    const auto ranks = view(s);
+    QCOMPARE(int(ranks.size()), kRanks);
+    for (const auto& [rank, v] : ranks) {
+      const QString who = QString("rank %1, fp16 at step %2: ").arg(rank).arg(k);
+      QVERIFY2(v.bucketBytes.count(k - 1) && v.bucketBytes.count(k) && v.bucketBytes.count(k + 1),
+               qPrintable(who + "steps around the change missing"));
+      const auto& before = v.bucketBytes.at(k - 1);
+      QVERIFY2(before.size() >= 2, qPrintable(who + "expected several DDP buckets"));
+      // Every step from the change on: each bucket exactly half of what it sent before, as
+      // allreduce+fp16; every step before it: the fp32 bytes, as allreduce.
+      int after = 0;
+      for (const auto& [step, buckets] : v.bucketBytes) {
+        if (step < 1 || buckets.size() != before.size()) continue;  // step 0 has DDP's initial buckets
+        for (const auto& [b, bytes] : buckets) {
+          QVERIFY2(before.count(b), qPrintable(who + QString("bucket %1 unknown").arg(b)));
+          const int64_t want = step < k ? before.at(b) : before.at(b) / 2;
+          QVERIFY2(
+              bytes == want,
+              qPrintable(
+                  who +
+                  QString("step %1 bucket %2: %3 bytes, want %4").arg(step).arg(b).arg(bytes).arg(want)));
+          QCOMPARE(v.bucketAlgo.at(step).at(b), std::string(step < k ? "allreduce" : "allreduce+fp16"));
+        }
+        after += step >= k;
+      }
+      QVERIFY2(after >= 3, qPrintable(who + "fewer than 3 fp16 steps recorded"));
+      // The held-out loss (fixed set, no batch noise) still falls under fp16: the last value
+      // recorded is below the last one before the change and below the first one recorded.
+      double first = -1, beforeChange = -1, last = -1;
+      int64_t lastStep = -1;
+      for (const auto& [step, value] : v.evalLoss) {
+        if (step < 0) continue;
+        if (first < 0) first = value;
+        if (step < k) beforeChange = value;
+        last = value;
+        lastStep = step;
+      }
+      QVERIFY2(first > 0 && beforeChange > 0 && lastStep > k, qPrintable(who + "held-out losses missing"));
+      QVERIFY2(last < beforeChange && last < first,
+               qPrintable(who + QString("held-out loss %1 first, %2 before, %3 at step %4")
+                                    .arg(first)
+                                    .arg(beforeChange)
+                                    .arg(last)
+                                    .arg(lastStep)));
+    }
+    // The job's own log: both ranks applied fp16 at that step.
+    QFile log(job_.log);
+    QVERIFY2(log.open(QIODevice::ReadOnly), qPrintable(job_.log));
+    const QString text = QString::fromUtf8(log.readAll());
+    QRegularExpression applied("rank (\\d) applied dp.compression=fp16 at step (\\d+)");
+    int lines = 0;
+    for (auto it = applied.globalMatch(text); it.hasNext(); ++lines)
+      QCOMPARE(it.next().captured(2).toLongLong(), k);
+    QCOMPARE(lines, kRanks);
+  }
+
+  void demoStops() {
+    QVERIFY2(stopDemo(job_), "the torch-ddp job did not stop after SIGTERM to its launcher");
+  }
+
+  // `launch` starts a Python command torch-style (no mpirun): both ranks rendezvous, train with
+  // the agent and exit 0, and launch returns 0.
+  void launchStartsPythonRanksTorchStyle() {
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(bin("trainscope-cli"), {"launch", "--ranks", "2", "--", kPython, "-m", "trainscope.demo_ddp",
+                                    "--steps", "20", "--log-every", "0"});
+    QVERIFY(p.waitForStarted());
+    const bool finished = p.waitForFinished(180000);
+    if (!finished) {
+      ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+      p.waitForFinished(10000);
+    }
+    const QString out = QString::fromUtf8(p.readAll());
+    QVERIFY2(finished && p.exitCode() == 0, qPrintable(out));
+    QVERIFY2(out.contains("torch-style"), qPrintable(out));
+    QVERIFY2(out.contains("rank 0 done steps=20") && out.contains("rank 1 done steps=20"), qPrintable(out));
+  }
+
+  void cleanupTestCase() { stopJob(); }
+};
+
+QTEST_GUILESS_MAIN(TstTorchLive)
+#include "tst_torch_live.moc"
