@@ -13,6 +13,7 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QtTest>
+#include <cmath>
 #include <csignal>
 #include <map>
 
@@ -216,6 +217,103 @@ class TstTorchLive : public QObject {
     for (auto it = applied.globalMatch(text); it.hasNext(); ++lines)
       QCOMPARE(it.next().captured(2).toLongLong(), k);
     QCOMPARE(lines, kRanks);
+  }
+
+  // Every other value of dp.compression, and dp.topk_ratio, acts in the real job from the
+  // acknowledged step on both ranks: the bytes of every bucket are what that scheme sends for
+  // it (N = fp32 values of the bucket), the Algorithm attribute names it, and the ranks stay
+  // replicas (bitwise equal held-out loss: every rank decompresses the same data in rank order).
+  void everyCompressionActs() {
+    QVERIFY(!job_.id.isEmpty());
+    const QString file = dir_.filePath("torch-all.tsdb");
+    const QStringList changes = {"dp.compression=int8", "dp.compression=topk-ef", "dp.topk_ratio=0.05",
+                                 "dp.compression=bf16", "dp.compression=none"};
+    const RecordedChanges rc = recordWhileSetting(job_.id, file, 14, changes, 1500, 1800);
+    QVERIFY2(rc.error.isEmpty(), qPrintable(rc.error));
+    std::vector<std::pair<int64_t, QString>> at;  // (step, change) in order
+    for (const QString& c : changes) at.emplace_back(rc.stepOf.at(c), c);
+    for (size_t i = 1; i < at.size(); ++i) QVERIFY2(at[i - 1].first < at[i].first, "changes not in order");
+
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    TraceStore& s = session.value();
+    for (const char* knob : {"dp.compression", "dp.topk_ratio"})
+      for (const auto& [rank, c] : knobChanges(s, knob)) {
+        const QString last =
+            std::string(knob) == "dp.topk_ratio" ? "dp.topk_ratio=0.05" : "dp.compression=none";
+        QCOMPARE(c.second, rc.stepOf.at(last));
+      }
+    const auto ranks = view(s);
+    QCOMPARE(int(ranks.size()), kRanks);
+    std::map<int64_t, std::map<RankId, double>> evalLoss;
+    for (const auto& [rank, v] : ranks) {
+      const QString who = QString("rank %1: ").arg(rank);
+      QVERIFY2(v.bucketBytes.count(at.front().first - 1),
+               qPrintable(who + "no step before the first change"));
+      const auto& fp32 = v.bucketBytes.at(at.front().first - 1);  // fp16 from the previous test function
+      std::map<QString, int> seen;
+      for (const auto& [step, buckets] : v.bucketBytes) {
+        if (step < at.front().first || buckets.size() != fp32.size()) continue;
+        QString mode = "dp.compression=fp16";
+        double ratio = 0.01;
+        for (const auto& [st, c] : at) {
+          if (st > step) break;
+          if (c.startsWith("dp.topk_ratio"))
+            ratio = 0.05;
+          else
+            mode = c;
+        }
+        ++seen[mode + (mode.endsWith("topk-ef") ? QString::number(ratio) : QString())];
+        for (const auto& [b, bytes] : buckets) {
+          const int64_t n = fp32.at(b) / 2;  // fp16 bytes = 2N; N fp32 values
+          int64_t want = 0;
+          std::string algo;
+          if (mode.endsWith("=int8")) {
+            want = n + 4;
+            algo = "allgather+int8";
+          } else if (mode.endsWith("=topk-ef")) {
+            want = 8 * static_cast<int64_t>(std::ceil(ratio * static_cast<double>(n)));
+            algo = "allgather+topk-ef";
+          } else if (mode.endsWith("=bf16")) {
+            want = 2 * n;
+            algo = "allgather+bf16";
+          } else if (mode.endsWith("=none")) {
+            want = 4 * n;
+            algo = "allreduce";
+          } else {
+            want = 2 * n;
+            algo = "allreduce+fp16";
+          }
+          QVERIFY2(bytes == want && v.bucketAlgo.at(step).at(b) == algo,
+                   qPrintable(who + QString("step %1 (%2) bucket %3: %4 bytes by %5, want %6 by %7")
+                                        .arg(step)
+                                        .arg(mode)
+                                        .arg(b)
+                                        .arg(bytes)
+                                        .arg(QString::fromStdString(v.bucketAlgo.at(step).at(b)))
+                                        .arg(want)
+                                        .arg(QString::fromStdString(algo))));
+        }
+      }
+      for (const char* m : {"dp.compression=int8", "dp.compression=topk-ef0.01", "dp.compression=topk-ef0.05",
+                            "dp.compression=bf16", "dp.compression=none"})
+        QVERIFY2(seen[m] >= 1, qPrintable(who + "no step recorded with " + m));
+      for (const auto& [step, value] : v.evalLoss)
+        if (step >= 0) evalLoss[step][rank] = value;
+    }
+    int compared = 0;
+    for (const auto& [step, perRank] : evalLoss) {
+      if (int(perRank.size()) != kRanks) continue;
+      ++compared;
+      for (const auto& [rank, value] : perRank)
+        QVERIFY2(value == perRank.begin()->second,
+                 qPrintable(QString("step %1: rank %2 held-out loss %3, rank 0 %4")
+                                .arg(step)
+                                .arg(rank)
+                                .arg(value)
+                                .arg(perRank.begin()->second)));
+    }
+    QVERIFY2(compared >= 5, "too few held-out evaluations on both ranks");
   }
 
   void demoStops() {
