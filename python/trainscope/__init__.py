@@ -33,6 +33,8 @@ _names_lock = threading.Lock()
 _keep = []  # ctypes callbacks that must outlive their registration
 _agree_group = None
 _agree_cb = None
+_agree_t = None
+_agree_every = 1
 _warned = False
 _step = -1  # the step last opened on this process (for messages)
 
@@ -69,11 +71,20 @@ def _agree(local, _ctx):
     inside every ts_step_end, on the thread that ends the step. Any failure agrees on 0, which
     applies nothing new (the agent keeps its previous agreement)."""
     try:
+        if _agree_every > 1 and _step % _agree_every != 0:
+            return 0  # every rank skips the same steps (step numbers are the job's, equal on all ranks)
         import torch
         import torch.distributed as dist
         if not dist.is_available() or not dist.is_initialized():
             return 0
-        t = torch.tensor([int(local)], dtype=torch.int64)
+        global _agree_t
+        t = _agree_t
+        if t is None:
+            # One tensor for the life of the job: a gloo worker thread then never drops the last
+            # reference to a Python-owned tensor (torch 1.13 needs the GIL for that, which
+            # deadlocks against the main thread joining that worker at interpreter exit).
+            t = _agree_t = torch.zeros(1, dtype=torch.int64)
+        t.fill_(int(local))
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
         return int(t.item())
     except BaseException as e:  # never into the agent (a C caller)
@@ -90,13 +101,18 @@ def set_agree_group(group):
 
 # ---- life cycle -----------------------------------------------------------------------------
 
-def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None):
+def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None, agree_every=1):
     """Starts the agent in this process (a no-op returning 1 when `trainscope-cli launch` already
     started it at load time) and registers the step agreement over torch.distributed. Rank and
     world size: the arguments, else torch.distributed's when it is initialized, else the
     environment (RANK/WORLD_SIZE, OMPI_*, SLURM_*). Returns the agent's code: 0 started,
-    1 already running, 2 disabled, < 0 failed (the job runs on either way)."""
-    global _agree_cb, _warned
+    1 already running, 2 disabled, < 0 failed (the job runs on either way).
+
+    agree_every=K > 1 runs the agreement's collective only at the end of steps whose number is a
+    multiple of K (the agent then applies changes at the step after the next such step): one small
+    allreduce per K steps instead of per step, for jobs whose steps are short (docs/PYTHON.md)."""
+    global _agree_cb, _warned, _agree_every
+    _agree_every = max(1, int(agree_every))
     if group is not None:
         set_agree_group(group)
     if _lib is None:

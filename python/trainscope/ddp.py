@@ -57,6 +57,8 @@ class DdpState(object):
         self.residual = {}  # bucket index -> error-feedback residual (topk-ef)
         self.sent = 0
         self.recv = 0
+        self.step_sent = 0  # bytes the last complete step sent / received (all buckets)
+        self.step_recv = 0
         self._lib = _ts._lib
         self._algo_ids = [_ts._name(a) for a in _ALGO]
         self._param_names = {}
@@ -160,9 +162,11 @@ def ddp_hook(state, bucket):
             return buf
     state.sent += sent
     state.recv += recv
-    if bucket.is_last() and lib is not None:
-        lib.ts_counter(state._n_sent, float(state.sent))
-        lib.ts_counter(state._n_recv, float(state.recv))
+    if bucket.is_last():
+        if lib is not None:
+            lib.ts_counter(state._n_sent, float(state.sent))
+            lib.ts_counter(state._n_recv, float(state.recv))
+        state.step_sent, state.step_recv = state.sent, state.recv
         state.sent = state.recv = 0
     return fut.then(done)
 
