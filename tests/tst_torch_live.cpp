@@ -339,6 +339,33 @@ class TstTorchLive : public QObject {
     QVERIFY2(out.contains("rank 0 done steps=20") && out.contains("rank 1 done steps=20"), qPrintable(out));
   }
 
+  // Without the agent library the package is a no-op and says why once; the script runs on.
+  void packageIsANoOpWithoutTheAgent() {
+    QTemporaryDir copy;
+    QVERIFY(copy.isValid());
+    QDir().mkpath(copy.filePath("trainscope"));
+    for (const QString& f : QDir(QString(TRAINSCOPE_BINARY_DIR) + "/python/trainscope").entryList({"*.py"}))
+      QVERIFY(QFile::copy(QString(TRAINSCOPE_BINARY_DIR) + "/python/trainscope/" + f,
+                          copy.filePath("trainscope/" + f)));
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("PYTHONPATH", copy.path());
+    env.insert("TRAINSCOPE_AGENT_LIB", copy.filePath("missing.so"));
+    env.remove("LD_PRELOAD");
+    p.setProcessEnvironment(env);
+    p.start(kPython, {"-c",
+                      "import trainscope as t\n"
+                      "k = t.knob_enum('dp.compression', ['none', 'fp16'], 'fp16')\n"
+                      "rc = t.init()\n"
+                      "with t.step(0):\n  t.counter('loss', 1.0)\n"
+                      "print('rc', rc, 'value', k.value, 'active', t.is_active())\n"});
+    QVERIFY(p.waitForFinished(60000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput()),
+                  err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(p.exitCode() == 0 && out.contains("rc -1 value fp16 active False"), qPrintable(out + err));
+    QVERIFY2(err.contains("libtrainscope_agent.so not found"), qPrintable(err));
+  }
+
   void cleanupTestCase() { stopJob(); }
 };
 
