@@ -41,6 +41,7 @@ def run_once(a, with_ts, tmp, idx):
            "--time-out", out]
     if not with_ts:
         cmd.append("--no-trainscope")
+        cmd += a.baseline_args.split()
     elif a.no_hook:
         cmd.append("--no-hook")
     if with_ts:
@@ -92,6 +93,7 @@ def main():
     p.add_argument("--runs", type=int, default=6, help="runs per configuration (alternating)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--baseline-args", default="", help="more options for the baseline only, e.g. '--torch-hook'")
     p.add_argument("--demo-args", default="", help="more demo_ddp options, e.g. '--batch 512'")
     p.add_argument("--agree-every", type=int, default=1, help="trainscope.init(agree_every=K)")
     p.add_argument("--no-hook", action="store_true", help="the trainscope runs without the DDP hook (breakdown)")

@@ -64,6 +64,8 @@ def parse(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-trainscope", action="store_true", help="baseline: no package, no hook")
     p.add_argument("--agree-every", type=int, default=1, help="knob agreement every K steps (trainscope.init)")
+    p.add_argument("--torch-hook", action="store_true",
+                   help="with --no-trainscope: PyTorch's own Python allreduce_hook (to compare hook costs)")
     p.add_argument("--no-hook", action="store_true", help="package and step markers, but DDP's own allreduce")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--time-out", default="", help="write 'wall_ms cpu_ms' of every step to this file (rank 0; cpu: this process, all threads)")
@@ -105,6 +107,9 @@ def main(argv=None):
     state = None
     if ts is not None and not a.no_hook:
         state = ts.attach_ddp(ddp, compression=a.compression, topk_ratio=a.topk_ratio)
+    if ts is None and a.torch_hook:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(a.seed * 1000 + rank + 1)  # this rank's data shard
