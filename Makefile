@@ -32,6 +32,7 @@ bench: build
 	$(BUILD)/bin/bench_sqlite
 	python3 bench/bench_train.py --build $(BUILD) --steps 200
 	$(BUILD)/bin/bench_timeline
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bench_torch_ddp.py --build $(BUILD) --runs 6
 
 # libFuzzer on the wire decoder (clang; separate build dir, only the decoder and the fuzzer are
 # built). CI runs it for FUZZ_SECONDS after the tests.

@@ -1,5 +1,8 @@
-// `trainscope-cli launch [--ranks N] [--tcp] [--no-gpu] -- CMD ARGS...`: run any command with the
-// agent preloaded, under mpirun when N > 1, and forward its exit code.
+// `trainscope-cli launch [--ranks N] [--tcp] [--no-gpu] [--torch|--mpi] -- CMD ARGS...`: run any
+// command with the agent preloaded, under mpirun when N > 1, and forward its exit code. A Python
+// command with N > 1 (or --torch) starts torch-style instead: N processes forked here with
+// torch.distributed's env:// variables, no preload (the script's trainscope.init() loads the
+// agent through TRAINSCOPE_AGENT_LIB; docs/PYTHON.md).
 //
 // With GPU support (the default when the agent was built with it) the same library is also
 // named in CUDA_INJECTION64_PATH (CUDA calls its InitializeInjection at cuInit: CUPTI tracing),
@@ -267,6 +270,15 @@ int runLaunch(const LaunchOptions& o) {
   } else if (o.ranks == 1) {
     ::setenv("LD_PRELOAD", preload.c_str(), 1);
     argv = o.command;
+    // A one-rank Python job keeps the preload (the agent starts at load even without
+    // trainscope.init()) and gets torch.distributed's env:// variables unless set, so that
+    // init_process_group() works as it does with more ranks.
+    if (isPythonCommand(o.command[0]) && o.starter != LaunchOptions::Starter::Mpi) {
+      for (const char* v : {"RANK", "LOCAL_RANK"}) setDefault(v, "0");
+      for (const char* v : {"WORLD_SIZE", "LOCAL_WORLD_SIZE"}) setDefault(v, "1");
+      setDefault("MASTER_ADDR", "127.0.0.1");
+      if (!std::getenv("MASTER_PORT")) setDefault("MASTER_PORT", std::to_string(freeLoopbackPort()));
+    }
   } else {
     setDefault("OMPI_MCA_btl", "self,vader");
     setDefault("OMPI_MCA_oob_tcp_if_include", "lo");
@@ -331,7 +343,8 @@ void addLaunchCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<LaunchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "Run a command with the agent injected (under mpirun when --ranks > 1); prints the job id");
-  cmd->add_option("--ranks", opts->ranks, "Number of ranks (mpirun -np)")->capture_default_str();
+  cmd->add_option("--ranks", opts->ranks, "Number of ranks (mpirun -np, or torch-style processes)")
+      ->capture_default_str();
   cmd->add_flag("--tcp", opts->tcp,
                 "Agents listen on TCP 127.0.0.1 with a random shared secret (default: Unix sockets)");
   cmd->add_flag("--gpu,!--no-gpu", opts->gpu,
