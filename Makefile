@@ -32,6 +32,7 @@ bench: build
 	$(BUILD)/bin/bench_sqlite
 	python3 bench/bench_train.py --build $(BUILD) --steps 200
 	$(BUILD)/bin/bench_timeline
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bench_torch_ddp.py --build $(BUILD) --runs 6
 
 # PyTorch 2.x (PyPI, CPU use; about 5 GB with the CUDA libraries it pulls) for the 2.x-format
 # traces (tests skip cleanly without it), and HolisticTraceAnalysis 0.5 for the reference numbers

@@ -15,7 +15,7 @@ PKGS=(
   xvfb xauth
   clang-format ccache
   clang libclang-rt-14-dev
-  python3-torch
+  python3-torch  # PyTorch 1.13 (CPU, gloo): torch-ddp demo, tst_torch_live, tst_torch_traces; run with /usr/bin/python3
 )
 
 missing=()

@@ -1,6 +1,8 @@
-// `trainscope-cli demo [--ranks N] [--mode dp|pp|hybrid|disco] [--steps S] [-- TRAINER ARGS]`:
-// starts the reference job (trainscope-train, CPU backend) with the agent under mpirun, in the
-// background, prints its job id and returns once every rank is discoverable and lists its knobs.
+// `trainscope-cli demo [--ranks N] [--mode dp|pp|hybrid|disco|torch-ddp] [--steps S] [-- ARGS]`:
+// starts the reference job (trainscope-train, CPU backend) with the agent under mpirun -- or, in
+// torch-ddp mode, the PyTorch DDP demo (python/trainscope/demo_ddp.py, gloo on the CPU, started
+// torch-style with Debian's /usr/bin/python3 or $TRAINSCOPE_PYTHON) -- in the background, prints
+// its job id and returns once every rank is discoverable and lists its knobs.
 //
 // The launcher (the same code as `launch`) runs in a detached child -- its own session, output
 // to <runtime dir>/<job>.log -- that waits for mpirun and cleans up after it. Stop the job with
@@ -12,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -26,10 +29,10 @@ namespace {
 namespace fs = std::filesystem;
 
 struct DemoOptions {
-  int ranks = 4;
+  int ranks = 0;  // 0: the mode's default (4; torch-ddp 2)
   std::string mode = "dp";
   long long steps = 1000000;
-  double waitSeconds = 30;
+  double waitSeconds = 0;  // 0: the mode's default (30 s; torch modes 90 s: importing torch is slow)
   std::vector<std::string> trainerArgs;
 };
 
@@ -40,29 +43,69 @@ int ranksFound(const std::string& jobId) {
 }
 
 // The agent starts when the rank's process loads, before the trainer has registered its knobs:
-// wait until every rank lists dp.bucket_bytes, so that `knobs` and `set` work right away.
-bool knobsRegistered(const std::string& jobId) {
+// wait until every rank lists `knob` (dp.bucket_bytes; torch-ddp: dp.compression), so that
+// `knobs` and `set` work right away.
+bool knobsRegistered(const std::string& jobId, const std::string& knob) {
   auto js = connectJob(jobId, true, 2000);
   if (!js) return false;
   for (auto* c : js.value()->clients()) {
     auto l = c->knobList();
     if (!l) return false;
     bool found = false;
-    for (const auto& k : l.value().knobs) found |= k.name == "dp.bucket_bytes";
+    for (const auto& k : l.value().knobs) found |= k.name == knob;
     if (!found) return false;
   }
   return true;
 }
 
-int runDemo(const DemoOptions& o) {
-  if (o.mode != "dp" && o.mode != "pp" && o.mode != "hybrid" && o.mode != "disco") {
-    std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid or disco, not '%s'\n",
+int startDetached(const DemoOptions& o, LaunchOptions& lo, const std::string& knob);
+
+// Debian's interpreter: the one that imports Debian's python3-torch (a pyenv python3 first on
+// PATH does not). $TRAINSCOPE_PYTHON overrides it.
+std::string torchPython() {
+  if (const char* p = std::getenv("TRAINSCOPE_PYTHON"); p && *p) return p;
+  std::error_code ec;
+  return fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
+}
+
+core::Status torchDemoCommand(const DemoOptions& o, LaunchOptions& lo) {
+  const std::string py = pythonPackageDir();
+  if (py.empty())
+    return core::Status(
+        core::ErrorCode::NotFound,
+        "the trainscope Python package is not next to trainscope-cli (build/python); rebuild");
+  lo.starter = LaunchOptions::Starter::Torch;
+  lo.command = {torchPython(), "-m", "trainscope.demo_ddp", "--steps", std::to_string(o.steps),
+                "--log-every", "100"};
+  lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
+  return {};
+}
+
+int runDemo(DemoOptions o) {
+  if (o.mode == "torch-pp") {
+    std::fprintf(
+        stderr,
+        "trainscope-cli: demo --mode torch-pp (torch.distributed.pipelining) is not implemented yet; "
+        "see docs/PYTHON.md\n");
+    return kExitUsage;
+  }
+  const bool torch = o.mode == "torch-ddp";
+  if (o.mode != "dp" && o.mode != "pp" && o.mode != "hybrid" && o.mode != "disco" && !torch) {
+    std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid, disco or torch-ddp, not '%s'\n",
                  o.mode.c_str());
     return kExitUsage;
   }
+  if (o.ranks == 0) o.ranks = torch ? 2 : 4;
+  if (o.waitSeconds <= 0) o.waitSeconds = torch ? 90 : 30;
   if (o.ranks < 1) {
     std::fprintf(stderr, "trainscope-cli: --ranks must be >= 1\n");
     return kExitUsage;
+  }
+  LaunchOptions lo;
+  lo.ranks = o.ranks;
+  if (torch) {
+    if (core::Status s = torchDemoCommand(o, lo); !s.isOk()) return fail(s);
+    return startDetached(o, lo, "dp.compression");
   }
   std::error_code ec;
   const fs::path trainer = fs::read_symlink("/proc/self/exe", ec).parent_path() / "trainscope-train";
@@ -70,15 +113,6 @@ int runDemo(const DemoOptions& o) {
     return fail(
         core::Status(core::ErrorCode::NotFound, "trainscope-train not found next to trainscope-cli (" +
                                                     trainer.string() + "); build it with MPI and OpenBLAS"));
-  auto id = newJobId();
-  if (!id) return fail(id.status());
-  auto dir = core::discovery::runtimeDir();
-  if (!dir) return fail(dir.status());
-  const fs::path log = dir.value() / (id.value() + ".log");
-
-  LaunchOptions lo;
-  lo.ranks = o.ranks;
-  lo.jobId = id.value();
   lo.command = {trainer.string(), "--steps", std::to_string(o.steps), "--log-every", "100"};
   // Pipeline modes: 8 layers, so every schedule (interleaved with 2 chunks on 4 stages too) fits.
   if (o.mode == "pp") lo.command.insert(lo.command.end(), {"--mode", "pp", "--layers", "7"});
@@ -86,7 +120,18 @@ int runDemo(const DemoOptions& o) {
     lo.command.insert(lo.command.end(), {"--mode", "hybrid", "--pp-stages", "2", "--layers", "7"});
   if (o.mode == "disco") lo.command.insert(lo.command.end(), {"--mode", "disco", "--layers", "4"});
   lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
+  return startDetached(o, lo, "dp.bucket_bytes");
+}
 
+// Runs the launcher detached (own session, output to <runtime dir>/<job>.log), prints the job id
+// and waits until every rank is discoverable and lists `knob`.
+int startDetached(const DemoOptions& o, LaunchOptions& lo, const std::string& knob) {
+  auto id = newJobId();
+  if (!id) return fail(id.status());
+  auto dir = core::discovery::runtimeDir();
+  if (!dir) return fail(dir.status());
+  const fs::path log = dir.value() / (id.value() + ".log");
+  lo.jobId = id.value();
   std::fflush(stdout);
   const pid_t pid = ::fork();
   if (pid < 0) return fail(core::Status(core::ErrorCode::Io, "fork failed"));
@@ -107,7 +152,7 @@ int runDemo(const DemoOptions& o) {
   while (ranksFound(id.value()) < o.ranks && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   bool controllable = false;
-  while (ranksFound(id.value()) >= o.ranks && !(controllable = knobsRegistered(id.value())) &&
+  while (ranksFound(id.value()) >= o.ranks && !(controllable = knobsRegistered(id.value(), knob)) &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const int found = ranksFound(id.value());
@@ -130,13 +175,19 @@ void addDemoCommand(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "demo",
       "Start the reference training job (CPU, MPI) with the agent in the background; prints its job id");
-  cmd->add_option("--ranks", opts->ranks, "Number of ranks")->capture_default_str();
-  cmd->add_option("--mode", opts->mode, "dp | pp (one pipeline over all ranks) | hybrid (2 pipeline stages x ranks/2 replicas) | disco (feature-split MLP)")->capture_default_str();
+  cmd->add_option("--ranks", opts->ranks, "Number of ranks (default 4; torch-ddp 2)");
+  cmd->add_option(
+         "--mode", opts->mode,
+         "dp | pp (one pipeline over all ranks) | hybrid (2 pipeline stages x ranks/2 replicas) | disco "
+         "(feature-split MLP) | torch-ddp (PyTorch DDP with the trainscope hook, gloo, CPU)")
+      ->capture_default_str();
   cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")
       ->capture_default_str();
-  cmd->add_option("--wait", opts->waitSeconds, "Seconds to wait for every rank to come up")
-      ->capture_default_str();
-  cmd->add_option("TRAINER_ARGS", opts->trainerArgs, "More trainscope-train options (after --)");
+  cmd->add_option("--wait", opts->waitSeconds,
+                  "Seconds to wait for every rank to come up (default 30; torch 90)");
+  cmd->add_option(
+      "TRAINER_ARGS", opts->trainerArgs,
+      "More trainscope-train options (torch-ddp: python3 -m trainscope.demo_ddp options) after --");
   cmd->callback([opts, &run] { run = [opts] { return runDemo(*opts); }; });
 }
 

@@ -1,5 +1,8 @@
-// `trainscope-cli launch [--ranks N] [--tcp] [--no-gpu] -- CMD ARGS...`: run any command with the
-// agent preloaded, under mpirun when N > 1, and forward its exit code.
+// `trainscope-cli launch [--ranks N] [--tcp] [--no-gpu] [--torch|--mpi] -- CMD ARGS...`: run any
+// command with the agent preloaded, under mpirun when N > 1, and forward its exit code. A Python
+// command with N > 1 (or --torch) starts torch-style instead: N processes forked here with
+// torch.distributed's env:// variables, no preload (the script's trainscope.init() loads the
+// agent through TRAINSCOPE_AGENT_LIB; docs/PYTHON.md).
 //
 // With GPU support (the default when the agent was built with it) the same library is also
 // named in CUDA_INJECTION64_PATH (CUDA calls its InitializeInjection at cuInit: CUPTI tracing),
@@ -12,11 +15,15 @@
 // TRAINSCOPE_SECRET_FILE, TRAINSCOPE_RUNTIME_DIR). LD_PRELOAD is handed to the ranks with
 // `mpirun -x LD_PRELOAD=...` rather than set in our environment, so that mpirun itself does not
 // load the agent and pose as a rank. MPI is kept on loopback (btl self,vader; oob/tcp on lo).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -39,9 +46,49 @@ namespace fs = std::filesystem;
 #define TRAINSCOPE_CUPTI_LIB ""
 #endif
 
-pid_t gChild = -1;
+// The processes signals are forwarded to: mpirun, the command, or every rank of a torch-style
+// start. Written before the handlers are installed, read in them.
+constexpr int kMaxChildren = 1024;
+pid_t gChildren[kMaxChildren];
+volatile sig_atomic_t gChildCount = 0;
 void forwardSignal(int sig) {
-  if (gChild > 0) ::kill(gChild, sig);
+  for (int i = 0; i < gChildCount; ++i)
+    if (gChildren[i] > 0) ::kill(gChildren[i], sig);
+}
+
+// A TCP port on 127.0.0.1 free right now (the kernel picks it); 0 when none could be had.
+int freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+pid_t spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "trainscope-cli: cannot run %s: %s\n", cargv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int exitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailed;
 }
 
 }  // namespace
@@ -98,7 +145,76 @@ void setDefault(const char* name, const std::string& value) {
   ::setenv(name, value.c_str(), 0);
 }
 
+// Torch-style start: one process per rank, forked here, each with torch.distributed's env://
+// variables. Waits for all; when a rank fails, the others get SIGTERM (a peer left alone would
+// wait in its next collective). Returns the first non-zero exit code, else 0.
+int runTorchRanks(const LaunchOptions& o) {
+  setDefault("MASTER_ADDR", "127.0.0.1");
+  if (!std::getenv("MASTER_PORT")) {
+    const int port = freeLoopbackPort();
+    if (port <= 0)
+      return fail(core::Status(core::ErrorCode::Io, "no free TCP port on 127.0.0.1 for MASTER_PORT"));
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  }
+  ::setenv("WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.ranks && r < kMaxChildren; ++r) {
+    ::setenv("RANK", std::to_string(r).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+    const pid_t pid = spawn(o.command);
+    if (pid < 0) break;
+    pids.push_back(pid);
+    gChildren[r] = pid;
+    gChildCount = r + 1;
+  }
+  int code = static_cast<int>(pids.size()) == o.ranks ? 0 : kExitFailed;
+  if (code != 0) forwardSignal(SIGTERM);
+  size_t left = pids.size();
+  while (left > 0) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < gChildCount; ++i) {
+      if (gChildren[i] != pid) continue;
+      gChildren[i] = -1;
+      --left;
+      const int c = exitCode(status);
+      if (c != 0 && code == 0) {
+        code = c;
+        if (left > 0) {
+          std::fprintf(stderr, "trainscope-cli: rank %d exited with %d; stopping the other ranks\n", i, c);
+          forwardSignal(SIGTERM);
+        }
+      }
+    }
+  }
+  return code;
+}
+
 }  // namespace
+
+bool isPythonCommand(const std::string& program) {
+  const std::string base = fs::path(program).filename().string();
+  if (base.rfind("python", 0) != 0) return false;
+  for (size_t i = 6; i < base.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(base[i])) && base[i] != '.') return false;
+  return true;
+}
+
+std::string pythonPackageDir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (const fs::path& d :
+       {exe.parent_path() / ".." / "python", exe.parent_path() / ".." / "share" / "trainscope" / "python"}) {
+    if (fs::exists(d / "trainscope" / "__init__.py", ec)) return fs::weakly_canonical(d, ec).string();
+  }
+  return {};
+}
 
 int runLaunch(const LaunchOptions& o) {
   if (o.command.empty()) {
@@ -137,10 +253,32 @@ int runLaunch(const LaunchOptions& o) {
       setDefault("NVTX_INJECTION64_PATH", cupti.string());
   }
 
+  const bool torch =
+      o.starter == LaunchOptions::Starter::Torch ||
+      (o.starter == LaunchOptions::Starter::Auto && o.ranks > 1 && isPythonCommand(o.command[0]));
+  // The trainscope Python package finds the agent through TRAINSCOPE_AGENT_LIB, and is
+  // importable from the build tree.
+  setDefault("TRAINSCOPE_AGENT_LIB", lib->string());
+  if (const std::string py = pythonPackageDir(); !py.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    ::setenv("PYTHONPATH", (old && *old ? py + ":" + old : py).c_str(), 1);
+  }
+
   std::vector<std::string> argv;
-  if (o.ranks == 1) {
+  if (torch) {
+    argv = o.command;
+  } else if (o.ranks == 1) {
     ::setenv("LD_PRELOAD", preload.c_str(), 1);
     argv = o.command;
+    // A one-rank Python job keeps the preload (the agent starts at load even without
+    // trainscope.init()) and gets torch.distributed's env:// variables unless set, so that
+    // init_process_group() works as it does with more ranks.
+    if (isPythonCommand(o.command[0]) && o.starter != LaunchOptions::Starter::Mpi) {
+      for (const char* v : {"RANK", "LOCAL_RANK"}) setDefault(v, "0");
+      for (const char* v : {"WORLD_SIZE", "LOCAL_WORLD_SIZE"}) setDefault(v, "1");
+      setDefault("MASTER_ADDR", "127.0.0.1");
+      if (!std::getenv("MASTER_PORT")) setDefault("MASTER_PORT", std::to_string(freeLoopbackPort()));
+    }
   } else {
     setDefault("OMPI_MCA_btl", "self,vader");
     setDefault("OMPI_MCA_oob_tcp_if_include", "lo");
@@ -155,30 +293,38 @@ int runLaunch(const LaunchOptions& o) {
     for (const char* v :
          {"TRAINSCOPE_LISTEN", "TRAINSCOPE_SECRET_FILE", "TRAINSCOPE_RUNTIME_DIR", "TRAINSCOPE_DISABLE",
           "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN", "NCCL_TUNER_PLUGIN", "NVTX_INJECTION64_PATH",
-          "TRAINSCOPE_CUPTI"})
+          "TRAINSCOPE_CUPTI", "TRAINSCOPE_AGENT_LIB", "PYTHONPATH"})
       if (std::getenv(v)) argv.insert(argv.end(), {"-x", v});
     argv.insert(argv.end(), o.command.begin(), o.command.end());
   }
   std::printf("job %s\n", jobId.c_str());
   std::fflush(stdout);
-  std::fprintf(stderr, "trainscope-cli: job %s: %d rank(s)%s%s, agent %s\n", jobId.c_str(), o.ranks,
-               o.tcp ? ", tcp with secret" : "", o.gpu ? ", CUDA injection + NCCL plugins" : "", lib->c_str());
+  std::fprintf(stderr, "trainscope-cli: job %s: %d rank(s)%s%s%s, agent %s\n", jobId.c_str(), o.ranks,
+               torch ? " (torch-style: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)" : "",
+               o.tcp ? ", tcp with secret" : "", o.gpu ? ", CUDA injection + NCCL plugins" : "",
+               lib->c_str());
 
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  gChild = ::fork();
-  if (gChild < 0) return fail(core::Status(core::ErrorCode::Io, "fork failed"));
-  if (gChild == 0) {
-    ::execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "trainscope-cli: cannot run %s: %s\n", cargv[0], std::strerror(errno));
-    ::_exit(127);
-  }
+  // Handlers first: a signal arriving between fork and their installation would be lost.
   auto oldInt = std::signal(SIGINT, forwardSignal);
   auto oldTerm = std::signal(SIGTERM, forwardSignal);
-  int status = 0;
-  while (::waitpid(gChild, &status, 0) < 0 && errno == EINTR) {
+  int code = kExitFailed;
+  if (torch) {
+    code = runTorchRanks(o);
+  } else {
+    const pid_t child = spawn(argv);
+    if (child < 0) {
+      std::signal(SIGINT, oldInt);
+      std::signal(SIGTERM, oldTerm);
+      return fail(core::Status(core::ErrorCode::Io, "fork failed"));
+    }
+    gChildren[0] = child;
+    gChildCount = 1;
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    code = exitCode(status);
   }
+  gChildCount = 0;
   std::signal(SIGINT, oldInt);
   std::signal(SIGTERM, oldTerm);
   // Leftovers of ranks that died without cleaning up, and the secret: the job is over.
@@ -190,22 +336,29 @@ int runLaunch(const LaunchOptions& o) {
     }
   }
   if (!secretFile.empty()) ::unlink(secretFile.c_str());
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return kExitFailed;
+  return code;
 }
 
 void addLaunchCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<LaunchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "Run a command with the agent injected (under mpirun when --ranks > 1); prints the job id");
-  cmd->add_option("--ranks", opts->ranks, "Number of ranks (mpirun -np)")->capture_default_str();
+  cmd->add_option("--ranks", opts->ranks, "Number of ranks (mpirun -np, or torch-style processes)")
+      ->capture_default_str();
   cmd->add_flag("--tcp", opts->tcp,
                 "Agents listen on TCP 127.0.0.1 with a random shared secret (default: Unix sockets)");
   cmd->add_flag("--gpu,!--no-gpu", opts->gpu,
                 "Set CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN, NCCL_TUNER_PLUGIN (to the agent) and "
                 "NVTX_INJECTION64_PATH (to CUPTI); on by default when built with GPU support");
   cmd->add_option("--job-id", opts->jobId, "Use this job id instead of a generated one");
+  auto* torch = cmd->add_flag_callback(
+      "--torch", [opts] { opts->starter = LaunchOptions::Starter::Torch; },
+      "Start the ranks torch-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; no mpirun, no preload): the "
+      "default for a Python command with --ranks > 1");
+  cmd->add_flag_callback(
+         "--mpi", [opts] { opts->starter = LaunchOptions::Starter::Mpi; },
+         "Start the ranks under mpirun even for a Python command (mpi4py jobs)")
+      ->excludes(torch);
   cmd->add_option("COMMAND", opts->command, "Command and arguments (after --)")->required();
   cmd->callback([opts, &run] { run = [opts] { return runLaunch(*opts); }; });
 }

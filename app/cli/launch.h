@@ -19,7 +19,20 @@ struct LaunchOptions {
   bool gpu = TRAINSCOPE_HAVE_GPU != 0;  // CUDA injection + NCCL plugins (see cmd_launch.cpp)
   std::string jobId;
   std::vector<std::string> command;
+  // How ranks > 1 start: Auto = Torch for a Python command (python, python3, python3.11, ...),
+  // Mpi otherwise. Torch: the launcher forks the ranks itself with RANK, LOCAL_RANK, WORLD_SIZE,
+  // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torch.distributed's env:// rendezvous, what
+  // torchrun sets), TRAINSCOPE_AGENT_LIB and PYTHONPATH for the trainscope package; no
+  // LD_PRELOAD (the script's trainscope.init() loads the agent, so subprocesses the script runs
+  // do not start agents of their own). See docs/PYTHON.md.
+  enum class Starter { Auto, Mpi, Torch };
+  Starter starter = Starter::Auto;
 };
+
+// True for python, python3, python3.11, /usr/bin/python3, ...
+bool isPythonCommand(const std::string& program);
+// The build tree's (or install's) python/ directory holding the trainscope package, or "".
+std::string pythonPackageDir();
 
 // "job-YYYYmmdd-HHMMSS-xxxxxx"
 core::Result<std::string> newJobId();

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Overhead of the trainscope Python package + DDP hook on the torch-ddp demo's step time.
+
+Alternates runs of the same 2-rank DDP job (python/trainscope/demo_ddp.py, gloo, CPU) without
+the package (--no-trainscope: DDP's built-in allreduce, no step markers) and with it (agent
+started, step agreement over torch.distributed every step, the comm hook with
+dp.compression=none, loss counters; no client attached). Each run's rank-0 step times after
+--warmup steps give one median; the result is the median of those medians per configuration.
+
+    python3 bench/bench_torch_ddp.py --build build --runs 6 --steps 300
+    python3 bench/bench_torch_ddp.py --build build --wire [--ranks 3]   # bytes: measured vs recorded
+
+Needs Debian's python3-torch (run with /usr/bin/python3 or --python).
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def run_once(a, with_ts, tmp, idx):
+    out = os.path.join(tmp, "times-%d-%d.txt" % (idx, with_ts))
+    env = dict(os.environ)
+    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.ranks),
+                "PYTHONPATH": os.path.join(a.build, "python"),
+                "TRAINSCOPE_AGENT_LIB": os.path.join(a.build, "lib", "libtrainscope_agent.so"),
+                "TRAINSCOPE_RUNTIME_DIR": os.path.join(tmp, "run"), "TRAINSCOPE_JOB_ID": "bench-%d" % idx})
+    cmd = [a.python, "-m", "trainscope.demo_ddp", "--steps", str(a.steps), "--log-every", "0", "--eval-every", "0",
+           "--time-out", out]
+    if not with_ts:
+        cmd.append("--no-trainscope")
+        cmd += a.baseline_args.split()
+    elif a.no_hook:
+        cmd.append("--no-hook")
+    if with_ts:
+        cmd += ["--agree-every", str(a.agree_every)]
+    cmd += a.demo_args.split()
+    procs = []
+    for r in range(a.ranks):
+        e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
+        procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL))
+    try:
+        codes = [p.wait(timeout=600) for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        sys.exit("a run did not finish within 600 s")
+    if any(codes):
+        sys.exit("run failed: %s" % codes)
+    with open(out) as f:
+        rows = [tuple(float(x) for x in line.split()) for line in f if line.strip()]
+    rows = rows[a.warmup:]
+    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+
+
+def wire(a, tmp):
+    """Bytes per step on the wire, measured from the kernel's tcp_info of rank 0's sockets, next to
+    what the hook computes and records (the Bytes of the bucket events), per compression."""
+    for c in ("none", "fp16", "bf16", "int8", "topk-ef"):
+        out = os.path.join(tmp, "wire-%s.txt" % c)
+        env = dict(os.environ)
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.ranks),
+                    "PYTHONPATH": os.path.join(a.build, "python"),
+                    "TRAINSCOPE_AGENT_LIB": os.path.join(a.build, "lib", "libtrainscope_agent.so"),
+                    "TRAINSCOPE_RUNTIME_DIR": os.path.join(tmp, "run"), "TRAINSCOPE_JOB_ID": "wire-" + c})
+        cmd = [a.python, "-m", "trainscope.demo_ddp", "--steps", "120", "--log-every", "0", "--eval-every", "0",
+               "--compression", c, "--wire-out", out]
+        procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.DEVNULL)
+                 for r in range(a.ranks)]
+        if any(p.wait() for p in procs):
+            sys.exit("run failed")
+        with open(out) as f:
+            print(f.read().strip(), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default="build")
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--runs", type=int, default=6, help="runs per configuration (alternating)")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--baseline-args", default="", help="more options for the baseline only, e.g. '--torch-hook'")
+    p.add_argument("--demo-args", default="", help="more demo_ddp options, e.g. '--batch 512'")
+    p.add_argument("--agree-every", type=int, default=1, help="trainscope.init(agree_every=K)")
+    p.add_argument("--no-hook", action="store_true", help="the trainscope runs without the DDP hook (breakdown)")
+    p.add_argument("--wire", action="store_true", help="measure bytes on the wire per compression instead")
+    a = p.parse_args()
+    a.build = os.path.abspath(a.build)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.mkdir(os.path.join(tmp, "run"), 0o700)
+        if a.wire:
+            return wire(a, tmp)
+        base, ts = [], []
+        for i in range(a.runs):
+            # alternate the order too, so that drift in the machine's load hits both alike
+            for with_ts in ((False, True) if i % 2 == 0 else (True, False)):
+                m = run_once(a, with_ts, tmp, i)
+                (ts if with_ts else base).append(m)
+                print("run %d %-10s median step %.3f ms wall, %.3f ms cpu" % (
+                    i, "trainscope" if with_ts else "baseline", m[0], m[1]), flush=True)
+        for j, what in ((0, "wall"), (1, "cpu ")):
+            mb, mt = statistics.median(x[j] for x in base), statistics.median(x[j] for x in ts)
+            print("%s baseline %.3f ms, trainscope %.3f ms (median of run medians), overhead %+.2f %%" % (
+                what, mb, mt, (mt / mb - 1.0) * 100.0))
+
+
+if __name__ == "__main__":
+    main()

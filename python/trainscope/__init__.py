@@ -1,0 +1,445 @@
+"""Trainscope for Python jobs: the agent's C API through ctypes (no compiled extension).
+
+    import trainscope
+    trainscope.init()                 # starts the agent; step agreement over torch.distributed
+    trainscope.attach_ddp(model)      # DDP: bucket collectives as events, dp.compression live
+    for i, batch in enumerate(loader):
+        with trainscope.step(i):      # knob changes agreed at step i's end apply before step i+1
+            loss = ...
+            trainscope.counter("loss", loss.item())
+
+Everything is a no-op (and init() returns a negative code with the reason on stderr) when the
+agent library cannot be found or TRAINSCOPE_DISABLE is set: the job runs on, unobserved.
+See docs/PYTHON.md.
+"""
+
+import ctypes
+import os
+import sys
+import threading
+
+from . import _lib as _L
+
+__all__ = [
+    "init", "shutdown", "is_active", "library_path", "step", "step_begin", "step_end", "hook_optimizer",
+    "range", "range_push", "range_pop", "marker", "counter", "phase", "microbatch", "comm",
+    "knob_int", "knob_float", "knob_bool", "knob_enum", "Knob", "set_agree_group", "dropped_events",
+    "attach_ddp", "ddp_hook", "DdpState",
+]
+
+_lib, _lib_path, _lib_why = _L.load()
+_names = {}
+_names_lock = threading.Lock()
+_keep = []  # ctypes callbacks that must outlive their registration
+_agree_group = None
+_agree_cb = None
+_agree_t = None
+_agree_every = 1
+_warned = False
+_step = -1  # the step last opened on this process (for messages)
+
+
+def _warn(msg):
+    sys.stderr.write("trainscope: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def library_path():
+    """Path of the agent library in use, or None."""
+    return _lib_path
+
+
+def _name(s):
+    """The agent's id for a string (interned once, cached)."""
+    i = _names.get(s)
+    if i is None:
+        if _lib is None:
+            return 0
+        with _names_lock:
+            i = _names.get(s)
+            if i is None:
+                i = int(_lib.ts_name(s.encode()))
+                _names[s] = i
+    return i
+
+
+# ---- step agreement -------------------------------------------------------------------------
+
+def _agree(local, _ctx):
+    """The agent's agreement: allreduce-MIN of `local` over every rank of the job's process group
+    (what agents/train does with MPI_Allreduce(MPI_MIN) on MPI_COMM_WORLD). Called by every rank
+    inside every ts_step_end, on the thread that ends the step. Any failure agrees on 0, which
+    applies nothing new (the agent keeps its previous agreement)."""
+    try:
+        if _agree_every > 1 and _step % _agree_every != 0:
+            return 0  # every rank skips the same steps (step numbers are the job's, equal on all ranks)
+        import torch
+        import torch.distributed as dist
+        if not dist.is_available() or not dist.is_initialized():
+            return 0
+        global _agree_t
+        t = _agree_t
+        if t is None:
+            # One tensor for the life of the job: a gloo worker thread then never drops the last
+            # reference to a Python-owned tensor (torch 1.13 needs the GIL for that, which
+            # deadlocks against the main thread joining that worker at interpreter exit).
+            t = _agree_t = torch.zeros(1, dtype=torch.int64)
+        t.fill_(int(local))
+        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
+        return int(t.item())
+    except BaseException as e:  # never into the agent (a C caller)
+        _warn("step agreement failed: %s" % e)
+        return 0
+
+
+def set_agree_group(group):
+    """Process group the agreement runs on (default: torch.distributed's default group). Must
+    contain every rank of the job."""
+    global _agree_group
+    _agree_group = group
+
+
+# ---- life cycle -----------------------------------------------------------------------------
+
+def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None, agree_every=1):
+    """Starts the agent in this process (a no-op returning 1 when `trainscope-cli launch` already
+    started it at load time) and registers the step agreement over torch.distributed. Rank and
+    world size: the arguments, else torch.distributed's when it is initialized, else the
+    environment (RANK/WORLD_SIZE, OMPI_*, SLURM_*). Returns the agent's code: 0 started,
+    1 already running, 2 disabled, < 0 failed (the job runs on either way).
+
+    agree_every=K > 1 runs the agreement's collective only at the end of steps whose number is a
+    multiple of K (the agent then applies changes at the step after the next such step): one small
+    allreduce per K steps instead of per step, for jobs whose steps are short (docs/PYTHON.md)."""
+    global _agree_cb, _warned, _agree_every
+    _agree_every = max(1, int(agree_every))
+    if group is not None:
+        set_agree_group(group)
+    if _lib is None:
+        if not _warned:
+            _warn(_lib_why + "; tracing and knobs are off")
+            _warned = True
+        return _L.TS_ERR_INTERNAL
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            if rank is None:
+                rank = dist.get_rank()
+            if world_size is None:
+                world_size = dist.get_world_size()
+    except ImportError:
+        pass
+    if _agree_cb is None:
+        _agree_cb = _L.AGREE_FN(_agree)
+        _lib.ts_set_agree_fn(_agree_cb, None)
+    p = _L.InitParams(ctypes.sizeof(_L.InitParams), job_id.encode() if job_id else None,
+                      -1 if rank is None else int(rank), 0 if world_size is None else int(world_size),
+                      -1 if local_rank is None else int(local_rank), None)
+    rc = int(_lib.ts_init(ctypes.byref(p)))
+    if rc < 0:
+        _warn("agent start returned %d (training goes on)" % rc)
+    return rc
+
+
+def shutdown():
+    if _lib is not None:
+        _lib.ts_shutdown()
+
+
+def is_active():
+    return bool(_lib is not None and _lib.ts_is_active())
+
+
+def dropped_events():
+    return int(_lib.ts_dropped_events()) if _lib is not None else 0
+
+
+# ---- steps ----------------------------------------------------------------------------------
+
+def step_begin(i):
+    """Opens step i; knob changes agreed at the previous step's end are applied here (on-change
+    callbacks run on this thread)."""
+    global _step
+    _step = int(i)
+    if _lib is not None:
+        _lib.ts_step_begin(_step)
+
+
+def step_end(i):
+    """Closes step i; every rank takes part in the knob agreement here (call it on all ranks)."""
+    if _lib is not None:
+        _lib.ts_step_end(int(i))
+
+
+class step(object):
+    """`with trainscope.step(i):` -- step i's window (begin at entry, end at exit)."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = int(i)
+
+    def __enter__(self):
+        global _step
+        _step = self.i
+        if _lib is not None:
+            _lib.ts_step_begin(self.i)
+        return self
+
+    def __exit__(self, *exc):
+        if _lib is not None:
+            _lib.ts_step_end(self.i)
+        return False
+
+
+def hook_optimizer(optimizer, first_step=0):
+    """Step markers from the optimizer: step `first_step` opens now, and every
+    `optimizer.step()` closes the current step and opens the next one (so a step runs from one
+    optimizer update to the next, data loading included). Returns a function that removes the
+    hook (closing the open step)."""
+    state = {"i": int(first_step), "open": True}
+    orig = optimizer.step
+    step_begin(state["i"])
+
+    def stepped(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        if state["open"]:
+            step_end(state["i"])
+            state["i"] += 1
+            step_begin(state["i"])
+        return out
+
+    optimizer.step = stepped
+
+    def remove():
+        if state["open"]:
+            state["open"] = False
+            step_end(state["i"])
+            optimizer.step = orig
+
+    return remove
+
+
+# ---- ranges, markers, counters --------------------------------------------------------------
+
+class range(object):  # noqa: A001 (mirrors the C API's ts_range)
+    """`with trainscope.range("name"):` -- a nested range on this thread."""
+    __slots__ = ("id",)
+
+    def __init__(self, name):
+        self.id = _name(name)
+
+    def __enter__(self):
+        if _lib is not None:
+            _lib.ts_range_push(self.id)
+        return self
+
+    def __exit__(self, *exc):
+        if _lib is not None:
+            _lib.ts_range_pop()
+        return False
+
+
+def range_push(name):
+    if _lib is not None:
+        _lib.ts_range_push(_name(name))
+
+
+def range_pop():
+    if _lib is not None:
+        _lib.ts_range_pop()
+
+
+def marker(name):
+    if _lib is not None:
+        _lib.ts_marker(_name(name))
+
+
+def counter(name, value):
+    """An instant value (loss, accuracy, ...) on the counter track of that name."""
+    if _lib is not None:
+        _lib.ts_counter(_name(name), float(value))
+
+
+_PHASES = {"forward": 0, "backward": 1, "optimizer": 2}
+
+
+class phase(object):
+    """`with trainscope.phase("forward"|"backward"|"optimizer"):`"""
+    __slots__ = ("p",)
+
+    def __init__(self, name):
+        self.p = _PHASES[name]
+
+    def __enter__(self):
+        if _lib is not None:
+            _lib.ts_phase_begin(self.p)
+        return self
+
+    def __exit__(self, *exc):
+        if _lib is not None:
+            _lib.ts_phase_end(self.p)
+        return False
+
+
+_MB_OPS = {"F": 0, "B": 1, "W": 2}
+
+
+class microbatch(object):
+    """`with trainscope.microbatch("F"|"B"|"W", mb, stage, chunk=0):` -- a pipeline operation."""
+    __slots__ = ("args",)
+
+    def __init__(self, op, mb, stage, chunk=0):
+        self.args = (_MB_OPS[op], int(mb), int(stage), int(chunk))
+
+    def __enter__(self):
+        if _lib is not None:
+            _lib.ts_mb_begin(*self.args)
+        return self
+
+    def __exit__(self, *exc):
+        if _lib is not None:
+            _lib.ts_mb_end()
+        return False
+
+
+_COMM_KINDS = {"collective": 0, "send": 1, "recv": 2}
+
+
+class comm(object):
+    """`with trainscope.comm("collective"|"send"|"recv", name, nbytes, peer=-1, algorithm=None):`"""
+    __slots__ = ("args",)
+
+    def __init__(self, kind, name, nbytes, peer=-1, algorithm=None):
+        self.args = (_COMM_KINDS[kind], _name(name), int(nbytes), int(peer), _name(algorithm) if algorithm else 0)
+
+    def __enter__(self):
+        if _lib is not None:
+            _lib.ts_comm_begin(*self.args)
+        return self
+
+    def __exit__(self, *exc):
+        if _lib is not None:
+            _lib.ts_comm_end()
+        return False
+
+
+# ---- knobs ----------------------------------------------------------------------------------
+
+class Knob(object):
+    """A knob the job declared. `value` is one atomic load in the agent (the choice's text for an
+    enum). Changes arrive at a step boundary agreed by all ranks (inside step_begin)."""
+
+    def __init__(self, handle, name, kind, default, choices=None):
+        self._h = handle
+        self.name = name
+        self.kind = kind
+        self.choices = list(choices) if choices else None
+        self._default = default
+        self._cbs = []
+
+    @property
+    def value(self):
+        h = self._h
+        if not h:
+            return self._default
+        k = self.kind
+        if k == "int":
+            return int(_lib.ts_knob_get_int(h))
+        if k == "float":
+            return float(_lib.ts_knob_get_float(h))
+        if k == "bool":
+            return bool(_lib.ts_knob_get_bool(h))
+        return self.choices[_lib.ts_knob_get_enum(h)]
+
+    @property
+    def index(self):
+        """Enum knobs: index of the current choice."""
+        return int(_lib.ts_knob_get_enum(self._h)) if self._h else self.choices.index(self._default)
+
+    def on_change(self, fn):
+        """fn(knob) runs on the thread of step_begin after an agreed change (or a restore).
+        Exceptions are reported on stderr, never raised into the agent."""
+        if not self._h:
+            return fn
+
+        def tramp(_k, _ctx, fn=fn):
+            try:
+                fn(self)
+            except BaseException as e:
+                _warn("knob %s: on-change callback failed: %s" % (self.name, e))
+
+        cb = _L.KNOB_CB(tramp)
+        self._cbs.append(cb)
+        _keep.append(cb)
+        _lib.ts_knob_on_change(self._h, cb, None)
+        return fn
+
+    def restore(self, value):
+        """The job sets its own knob (back to a value it can run); call on every rank alike at the
+        step boundary. True on success."""
+        if not self._h:
+            self._default = value
+            return True
+        return _lib.ts_knob_restore(self._h, str(value).encode()) == 0
+
+    def __repr__(self):
+        return "Knob(%s=%r)" % (self.name, self.value)
+
+
+def _flags(changes_math):
+    return _L.TS_KNOB_CHANGES_MATH if changes_math else 0
+
+
+def _desc(d):
+    return d.encode() if d else None
+
+
+def knob_int(name, min, max, default, desc="", changes_math=False):  # noqa: A002
+    h = _lib.ts_knob_int(name.encode(), int(min), int(max), int(default), _desc(desc), _flags(changes_math)) \
+        if _lib is not None else None
+    return Knob(h, name, "int", int(default))
+
+
+def knob_float(name, min, max, default, desc="", changes_math=False):  # noqa: A002
+    h = _lib.ts_knob_float(name.encode(), float(min), float(max), float(default), _desc(desc),
+                           _flags(changes_math)) if _lib is not None else None
+    return Knob(h, name, "float", float(default))
+
+
+def knob_bool(name, default, desc="", changes_math=False):
+    h = _lib.ts_knob_bool(name.encode(), 1 if default else 0, _desc(desc), _flags(changes_math)) \
+        if _lib is not None else None
+    return Knob(h, name, "bool", bool(default))
+
+
+def knob_enum(name, choices, default, desc="", changes_math=False):
+    """default: one of choices (text) or its index."""
+    choices = list(choices)
+    idx = choices.index(default) if isinstance(default, str) else int(default)
+    h = None
+    if _lib is not None:
+        arr = (ctypes.c_char_p * len(choices))(*[c.encode() for c in choices])
+        h = _lib.ts_knob_enum(name.encode(), arr, len(choices), idx, _desc(desc), _flags(changes_math))
+    return Knob(h, name, "enum", choices[idx], choices)
+
+
+# ---- DDP (imports torch only when used) --------------------------------------------------------
+
+def attach_ddp(model, compression="none", topk_ratio=0.01, verbose=True):
+    """Registers the Trainscope communication hook on a DistributedDataParallel model and declares
+    dp.compression / dp.topk_ratio. Returns its DdpState. See trainscope.ddp."""
+    from . import ddp
+    return ddp.attach_ddp(model, compression, topk_ratio, verbose)
+
+
+def ddp_hook(state, bucket):
+    """model.register_comm_hook(trainscope.DdpState(model.process_group), trainscope.ddp_hook)"""
+    from . import ddp
+    return ddp.ddp_hook(state, bucket)
+
+
+def __getattr__(name):
+    if name == "DdpState":
+        from . import ddp
+        return ddp.DdpState
+    raise AttributeError(name)

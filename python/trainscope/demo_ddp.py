@@ -1,0 +1,181 @@
+"""The torch-ddp demo job (`trainscope-cli demo --mode torch-ddp`), also a template for attaching
+Trainscope to a DDP script. One process per rank; rendezvous from RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT (what `trainscope-cli launch` sets for Python commands); gloo on the CPU.
+
+    python3 -m trainscope.demo_ddp --steps 200
+
+The model is an MLP (about 0.9 M parameters) trained on a synthetic classification task (labels
+from a fixed random teacher network, a different shard per rank) with small DDP buckets, so a
+step has several bucket collectives. --no-trainscope runs the same job without the package
+(the baseline of bench/bench_torch_ddp.py).
+"""
+
+import argparse
+import datetime
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def tcp_bytes():
+    """(sent, received) over every TCP socket of this process, from the kernel's tcp_info
+    (tcpi_bytes_sent, tcpi_bytes_received): what gloo (and the rendezvous store) really moved."""
+    sent = recv = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
+                continue
+            s = socket.fromfd(int(fd), socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        try:
+            info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+            if len(info) >= 208:
+                recv += struct.unpack_from("Q", info, 128)[0]
+                sent += struct.unpack_from("Q", info, 200)[0]
+        except OSError:
+            pass  # not TCP (the agent's Unix socket)
+        finally:
+            s.close()
+    return sent, recv
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m trainscope.demo_ddp")
+    p.add_argument("--steps", type=int, default=1000000)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--inputs", type=int, default=256)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--bucket-cap-mb", type=float, default=1.0)
+    p.add_argument("--compression", default="none")
+    p.add_argument("--topk-ratio", type=float, default=0.01)
+    p.add_argument("--step-delay-ms", type=float, default=0.0, help="sleep per step (slows the demo down)")
+    p.add_argument("--log-every", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=10, help="held-out loss (counter eval_loss) every N steps")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-trainscope", action="store_true", help="baseline: no package, no hook")
+    p.add_argument("--agree-every", type=int, default=1, help="knob agreement every K steps (trainscope.init)")
+    p.add_argument("--torch-hook", action="store_true",
+                   help="with --no-trainscope: PyTorch's own Python allreduce_hook (to compare hook costs)")
+    p.add_argument("--no-hook", action="store_true", help="package and step markers, but DDP's own allreduce")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--time-out", default="", help="write 'wall_ms cpu_ms' of every step to this file (rank 0; cpu: this process, all threads)")
+    p.add_argument("--wire-out", default="",
+                   help="rank 0 writes bytes per step sent/received on its TCP sockets (measured) and as the hook "
+                        "computes them, over steps --wire-from .. the end")
+    p.add_argument("--wire-from", type=int, default=20)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    a = parse(argv)
+    torch.set_num_threads(a.threads)
+    ts = None
+    if not a.no_trainscope:
+        import trainscope as ts
+
+    # SIGTERM (the launcher forwarding a stop): the agent publishes its last records and removes
+    # its socket and discovery file, then the rank exits at once. (Leaving the loop at the next
+    # step boundary instead could leave a peer waiting in a collective.)
+    def stop(*_):
+        if ts is not None:
+            ts.shutdown()
+        sys.stdout.flush()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    # A peer that died must not leave this rank waiting for gloo's default 30 minutes.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if ts is not None:
+        ts.init(agree_every=a.agree_every)  # after init_process_group: rank and world size from it
+
+    torch.manual_seed(a.seed)  # same initial weights and teacher on every rank
+    teacher = nn.Sequential(nn.Linear(a.inputs, 64), nn.Tanh(), nn.Linear(64, a.classes))
+    model = nn.Sequential(nn.Linear(a.inputs, a.width), nn.ReLU(), nn.Linear(a.width, a.width), nn.ReLU(),
+                          nn.Linear(a.width, a.width), nn.ReLU(), nn.Linear(a.width, a.classes))
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
+    state = None
+    if ts is not None and not a.no_hook:
+        state = ts.attach_ddp(ddp, compression=a.compression, topk_ratio=a.topk_ratio)
+    if ts is None and a.torch_hook:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(a.seed * 1000 + rank + 1)  # this rank's data shard
+    # A fixed held-out set, the same on every rank: its loss has no batch noise and is equal on all
+    # ranks while they are replicas.
+    eval_gen = torch.Generator().manual_seed(a.seed * 1000 + 999)
+    x_eval = torch.randn(1024, a.inputs, generator=eval_gen)
+    with torch.no_grad():
+        y_eval = teacher(x_eval).argmax(dim=1)
+    nparams = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        print("torch-ddp demo: %d rank(s), %d parameters, torch %s, gloo" % (world, nparams, torch.__version__),
+              flush=True)
+    times = []
+    wire = {"computed_sent": 0, "computed_recv": 0}
+    for s in range(a.steps):
+        if a.wire_out and s == a.wire_from:
+            wire["start"] = tcp_bytes()
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        if ts is not None:
+            ts.step_begin(s)
+        x = torch.randn(a.batch, a.inputs, generator=gen)
+        with torch.no_grad():
+            y = teacher(x).argmax(dim=1)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()
+        opt.step()
+        lv = float(loss)
+        if ts is not None:
+            ts.counter("loss", lv)
+            if a.eval_every > 0 and s % a.eval_every == 0:
+                with torch.no_grad():
+                    ts.counter("eval_loss", float(loss_fn(model(x_eval), y_eval)))
+            ts.step_end(s)
+        if a.step_delay_ms > 0:
+            time.sleep(a.step_delay_ms / 1000.0)
+        times.append(((time.perf_counter() - t0) * 1000.0, (time.process_time() - c0) * 1000.0))
+        if a.wire_out and s >= a.wire_from and state is not None:
+            wire["computed_sent"] += state.step_sent
+            wire["computed_recv"] += state.step_recv
+        if a.log_every > 0 and (s % a.log_every == 0 or s == a.steps - 1):
+            print("rank %d step %d loss %.5f" % (rank, s, lv), flush=True)
+    if a.wire_out and rank == 0 and "start" in wire:
+        end = tcp_bytes()
+        n = a.steps - a.wire_from
+        with open(a.wire_out, "w") as f:
+            f.write("compression=%s ranks=%d steps=%d measured_sent_per_step=%.1f measured_recv_per_step=%.1f "
+                    "computed_sent_per_step=%.1f computed_recv_per_step=%.1f\n" % (
+                        a.compression, world, n, (end[0] - wire["start"][0]) / n, (end[1] - wire["start"][1]) / n,
+                        wire["computed_sent"] / n, wire["computed_recv"] / n))
+    if a.time_out and rank == 0:
+        with open(a.time_out, "w") as f:
+            f.write("\n".join("%.4f %.4f" % t for t in times) + "\n")
+    print("rank %d done steps=%d loss=%.5f" % (rank, a.steps, lv), flush=True)
+    dist.barrier()
+    # Leave without the interpreter's teardown: torch 1.13's ~ProcessGroupGloo can deadlock there
+    # (a gloo worker needs the GIL to free a tensor while the main thread, holding it, joins that
+    # worker). The agent's exit handler does not run under os._exit, so shut it down first.
+    if ts is not None:
+        ts.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
