@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "cli_test_support.h"
+#include "trainscope/core/interop/chrome_trace.h"
 #include "trainscope/core/tune/config.h"
 #include "trainscope/core/tune/whatif.h"
 
@@ -308,6 +309,29 @@ class TstTuneConfig : public QObject {
     QVERIFY(int8->extrapolated);
     QVERIFY(std::abs(int8->bytes - 758) < 1e-6);
     QVERIFY(!m->predict({{"pp.schedule", "1f1b"}}).isOk());  // not a knob of this session
+  }
+
+  // Pipelines: the constructed balanced 1F1B session (tests/data/pp_1f1b_balanced: p = 4,
+  // m = 4, F = 1 ms, B = 2 ms per micro-batch, no hand-off time) predicted by the schedule
+  // simulator. By hand: 1f1b/gpipe m = 4: (m + p - 1)(F + B) = 21 ms, bubble 3/7; m = 8: ops
+  // take 4/8 as long, (8 + 3) x 1.5 = 16.5 ms, bubble 3/11; zb-h1 m = 4 (B and W halves of the
+  // measured B: 1 ms each): bubble time (p-1)(F+B) - (min(m,p)-1) min(F,W) = 6 - 3 = 3 ms,
+  // step 4 x 3 + 3 = 15 ms, bubble 3/15.
+  void whatIfPipelineByHand() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_balanced/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk() && near(replay->stepTimeMs, 21) && near(replay->bubbleFraction, 3.0 / 7));
+    auto m8 = m->predict({{"pp.microbatches", "8"}});
+    QVERIFY(m8.isOk() && near(m8->stepTimeMs, 16.5) && near(m8->bubbleFraction, 3.0 / 11));
+    auto zb = m->predict({{"pp.schedule", "zb-h1"}});
+    QVERIFY(zb.isOk() && near(zb->stepTimeMs, 15) && near(zb->bubbleFraction, 0.2) && zb->extrapolated);
+    auto gp = m->predict({{"pp.schedule", "gpipe"}});
+    QVERIFY(gp.isOk() && near(gp->stepTimeMs, 21));
+    QVERIFY(!m->predict({{"pp.microbatches", "0"}}).isOk());  // invalid: refused with the reason
   }
 
   void kendall() {

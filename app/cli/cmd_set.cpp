@@ -66,15 +66,15 @@ int runSet(const SetOptions& o) {
       }
     }
     if (changes.empty()) {
-      std::printf("%s: nothing to change (%d knob%s already at the configured values)\n", o.from.c_str(),
-                  unchanged, unchanged == 1 ? "" : "s");
+      std::fprintf(o.json ? stderr : stdout, "%s: nothing to change (%d knob%s already at the configured values)\n",
+                   o.from.c_str(), unchanged, unchanged == 1 ? "" : "s");
       if (o.json) std::cout << "[]\n";
       return unchanged > 0 ? kExitOk
                            : fail({core::ErrorCode::InvalidArgument,
                                    o.from + ": none of its knobs exists in job " + o.job});
     }
     if (unchanged > 0)
-      std::printf("%d knob%s already at the configured values\n", unchanged, unchanged == 1 ? "" : "s");
+      std::fprintf(stderr, "%d knob%s already at the configured values\n", unchanged, unchanged == 1 ? "" : "s");
   }
   auto res = js.value()->setKnobs(changes, static_cast<int>(o.timeoutS * 1000));
   if (!res) return fail(res.status());

@@ -101,6 +101,7 @@ struct WhatIfModel::State {
   double forwardMs = 0, optimizerMs = 0, restMs = 0, waitOverheadMs = 0;
   double slowdown = 0;
   bool slowdownMeasured = false;
+  double gapBusyMs = 0, gapIdleMs = 0;  // per layer: time between kernels, channel busy / idle
   std::map<std::string, WhatIfFit> fits;
   double wireCalibration = 1;  // measured wire bytes / formula at the measured setting
   // Pipeline.
@@ -291,7 +292,8 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // Per (rank, step): layer compute, phases, bucket groups, channel service times.
     s.layerMs.assign(static_cast<size_t>(s.layers), 0);
     std::vector<double> wMsPerLayer(static_cast<size_t>(s.layers), 0);
-    std::vector<double> fwd, opt, rest, waitOver, bwdGap, exposed, overlap, wire;
+    std::vector<double> fwd, opt, rest, waitOver, gapBusy, gapIdle, exposed, overlap, wire;
+    int64_t gapCount = 0;
     std::map<std::vector<int64_t>, double> groupBytes;                  // layers of a bucket -> payload bytes
     std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, service ms)
     int n = 0;
@@ -301,7 +303,6 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       std::vector<std::pair<double, double>> comm;
       for (const auto& c : x.comms)
         comm.push_back({static_cast<double>(c.iv.a), static_cast<double>(c.iv.b)});
-      double kernelSum = 0;
       for (const auto& k : x.kernels) {
         if (k.iv.a < x.bwd.a || k.iv.b > x.bwd.b + 1) continue;
         double d = static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
@@ -309,10 +310,30 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           d /= 1 + s.slowdown;
         s.layerMs[static_cast<size_t>(k.layer)] += d;
         if (k.weight) wMsPerLayer[static_cast<size_t>(k.layer)] += d;
-        kernelSum += static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
       }
-      const double bwdMs = static_cast<double>(x.bwd.b - x.bwd.a) / kNsPerMs;
-      bwdGap.push_back(std::max(0.0, bwdMs - kernelSum));
+      // The backward's time between kernels (the progress calls: MPI_Test on every bucket in
+      // flight), split by whether communication was in flight.
+      {
+        std::vector<Iv> ks;
+        for (const auto& k : x.kernels)
+          if (k.iv.a >= x.bwd.a && k.iv.b <= x.bwd.b + 1) ks.push_back(k.iv);
+        std::sort(ks.begin(), ks.end(), [](const Iv& p, const Iv& q) { return p.a < q.a; });
+        int64_t cursor = x.bwd.a;
+        auto gapTo = [&](int64_t until) {
+          if (until > cursor) {
+            const double g = static_cast<double>(until - cursor) / kNsPerMs;
+            const bool busy = unionWithin(comm, static_cast<double>(cursor), static_cast<double>(until)) > 0;
+            (busy ? gapBusy : gapIdle).push_back(g);
+            ++gapCount;
+          }
+          cursor = std::max(cursor, until);
+        };
+        for (const Iv& k : ks) {
+          gapTo(k.a);
+          cursor = std::max(cursor, k.b);
+        }
+        gapTo(x.bwd.b);
+      }
       fwd.push_back(static_cast<double>(x.fwd.b - x.fwd.a) / kNsPerMs);
       opt.push_back(static_cast<double>(x.opt.b - x.opt.a) / kNsPerMs);
       double lastEnd = static_cast<double>(x.bwd.b);
@@ -360,8 +381,13 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     for (auto& v : s.layerMs) v /= n;
     for (auto& v : wMsPerLayer) v /= n;
     // The backward's time between kernels (progress calls) spread evenly over the layers.
-    const double gap = mean(bwdGap);
-    for (auto& v : s.layerMs) v += gap / s.layers;
+    // Gaps per layer, each at its measured mean for a busy or an idle channel (a kind never seen
+    // takes the other's mean).
+    const double gapsPerLayer = static_cast<double>(gapCount) / n / s.layers;
+    const double busyMean = gapBusy.empty() ? mean(gapIdle) : mean(gapBusy);
+    const double idleMean = gapIdle.empty() ? mean(gapBusy) : mean(gapIdle);
+    s.gapBusyMs = gapsPerLayer * busyMean;
+    s.gapIdleMs = gapsPerLayer * idleMean;
     s.forwardMs = mean(fwd);
     s.optimizerMs = mean(opt);
     s.restMs = mean(rest);
@@ -402,7 +428,13 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         f.msPerByte = (N * sxy - sx * sy) / den;
         f.alphaMs = (sy - f.msPerByte * sx) / N;
       }
-      if (!(pts.size() >= 2 && den > 1e-9 * N * sxx) || f.alphaMs < 0 || f.msPerByte < 0) {
+      const bool twoSizes = pts.size() >= 2 && den > 1e-9 * N * sxx;
+      if (twoSizes && f.msPerByte < 0) {
+        // Larger messages were not slower: the time is latency (completion seen at progress
+        // points), not bandwidth.
+        f.alphaMs = sy / N;
+        f.msPerByte = 0;
+      } else if (!twoSizes || f.alphaMs < 0) {
         // Through the origin (one message size, or a negative intercept).
         f.alphaMs = 0;
         f.msPerByte = sxx > 0 ? sxy / sxx : 0;
@@ -559,6 +591,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   double bytes = 0;
   for (int l = s.layers - 1; l >= 0; --l) {
     const double d = s.layerMs[static_cast<size_t>(l)];
+    t += chanEnd > t ? s.gapBusyMs : s.gapIdleMs;
     // The part of this layer's compute that runs while the channel is busy is slowed.
     if (chanEnd > t) {
       const double busy = chanEnd - t;
@@ -604,6 +637,8 @@ std::string WhatIfModel::describeJson() const {
     j["optimizer_ms"] = s.optimizerMs;
     j["rest_ms"] = s.restMs;
     j["wait_overhead_ms"] = s.waitOverheadMs;
+    j["backward_gap_busy_ms"] = s.gapBusyMs;
+    j["backward_gap_idle_ms"] = s.gapIdleMs;
     j["overlap_slowdown"] = s.slowdown;
     j["overlap_slowdown_measured"] = s.slowdownMeasured;
     j["wire_calibration"] = s.wireCalibration;
