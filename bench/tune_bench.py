@@ -2,7 +2,8 @@
 """What-if accuracy and autotune vs exhaustive grid on the reference job (docs/BENCHMARKS.md,
 "What-if and autotune"; docs/TUNING.md).
 
-One 4-rank `trainscope-cli demo` job (mlp, --layers 12 --width 64) is recorded while it is set to
+One 4-rank `trainscope-cli demo` job (mlp, --layers 48 --width 16 --step-delay-ms 1: the
+job of tst_tune_live) is recorded while it is set to
 every cell of a grid of dp.bucket_bytes x dp.algorithm in turn (--seconds-per-cell each). Per cell:
   measured   `whatif --from-step S+warmup --to-step next S-1` -> measured.step_time_ms (mean over
              the cell's steps of the mean over ranks of the step window)
@@ -59,9 +60,9 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--seconds-per-cell", type=float, default=3.0)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--buckets", default="64,4096,65536,67108864")
+    ap.add_argument("--buckets", default="64,2048,8192,67108864")
     ap.add_argument("--algorithms", default="allreduce,ring")
-    ap.add_argument("--base", default="65536,allreduce")
+    ap.add_argument("--base", default="2048,ring")
     ap.add_argument("--budget-steps", type=int, default=120)
     args = ap.parse_args()
     cli = os.path.join(args.build, "bin", "trainscope-cli")
@@ -70,12 +71,18 @@ def main():
     env = env_for(rt)
 
     def run(*a, check=True, timeout=600):
-        r = subprocess.run([cli, *a], env=env, capture_output=True, text=True, timeout=timeout)
+        for attempt in range(60):  # a build relinking the program meanwhile: wait for it
+            try:
+                r = subprocess.run([cli, *a], env=env, capture_output=True, text=True, timeout=timeout)
+                break
+            except (PermissionError, OSError):
+                time.sleep(2)
         if check and r.returncode != 0:
             sys.exit(f"{' '.join(a)} failed: {r.stdout}{r.stderr}")
         return r
 
-    demo = run("demo", "--ranks", "4", "--steps", "1000000", "--", "--layers", "12", "--width", "64")
+    demo = run("demo", "--ranks", "4", "--steps", "1000000", "--", "--layers", "48", "--width", "16",
+               "--step-delay-ms", "1")
     job = re.search(r"job (\S+)", demo.stdout).group(1)
     launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
     try:
@@ -134,7 +141,7 @@ def main():
         print(f"exhaustive grid best: dp.bucket_bytes={best['bucket_bytes']} dp.algorithm={best['algorithm']} "
               f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
         # Autotune from the base cell over the same values.
-        run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}")
+        run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}", check=False)
         t0 = time.time()
         t = run("tune", "--job", job, "--knobs", "dp.bucket_bytes,dp.algorithm", "--values",
                 f"dp.bucket_bytes={args.buckets}", "--values", f"dp.algorithm={args.algorithms}",

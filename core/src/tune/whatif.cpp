@@ -154,14 +154,24 @@ struct RankStep {
 }  // namespace
 
 Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOptions& options) {
-  auto cfg = configFromSession(store, "session");
-  if (!cfg) return cfg.status();
   WhatIfModel m;
   State& s = *m.s_;
-  s.knobs = cfg->knobs;
-  s.world = std::max(1, cfg->job.worldSize);
-  s.fromStep = options.fromStep >= 0 ? options.fromStep : cfg->measured.fromStep;
-  s.toStep = options.toStep >= 0 ? options.toStep : cfg->measured.toStep;
+  if (options.fromStep < 0) {
+    // The default window: the settings in force at the end and their steps.
+    auto cfg = configFromSession(store, "session");
+    if (!cfg) return cfg.status();
+    s.knobs = cfg->knobs;
+    s.world = std::max(1, cfg->job.worldSize);
+    s.fromStep = cfg->measured.fromStep;
+    s.toStep = options.toStep >= 0 ? options.toStep : cfg->measured.toStep;
+  } else {
+    // A chosen window (the tuner's, on a live store): no whole-session analysis.
+    const auto& md = store.metadata();
+    s.world = md.count("world_size") ? std::atoi(md.at("world_size").c_str()) : 0;
+    if (s.world <= 0) s.world = std::max<int>(1, static_cast<int>(store.ranks().size()));
+    s.fromStep = options.fromStep;
+    s.toStep = options.toStep >= 0 ? options.toStep : INT64_MAX;
+  }
   // The knob values in force over the chosen window: those at its first step.
   if (options.fromStep >= 0) {
     for (const auto& [k, v] : store.metadata())
@@ -206,6 +216,10 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       }
   }
   for (auto& [r, v] : stepStarts) std::sort(v.begin(), v.end());
+  if (s.toStep == INT64_MAX && !rs.empty()) {
+    s.toStep = s.fromStep;
+    for (const auto& [key, x] : rs) s.toStep = std::max(s.toStep, key.second);
+  }
   if (rs.empty())
     return Status(ErrorCode::InvalidArgument, "no complete steps in the chosen window (steps " +
                                                   std::to_string(s.fromStep) + " to " +
@@ -429,16 +443,26 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         f.alphaMs = (sy - f.msPerByte * sx) / N;
       }
       const bool twoSizes = pts.size() >= 2 && den > 1e-9 * N * sxx;
-      if (twoSizes && f.msPerByte < 0) {
-        // Larger messages were not slower: the time is latency (completion seen at progress
-        // points), not bandwidth.
-        f.alphaMs = sy / N;
-        f.msPerByte = 0;
-      } else if (!twoSizes || f.alphaMs < 0) {
-        // Through the origin (one message size, or a negative intercept).
-        f.alphaMs = 0;
-        f.msPerByte = sxx > 0 ? sxy / sxx : 0;
-        if (f.msPerByte <= 0) f.alphaMs = sy / N, f.msPerByte = 0;
+      if (!twoSizes || f.alphaMs < 0 || f.msPerByte < 0) {
+        // Non-negative least squares: the optimum lies on a boundary, a line through the
+        // origin (bandwidth only) or a constant (latency only: on a CPU/MPI job a bucket
+        // completes at a progress point); keep the one with the smaller squared residual. With
+        // one message size both fit equally and the origin line is kept.
+        const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
+        const double level = sy / N;
+        double resOrigin = 0, resLevel = 0;
+        for (const auto& [x, y] : pts) {
+          resOrigin += (y - slope * x) * (y - slope * x);
+          resLevel += (y - level) * (y - level);
+        }
+        if (twoSizes && resLevel < resOrigin) {
+          f.alphaMs = level;
+          f.msPerByte = 0;
+        } else {
+          f.alphaMs = 0;
+          f.msPerByte = slope;
+          if (slope <= 0) f.alphaMs = level;
+        }
       }
       s.fits[algo] = f;
     }
