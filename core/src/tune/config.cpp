@@ -170,6 +170,10 @@ Result<TunedConfig> configFromSession(TraceStore& store, const std::string& sour
     c.job.ppStages = static_cast<int>(stages.size());
   }
   for (const auto& [s, n] : layersPerStage) c.job.modelLayers += n;
+  // trainscope-train registers the dp.* knobs in pp mode too: with one replica it is pp.
+  if (c.job.mode == "hybrid" && c.job.ppStages > 1 && c.job.worldSize > 0 &&
+      c.job.worldSize <= c.job.ppStages)
+    c.job.mode = "pp";
 
   // Measurements: steps from the last change on (a change acknowledged at step s is in force
   // from step s).

@@ -148,7 +148,9 @@ std::string exportDeepSpeed(const TunedConfig& c, const ExportParams& p) {
   }
   if (const auto* s = knob(c, "pp.schedule"); s && *s == "1f1b") used["pp.schedule"] = true;
   if (const auto* v = knob(c, "pp.virtual_stages"); v && toInt(*v) == 1) used["pp.virtual_stages"] = true;
-  if (const auto* seg = knob(c, "pp.segments"); seg && toInt(*seg) == 1) used["pp.segments"] = true;
+  if (const auto* seg = knob(c, "pp.segments");
+      seg && (toInt(*seg) == 1 || (knob(c, "pp.schedule") && *knob(c, "pp.schedule") != "seq1f1b")))
+    used["pp.segments"] = true;
   ordered_json meta = header(c, "deepspeed");
   meta["bucket_units"] = "elements of " + std::to_string(p.dtypeBytes) + " bytes (" + p.dtypeName + ")";
   ordered_json uns = ordered_json::object();
@@ -215,8 +217,10 @@ std::string exportMegatron(const TunedConfig& c, const ExportParams& p) {
     }
   }
   if (vs && toInt(*vs) == 1 && (!sched || *sched != "interleaved-1f1b")) used["pp.virtual_stages"] = true;
-  // One sequence segment is no sequence splitting: Megatron-LM's default.
-  if (const auto* seg = knob(c, "pp.segments"); seg && toInt(*seg) == 1) used["pp.segments"] = true;
+  // One sequence segment is no sequence splitting: Megatron-LM's default; segments are used by
+  // seq1f1b only.
+  if (const auto* seg = knob(c, "pp.segments"); seg && (toInt(*seg) == 1 || (sched && *sched != "seq1f1b")))
+    used["pp.segments"] = true;
   if (const auto* m = knob(c, "pp.microbatches")) {
     const int dp = std::max(1, c.job.worldSize / stages);
     if (p.globalBatch > 0 && p.globalBatch % (dp * toInt(*m)) == 0) {
