@@ -124,14 +124,17 @@ class TstGuiKnobs : public QObject {
             .hasMatch(),
         qPrintable(text));
     QCOMPARE(dock->statusText(), text);
-    for (auto* c : js.value()->clients())
-      for (const auto& k : c->knobList().value().knobs)
+    for (auto* c : js.value()->clients()) {
+      auto list = c->knobList();
+      QVERIFY(list.isOk());
+      for (const auto& k : list.value().knobs)
         if (k.name == "dp.bucket_bytes") QCOMPARE(k.currentValue, std::string("65536"));  // not applied
+    }
 
     // File → Export Configuration: the knobs in force at the end (int8) as a tuned configuration.
     const QString cfg = dir_.filePath("gui_tuned.json");
-    QString error;
-    QVERIFY2(w.exportConfiguration(cfg, &error), qPrintable(error));
+    QString exportError;
+    QVERIFY2(w.exportConfiguration(cfg, &exportError), qPrintable(exportError));
     QFile f(cfg);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();

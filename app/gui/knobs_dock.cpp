@@ -125,10 +125,10 @@ void KnobsDock::whatIf() {
     if (v != d.currentValue) changes[d.name] = v;
   }
   setStatus(tr("Predicting…"), false);
-  auto data = view_->data();
-  whatIfWatcher_.setFuture(QtConcurrent::run([data, changes]() -> std::pair<bool, QString> {
-    std::unique_lock lock(data->mutex);  // the model's analysis flushes the store's tracks
-    auto model = core::WhatIfModel::fromSession(data->store);
+  auto td = view_->data();
+  whatIfWatcher_.setFuture(QtConcurrent::run([td, changes]() -> std::pair<bool, QString> {
+    std::unique_lock lock(td->mutex);  // the model's analysis flushes the store's tracks
+    auto model = core::WhatIfModel::fromSession(td->store);
     if (!model) return {false, tr("What-if: %1").arg(QString::fromStdString(model.status().message()))};
     auto now = model->predict({});
     auto p = model->predict(changes);

@@ -362,11 +362,11 @@ bool MainWindow::exportConfiguration(const QString& path, QString* error) {
     if (error) *error = tr("No session to export");
     return false;
   }
-  auto data = v->data();
+  auto td = v->data();
   core::Result<core::TunedConfig> cfg = core::Status(core::ErrorCode::InvalidArgument, "no session");
   {
-    std::unique_lock lock(data->mutex);  // the analysis flushes the store's tracks
-    cfg = core::configFromSession(data->store, windowTitle().toStdString());
+    std::unique_lock lock(td->mutex);  // the analysis flushes the store's tracks
+    cfg = core::configFromSession(td->store, windowTitle().toStdString());
   }
   if (!cfg) {
     if (error) *error = QString::fromStdString(cfg.status().message());
