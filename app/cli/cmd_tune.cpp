@@ -64,6 +64,9 @@ int runTune(const TuneCliOptions& o) {
   core::LiveOptions lo;
   lo.client.clientName = "trainscope-cli";
   lo.createdBy = std::string("trainscope-cli tune ") + TRAINSCOPE_VERSION;
+  // Only steps from now on matter: no flight-recorder history (on a loaded machine ingesting 30 s
+  // of history delayed the first trial's steps past the no-progress timeout).
+  lo.history = false;
   core::TraceStore store;
   std::shared_mutex mutex;
   core::LiveSession live(std::move(entries).value(), lo);
