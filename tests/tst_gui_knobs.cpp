@@ -2,16 +2,20 @@
 // (`trainscope-cli demo --mode dp`, 2 MPI ranks of trainscope-train): it lists the dp.* knobs,
 // an enum edited in its combo box is applied on a worker thread ("applied at step N on all
 // ranks"), every rank reports the new value, the knob-change marker reaches the timeline and the
-// live Analysis dock lists the change.
+// live Analysis dock lists the change; What-if shows a prediction for an edited value without
+// applying it, and File → Export Configuration writes the knobs in force.
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QtTest>
 #include <csignal>
 
 #include "analysis_dock.h"
-#include "live_test_support.h"
 #include "knobs_dock.h"
+#include "live_test_support.h"
 #include "main_window.h"
 #include "session_view.h"
 #include "trainscope/core/live/live_session.h"
@@ -104,6 +108,39 @@ class TstGuiKnobs : public QObject {
     };
     QTRY_VERIFY_WITH_TIMEOUT(analysed(), 15000);
     QVERIFY2(w.analysisDock()->summary().contains("DP overlap"), qPrintable(w.analysisDock()->summary()));
+
+    // What-if before Apply (issue #17): the edited bucket size is predicted from the tab's own
+    // session (the steps since the int8 change) and shown; nothing is sent to the job.
+    QVERIFY(dock->setEditorValue("dp.bucket_bytes", "67108864"));
+    QSignalSpy predicted(dock, &app::KnobsDock::predicted);
+    QTest::mouseClick(dock->findChild<QPushButton*>("knobWhatIf"), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(predicted.count(), 1, 30000);
+    const QString text = predicted.first().at(1).toString();
+    QVERIFY2(predicted.first().at(0).toBool(), qPrintable(text));
+    QVERIFY2(
+        QRegularExpression("^What-if dp.bucket_bytes=67108864: step [0-9.]+ ms \\(now: model [0-9.]+ ms, "
+                           "measured [0-9.]+ ms\\), overlap [0-9.]+, exposed comm [0-9.]+ ms")
+            .match(text)
+            .hasMatch(),
+        qPrintable(text));
+    QCOMPARE(dock->statusText(), text);
+    for (auto* c : js.value()->clients()) {
+      auto list = c->knobList();
+      QVERIFY(list.isOk());
+      for (const auto& k : list.value().knobs)
+        if (k.name == "dp.bucket_bytes") QCOMPARE(k.currentValue, std::string("65536"));  // not applied
+    }
+
+    // File → Export Configuration: the knobs in force at the end (int8) as a tuned configuration.
+    const QString cfg = dir_.filePath("gui_tuned.json");
+    QString exportError;
+    QVERIFY2(w.exportConfiguration(cfg, &exportError), qPrintable(exportError));
+    QFile f(cfg);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+    QCOMPARE(o["schema"].toString(), QString("trainscope.tuned-config"));
+    QCOMPARE(o["knobs"].toObject()["dp.compression"].toString(), QString("int8"));
+    QCOMPARE(o["job"].toObject()["world_size"].toInt(), 2);
   }
 
   void cleanupTestCase() {

@@ -35,6 +35,7 @@ const QMap<QString, QStringList> kCoreAllowed = {
     {"analysis", {"base", "model", "sched", "session", "analysis"}},
     {"live", {"base", "model", "wire", "session", "live"}},
     {"synth", {"base", "model", "sched", "session", "synth"}},
+    {"tune", {"base", "model", "sched", "session", "analysis", "live", "wire", "tune"}},
 };
 
 // The subsystem an include inside core names: "trainscope/core/<sub>/x.h" (public) or "<sub>/x.h"

@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "collectives.h"
@@ -12,6 +14,78 @@
 
 namespace trainscope::train {
 namespace {
+
+std::string optionText(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// A tuned configuration (docs/FORMATS.md, "trainscope.tuned-config", written by trainscope-cli
+// export/tune): its knobs become the options that set their initial values, its job's mode the
+// --mode (and --pp-stages). The knob -> option table is core::trainOptionForKnob's (the trainer
+// does not link core's tune library; tst_tune checks the two agree through `export --format
+// train-args`). Per-layer DISCO sparsities must equal disco.sparsity (there is no start-up option
+// per layer); NCCL tuner knobs have no start-up option and are named on stderr.
+bool tunedConfigArgs(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out,
+                     std::string& err) {
+  static const std::map<std::string, std::string> kOption = {
+      {"dp.bucket_bytes", "--bucket-bytes"},
+      {"dp.algorithm", "--algorithm"},
+      {"dp.compression", "--compression"},
+      {"dp.topk_ratio", "--topk-ratio"},
+      {"pp.schedule", "--schedule"},
+      {"pp.microbatches", "--microbatches"},
+      {"pp.virtual_stages", "--virtual-stages"},
+      {"pp.segments", "--segments"},
+      {"disco.sparsity", "--sparsity"},
+      {"disco.mode", "--disco-mode"},
+  };
+  if (j["schema"] != "trainscope.tuned-config") {
+    err = "config file " + path + ": unknown schema " + j["schema"].dump() +
+          " (expected trainscope.tuned-config)";
+    return false;
+  }
+  if (!j.contains("schema_version") || !j["schema_version"].is_number_integer() || j["schema_version"] != 1) {
+    err = "config file " + path + ": tuned configuration schema_version must be 1";
+    return false;
+  }
+  if (!j.contains("knobs") || !j["knobs"].is_object()) {
+    err = "config file " + path + ": a tuned configuration needs a \"knobs\" object";
+    return false;
+  }
+  const auto& knobs = j["knobs"];
+  for (const auto& [k, v] : knobs.items()) {
+    if (!v.is_string() && !v.is_number()) {
+      err = "config file " + path + ": knob " + k + " must be a number or a string";
+      return false;
+    }
+    if (auto it = kOption.find(k); it != kOption.end()) {
+      out.insert(out.end(), {it->second, optionText(v)});
+    } else if (k.rfind("disco.sparsity.", 0) == 0) {
+      if (!knobs.contains("disco.sparsity") || optionText(knobs["disco.sparsity"]) != optionText(v)) {
+        err = "config file " + path + ": " + k + "=" + optionText(v) +
+              " differs from disco.sparsity; per-layer sparsities have no start-up option (set them live)";
+        return false;
+      }
+    } else if (k.rfind("nccl.", 0) == 0) {
+      std::fprintf(stderr,
+                   "trainscope-train: config %s: %s=%s has no start-up option (the NCCL tuner knob is set "
+                   "live: trainscope-cli set --from)\n",
+                   path.c_str(), k.c_str(), optionText(v).c_str());
+    } else {
+      err = "config file " + path + ": knob " + k + " is not a trainscope-train knob";
+      return false;
+    }
+  }
+  if (j.contains("job") && j["job"].is_object()) {
+    const auto& job = j["job"];
+    if (job.contains("mode") && job["mode"].is_string() && !job["mode"].get<std::string>().empty()) {
+      out.insert(out.end(), {"--mode", job["mode"].get<std::string>()});
+      if (job["mode"] == "hybrid" && job.contains("pp_stages") && job["pp_stages"].is_number_integer())
+        out.insert(out.end(), {"--pp-stages", job["pp_stages"].dump()});
+    }
+  }
+  return true;
+}
 
 // The config file as arguments placed before the command line's (so those win).
 bool configArgs(const std::string& path, std::vector<std::string>& out, const CLI::App& app,
@@ -32,6 +106,7 @@ bool configArgs(const std::string& path, std::vector<std::string>& out, const CL
     err = "config file " + path + ": expected a JSON object of option names to values";
     return false;
   }
+  if (j.contains("schema")) return tunedConfigArgs(j, path, out, err);
   for (const auto& [key, value] : j.items()) {
     std::string name = key;
     for (char& c : name)
@@ -60,7 +135,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   CLI::App app{
       "trainscope-train: the reference training job (one process per rank, under mpirun): data parallel,\n"
       "pipeline (--mode pp), DP x PP (--mode hybrid), DISCO feature split (--mode disco).\n"
-      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio; pp.schedule, pp.microbatches,\n"
+      "Live knobs: dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio; pp.schedule, "
+      "pp.microbatches,\n"
       "pp.virtual_stages (pp, hybrid); disco.sparsity[.<layer>], disco.mode (disco). See docs/TRAINER.md.",
       "trainscope-train"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -100,10 +176,11 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
       ->capture_default_str();
   app.add_option("--sparsity", o.discoSparsity, "Initial disco.sparsity")->capture_default_str();
   app.add_option("--disco-mode", o.discoMode, "Initial disco.mode: pipelined | wait")->capture_default_str();
-  app.add_option("--disco-bench", o.discoBench,
-                 "disco: distributed-inference benchmark; train dense, then prune to each --bench-sparsities level "
-                 "in turn (fine-tune --finetune-steps each), measure latency/bytes/accuracy, write the CSV table "
-                 "to FILE");
+  app.add_option(
+      "--disco-bench", o.discoBench,
+      "disco: distributed-inference benchmark; train dense, then prune to each --bench-sparsities level "
+      "in turn (fine-tune --finetune-steps each), measure latency/bytes/accuracy, write the CSV table "
+      "to FILE");
   app.add_option("--bench-sparsities", o.benchSparsities, "--disco-bench: ascending sparsity levels")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
@@ -112,7 +189,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
       ->capture_default_str();
   app.add_option("--bench-reps", o.benchReps, "--disco-bench: latency = median of this many passes")
       ->capture_default_str();
-  app.add_option("--bench-batch", o.benchBatch, "--disco-bench: samples per inference")->capture_default_str();
+  app.add_option("--bench-batch", o.benchBatch, "--disco-bench: samples per inference")
+      ->capture_default_str();
   app.add_option("--eval-every", o.evalEvery, "Held-out evaluation every N steps (0: never)")
       ->capture_default_str();
   app.add_flag("!--no-prefetch", o.prefetch,
@@ -211,7 +289,8 @@ std::string validate(const Options& o, int world) {
     if (o.model != "mlp") return "--mode disco splits the mlp model only";
     if (o.layers < 2) return "--mode disco needs --layers >= 2 (hidden layers 1.. are split)";
     if (o.width % world != 0)
-      return "--width " + std::to_string(o.width) + " does not split over " + std::to_string(world) + " ranks";
+      return "--width " + std::to_string(o.width) + " does not split over " + std::to_string(world) +
+             " ranks";
     if (!(o.discoSparsity >= 0 && o.discoSparsity <= 1)) return "--sparsity must be in [0, 1]";
     if (o.discoMode != "pipelined" && o.discoMode != "wait") return "--disco-mode must be pipelined or wait";
     if (std::string e = validateDiscoBench(o); !e.empty()) return e;
@@ -223,7 +302,8 @@ std::string validate(const Options& o, int world) {
   if (o.layers < 1 || o.layers > 64) return "--layers must be in 1..64";
   if (o.width < 1 || o.width > 8192) return "--width must be in 1..8192";
   if (o.batch < 1) return "--batch must be >= 1";
-  if (const int replicas = std::max(1, world / std::max(1, pipelineStages(o, world))); o.batch % replicas != 0)
+  if (const int replicas = std::max(1, world / std::max(1, pipelineStages(o, world)));
+      o.batch % replicas != 0)
     return "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(replicas) +
            (o.mode == "dp" ? " ranks" : " data-parallel replicas");
   if (!(o.lr > 0) || o.momentum < 0 || o.momentum >= 1) return "--lr must be > 0 and --momentum in [0, 1)";

@@ -1,27 +1,121 @@
 // `trainscope-cli export FILE --format chrome --out OUT`: a session as Chrome trace JSON
 // (opens in Perfetto UI and chrome://tracing).
+// `export FILE|--job ID --format config|ddp|deepspeed|megatron|nccl-tuner|train-args --out OUT`:
+// the knob values in force at the end of a session (or now, in a live job, measured for
+// --seconds) as a tuned configuration (docs/FORMATS.md) or its translation (docs/TUNING.md).
+// FILE may also be a tuned configuration (.json) to translate.
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <shared_mutex>
+#include <thread>
 
 #include "commands.h"
+#include "live.h"
 #include "load.h"
 #include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/tune/config.h"
 
 namespace trainscope::cli {
 namespace {
 
 struct ExportOptions {
   std::string file;
+  std::string job;
   std::string format = "chrome";
   std::string out;
   std::optional<int64_t> fromNs, toNs;
+  double seconds = 3;
+  std::string dtype = "fp32";
+  int64_t globalBatch = 0;
 };
 
-int runExport(const ExportOptions& o) {
-  if (o.format == "config") {
-    return fail({core::ErrorCode::InvalidArgument,
-                 o.file + ": no tuned configuration in this session (configurations are exported from "
-                          "sessions recorded by `trainscope-cli tune`)"});
+bool isTunedConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  char buf[512] = {};
+  in.read(buf, sizeof buf - 1);
+  return std::string(buf).find(core::kTunedConfigSchema) != std::string::npos;
+}
+
+}  // namespace
+
+core::Result<core::TunedConfig> liveConfig(const std::string& jobId, double seconds) {
+  auto entries = core::LiveSession::entriesOf(jobId, false);
+  if (!entries) return entries.status();
+  core::LiveOptions lo;
+  lo.client.clientName = "trainscope-cli";
+  lo.createdBy = std::string("trainscope-cli export ") + TRAINSCOPE_VERSION;
+  core::TraceStore store;
+  std::shared_mutex mutex;
+  core::LiveSession live(std::move(entries).value(), lo);
+  live.setStore({&store, &mutex, {}, {}});
+  live.start();
+  // Measure for `seconds` once every rank is attached (give up waiting for that after 20 s).
+  const int64_t giveUp = core::monotonicNowNs() + 20'000'000'000;
+  int64_t deadline = INT64_MAX;
+  while (live.streaming()) {
+    const int64_t now = core::monotonicNowNs();
+    if (deadline == INT64_MAX) {
+      if (live.snapshot().state == core::LiveState::Live)
+        deadline = now + static_cast<int64_t>(seconds * 1e9);
+      else if (now > giveUp)
+        break;
+    } else if (now >= deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  live.detach();
+  std::unique_lock lock(mutex);
+  store.flush();
+  auto c = core::configFromSession(store, "job " + jobId);
+  if (c) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "live: %.1f s of job ", seconds);
+    c->measured.method = buf + jobId;
+  }
+  return c;
+}
+
+namespace {
+
+int runConfigExport(const ExportOptions& o) {
+  core::Result<core::TunedConfig> cfg = core::Status(core::ErrorCode::InvalidArgument, "no input");
+  if (!o.job.empty()) {
+    cfg = liveConfig(o.job, o.seconds);
+  } else if (isTunedConfigFile(o.file)) {
+    cfg = core::readConfigFile(o.file);
+  } else {
+    auto store = loadTrace(o.file);
+    if (!store) return fail(store.status());
+    cfg = core::configFromSession(store.value(), o.file);
+  }
+  if (!cfg) return fail(cfg.status());
+  if (cfg->createdBy.empty()) cfg->createdBy = std::string("trainscope-cli export ") + TRAINSCOPE_VERSION;
+  core::ExportParams ep;
+  ep.dtypeName = o.dtype;
+  ep.dtypeBytes = o.dtype == "fp32" ? 4 : 2;
+  ep.globalBatch = o.globalBatch;
+  auto text = core::exportConfig(cfg.value(), o.format, ep);
+  if (!text) return fail(text.status());
+  std::ofstream out(o.out, std::ios::binary);
+  out << text.value();
+  out.close();
+  if (!out) return fail({core::ErrorCode::Io, o.out + ": cannot write the file"});
+  std::printf("wrote %s: %s, %zu knobs", o.out.c_str(), o.format.c_str(), cfg->knobs.size());
+  if (cfg->measured.stepTimeMs >= 0)
+    std::printf(", measured step time %.3f ms over %d steps", cfg->measured.stepTimeMs, cfg->measured.steps);
+  std::printf("\n");
+  return kExitOk;
+}
+
+int runExport(const ExportOptions& o) {
+  if (o.file.empty() == o.job.empty())
+    return fail({core::ErrorCode::InvalidArgument, "export needs a FILE or --job ID (one of them)"});
+  if (o.format != "chrome") return runConfigExport(o);
+  if (!o.job.empty())
+    return fail(
+        {core::ErrorCode::InvalidArgument, "--format chrome exports a session file: record the job first"});
   auto store = loadTrace(o.file);
   if (!store) return fail(store.status());
   core::ChromeExportOptions eo;
@@ -39,11 +133,24 @@ int runExport(const ExportOptions& o) {
 
 void addExportCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<ExportOptions>();
-  CLI::App* cmd = app.add_subcommand("export", "Export a session as Chrome trace JSON (Perfetto UI) or a tuned configuration");
-  cmd->add_option("FILE", opts->file, "Session file (.tsdb, or a Chrome .json)")->required();
-  cmd->add_option("--format", opts->format, "chrome | config")
-      ->check(CLI::IsMember({"chrome", "config"}))
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Export a session as Chrome trace JSON (Perfetto UI) or a tuned configuration");
+  cmd->add_option(
+      "FILE", opts->file,
+      "Session file (.tsdb, or a Chrome .json); for configuration formats also a tuned configuration "
+      ".json to translate");
+  cmd->add_option("--job", opts->job,
+                  "Configuration formats: the knobs of this running job, measured for --seconds");
+  cmd->add_option("--format", opts->format,
+                  "chrome | config | ddp | deepspeed | megatron | nccl-tuner | train-args")
+      ->check(CLI::IsMember({"chrome", "config", "ddp", "deepspeed", "megatron", "nccl-tuner", "train-args"}))
       ->capture_default_str();
+  cmd->add_option("--seconds", opts->seconds, "--job: seconds of steps to measure")->capture_default_str();
+  cmd->add_option("--dtype", opts->dtype, "Gradient type for element/parameter counts (deepspeed, megatron)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  cmd->add_option("--global-batch", opts->globalBatch,
+                  "Global batch size (megatron/deepspeed micro-batch settings)");
   cmd->add_option("--out,-o", opts->out, "Output file")->required();
   cmd->add_option("--from-ns", opts->fromNs, "Only events overlapping [from, to) (session clock, ns)");
   cmd->add_option("--to-ns", opts->toNs, "End of the exported window (ns)");

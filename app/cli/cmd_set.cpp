@@ -1,18 +1,24 @@
 // `trainscope-cli set --job ID NAME=VALUE...`: change knobs live on every rank (JobSession's
 // protocol) and print the step at which every rank applied them. Exit 1 with the reason when a
 // value is refused or not applied in time.
+// `set --job ID --from tuned.json`: the knobs of a tuned configuration (docs/FORMATS.md) that the
+// job has and that differ from its current values, in one change; knobs the job does not have
+// are named on stderr (skipped), never dropped silently.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "live.h"
+#include "trainscope/core/tune/config.h"
 
 namespace trainscope::cli {
 namespace {
 
 struct SetOptions {
   std::string job;
+  std::string from;
   std::vector<std::string> assignments;
   double timeoutS = 60;
   bool json = false;
@@ -28,8 +34,48 @@ int runSet(const SetOptions& o) {
     }
     changes.emplace_back(a.substr(0, eq), a.substr(eq + 1));
   }
+  if (o.from.empty() == changes.empty()) {
+    std::fprintf(stderr, "trainscope-cli: set needs NAME=VALUE pairs or --from FILE (one of them)\n");
+    return kExitUsage;
+  }
   auto js = connectJob(o.job, true, 5000);
   if (!js) return fail(js.status());
+  if (!o.from.empty()) {
+    auto cfg = core::readConfigFile(o.from);
+    if (!cfg) return fail(cfg.status());
+    auto list = js.value()->knobList();
+    if (!list) return fail(list.status());
+    auto same = [](const std::string& a, const std::string& b) {
+      if (a == b) return true;
+      char *ea = nullptr, *eb = nullptr;
+      const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+      return ea && *ea == 0 && eb && *eb == 0 && !a.empty() && !b.empty() && x == y;
+    };
+    int unchanged = 0;
+    for (const auto& [name, value] : cfg->knobs) {
+      const core::wire::KnobDescriptor* d = nullptr;
+      for (const auto& k : list->knobs)
+        if (k.name == name) d = &k;
+      if (!d) {
+        std::fprintf(stderr, "%s = %s skipped: job %s has no such knob\n", name.c_str(), value.c_str(),
+                     o.job.c_str());
+      } else if (same(d->currentValue, value)) {
+        ++unchanged;
+      } else {
+        changes.emplace_back(name, value);
+      }
+    }
+    if (changes.empty()) {
+      std::fprintf(o.json ? stderr : stdout, "%s: nothing to change (%d knob%s already at the configured values)\n",
+                   o.from.c_str(), unchanged, unchanged == 1 ? "" : "s");
+      if (o.json) std::cout << "[]\n";
+      return unchanged > 0 ? kExitOk
+                           : fail({core::ErrorCode::InvalidArgument,
+                                   o.from + ": none of its knobs exists in job " + o.job});
+    }
+    if (unchanged > 0)
+      std::fprintf(stderr, "%d knob%s already at the configured values\n", unchanged, unchanged == 1 ? "" : "s");
+  }
   auto res = js.value()->setKnobs(changes, static_cast<int>(o.timeoutS * 1000));
   if (!res) return fail(res.status());
   nlohmann::json out = nlohmann::json::array();
@@ -70,7 +116,9 @@ void addSetCommand(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "set", "Change knobs of a running job on every rank; prints the step they took effect");
   cmd->add_option("--job", opts->job, "Job id (see `jobs`)")->required();
-  cmd->add_option("ASSIGNMENTS", opts->assignments, "NAME=VALUE pairs")->required();
+  cmd->add_option("ASSIGNMENTS", opts->assignments, "NAME=VALUE pairs");
+  cmd->add_option("--from", opts->from,
+                  "A tuned configuration (export --format config, tune --out): apply its knobs");
   cmd->add_option("--timeout", opts->timeoutS, "Seconds to wait until every rank applied the change")
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print JSON");

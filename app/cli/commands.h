@@ -32,6 +32,9 @@ void addKnobsCommand(CLI::App& app, Runner& run);
 void addSetCommand(CLI::App& app, Runner& run);
 void addLaunchCommand(CLI::App& app, Runner& run);
 void addDemoCommand(CLI::App& app, Runner& run);
+// What-if, autotune (docs/TUNING.md).
+void addWhatIfCommand(CLI::App& app, Runner& run);
+void addTuneCommand(CLI::App& app, Runner& run);
 
 // Prints "trainscope-cli: <code>: <message>" to stderr and returns kExitFailed.
 int fail(const core::Status& status);

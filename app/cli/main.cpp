@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   addRecordCommand(app, run);
   addKnobsCommand(app, run);
   addSetCommand(app, run);
+  addWhatIfCommand(app, run);
+  addTuneCommand(app, run);
 
   try {
     app.parse(argc, argv);

@@ -18,6 +18,8 @@
 
 #include "session_view.h"
 #include "trainscope/core/live/live_session.h"
+#include "trainscope/core/tune/whatif.h"
+#include "trainscope/plots/timeline_data.h"
 
 namespace trainscope::app {
 namespace {
@@ -69,6 +71,7 @@ KnobsDock::KnobsDock(QWidget* parent)
     : QWidget(parent),
       table_(new QTableWidget(0, ColumnCount)),
       apply_(new QPushButton(tr("&Apply"))),
+      whatIf_(new QPushButton(tr("&What-if"))),
       reload_(new QPushButton(tr("Re&load"))),
       status_(new QLabel),
       poll_(new QTimer(this)) {
@@ -78,17 +81,28 @@ KnobsDock::KnobsDock(QWidget* parent)
   table_->verticalHeader()->hide();
   table_->setSelectionMode(QAbstractItemView::NoSelection);
   apply_->setObjectName("knobApply");
+  whatIf_->setObjectName("knobWhatIf");
+  whatIf_->setToolTip(
+      tr("Predict step time, overlap, exposed communication and bytes for the edited values "
+         "from this session's measurements, before applying them"));
   status_->setObjectName("knobStatus");
   status_->setWordWrap(true);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(status_, 1);
   buttons->addWidget(reload_);
+  buttons->addWidget(whatIf_);
   buttons->addWidget(apply_);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
   lay->addWidget(table_, 1);
   lay->addLayout(buttons);
   connect(apply_, &QPushButton::clicked, this, &KnobsDock::apply);
+  connect(whatIf_, &QPushButton::clicked, this, &KnobsDock::whatIf);
+  connect(&whatIfWatcher_, &QFutureWatcher<std::pair<bool, QString>>::finished, this, [this] {
+    const auto [ok, text] = whatIfWatcher_.result();
+    setStatus(text, !ok);
+    emit predicted(ok, text);
+  });
   connect(reload_, &QPushButton::clicked, this, [this] { refresh(); });
   connect(&watcher_, &QFutureWatcher<Reply>::finished, this, &KnobsDock::onReply);
   connect(poll_, &QTimer::timeout, this, [this] {
@@ -99,6 +113,45 @@ KnobsDock::KnobsDock(QWidget* parent)
 
 KnobsDock::~KnobsDock() {
   watcher_.waitForFinished();
+  whatIfWatcher_.waitForFinished();
+}
+
+void KnobsDock::whatIf() {
+  if (!view_ || !view_->data() || whatIfWatcher_.isRunning()) return;
+  std::map<std::string, std::string> changes;
+  for (int row = 0; row < table_->rowCount() && row < knobCount(); ++row) {
+    const std::string v = editorValue(row).toStdString();
+    const KnobDescriptor& d = knobs_[static_cast<size_t>(row)];
+    if (v != d.currentValue) changes[d.name] = v;
+  }
+  setStatus(tr("Predicting…"), false);
+  auto td = view_->data();
+  whatIfWatcher_.setFuture(QtConcurrent::run([td, changes]() -> std::pair<bool, QString> {
+    std::unique_lock lock(td->mutex);  // the model's analysis flushes the store's tracks
+    auto model = core::WhatIfModel::fromSession(td->store);
+    if (!model) return {false, tr("What-if: %1").arg(QString::fromStdString(model.status().message()))};
+    auto now = model->predict({});
+    auto p = model->predict(changes);
+    if (!p || !now)
+      return {false, tr("What-if: %1").arg(QString::fromStdString((p ? now : p).status().message()))};
+    QStringList set;
+    for (const auto& [k, v] : changes) set << QString::fromStdString(k + "=" + v);
+    const auto measured = model->measured();
+    QString text = tr("What-if %1: step %2 ms (now: model %3 ms, measured %4 ms)")
+                       .arg(set.isEmpty() ? tr("(no change)") : set.join(' '))
+                       .arg(p->stepTimeMs, 0, 'f', 3)
+                       .arg(now->stepTimeMs, 0, 'f', 3)
+                       .arg(measured.stepTimeMs, 0, 'f', 3);
+    if (p->bubbleFraction >= 0) text += tr(", bubble %1").arg(p->bubbleFraction, 0, 'f', 3);
+    if (p->overlapRatio >= 0) text += tr(", overlap %1").arg(p->overlapRatio, 0, 'f', 2);
+    text +=
+        tr(", exposed comm %1 ms, %2 bytes/step").arg(p->exposedCommMs, 0, 'f', 3).arg(p->bytes, 0, 'f', 0);
+    text += tr(" (model from steps %1..%2%3)")
+                .arg(model->fromStep())
+                .arg(model->toStep())
+                .arg(p->extrapolated ? tr("; extrapolated") : QString());
+    return {true, text};
+  }));
 }
 
 void KnobsDock::setStatus(const QString& text, bool error) {
@@ -119,6 +172,7 @@ void KnobsDock::setView(SessionView* v) {
   fill();
   const bool live = live_ != nullptr;
   apply_->setEnabled(false);
+  whatIf_->setEnabled(v != nullptr);
   reload_->setEnabled(live);
   if (!live) {
     poll_->stop();

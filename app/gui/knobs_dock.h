@@ -6,10 +6,11 @@
 
 #include <QFutureWatcher>
 #include <QPointer>
+#include <QString>
 #include <QWidget>
-#include <vector>
-
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "trainscope/core/wire/discovery.h"
 #include "trainscope/core/wire/protocol.h"
@@ -42,11 +43,15 @@ class KnobsDock : public QWidget {
   bool setEditorValue(const QString& name, const QString& value);
   // Sends every edited value (off the GUI thread); applied() follows.
   void apply();
+  // What-if: the tab's session as a model (core/tune/whatif.h), evaluated for the edited values
+  // (off the GUI thread); predicted() follows, and the status line shows the numbers.
+  void whatIf();
   QString statusText() const;
 
  signals:
   void listed(int knobs);
   void applied(bool ok, const QString& message);
+  void predicted(bool ok, const QString& message);
 
  private:
   struct Reply {
@@ -68,6 +73,8 @@ class KnobsDock : public QWidget {
   std::vector<core::wire::KnobDescriptor> knobs_;
   QTableWidget* table_;
   QPushButton* apply_;
+  QPushButton* whatIf_;
+  QFutureWatcher<std::pair<bool, QString>> whatIfWatcher_;
   QPushButton* reload_;
   QLabel* status_;
   QTimer* poll_;

@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
@@ -21,6 +22,7 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QTreeView>
+#include <mutex>
 #include <tuple>
 
 #include "analysis_dock.h"
@@ -28,6 +30,7 @@
 #include "knobs_dock.h"
 #include "session_view.h"
 #include "trainscope/core/live/agent_client.h"
+#include "trainscope/core/tune/config.h"
 #include "trainscope/plots/analysis_panel.h"
 #include "trainscope/plots/session_tree_model.h"
 #include "trainscope/plots/timeline_details.h"
@@ -159,6 +162,13 @@ void MainWindow::buildMenus() {
     if (!path.isEmpty()) v->exportVisibleJson(path);
   });
   exportJson->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addAction(tr("Export &Configuration…"), this, [this] {
+    if (!currentView() || !currentView()->data()) return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export configuration"), {},
+                                                      tr("Tuned configuration (*.json)"));
+    QString error;
+    if (!path.isEmpty() && !exportConfiguration(path, &error)) reportError(tr("Export"), error);
+  });
   file->addAction(tr("Export View as &PNG…"), this, [this] {
     SessionView* v = currentView();
     if (!v) return;
@@ -344,6 +354,33 @@ void MainWindow::activateMetric(const QString& key) {
     return;
   }
   statusBar()->showMessage(tr("%1: no events to select").arg(key), 5000);
+}
+
+bool MainWindow::exportConfiguration(const QString& path, QString* error) {
+  SessionView* v = currentView();
+  if (!v || !v->data()) {
+    if (error) *error = tr("No session to export");
+    return false;
+  }
+  auto td = v->data();
+  core::Result<core::TunedConfig> cfg = core::Status(core::ErrorCode::InvalidArgument, "no session");
+  {
+    std::unique_lock lock(td->mutex);  // the analysis flushes the store's tracks
+    cfg = core::configFromSession(td->store, windowTitle().toStdString());
+  }
+  if (!cfg) {
+    if (error) *error = QString::fromStdString(cfg.status().message());
+    return false;
+  }
+  cfg->createdBy = std::string("trainscope (GUI) ") + TRAINSCOPE_VERSION;
+  auto text = core::exportConfig(cfg.value(), "config");
+  QFile f(path);
+  if (!text || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      f.write(QByteArray::fromStdString(text.value())) < 0) {
+    if (error) *error = tr("Could not write %1").arg(path);
+    return false;
+  }
+  return true;
 }
 
 SessionView* MainWindow::currentView() const {

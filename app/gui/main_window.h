@@ -7,8 +7,8 @@
 #include <QMainWindow>
 #include <vector>
 
-#include "trainscope/core/wire/discovery.h"
 #include "trainscope/core/session/tsdb.h"
+#include "trainscope/core/wire/discovery.h"
 
 class QActionGroup;
 class QLabel;
@@ -46,6 +46,9 @@ class MainWindow : public QMainWindow {
   // Attaches to the first local job that appears within timeoutMs; failed() when none does.
   void attachFirst(int timeoutMs);
   SessionView* currentView() const;
+  // File → Export Configuration: the current tab's knob values in force at the end and their
+  // measurements as a tuned configuration (docs/FORMATS.md). False and a message on failure.
+  bool exportConfiguration(const QString& path, QString* error);
   // Re-reads the status bar figures now (they refresh twice a second anyway).
   void refreshStatus();
   // Colours the current tab's timeline by mode (as the toolbar does).

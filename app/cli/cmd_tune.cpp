@@ -1,0 +1,153 @@
+// `trainscope-cli tune --job ID --knobs A,B,... [--budget-steps N | --budget-seconds S] --out
+// tuned.json`: live autotuning (core/tune/tuner.h, docs/TUNING.md) over the live-session engine;
+// writes the tuned configuration (docs/FORMATS.md) and leaves the job at the best setting.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <shared_mutex>
+#include <thread>
+
+#include "commands.h"
+#include "live.h"
+#include "trainscope/core/tune/tuner.h"
+
+namespace trainscope::cli {
+namespace {
+
+struct TuneCliOptions {
+  std::string job, out, record;
+  std::vector<std::string> knobs, values;
+  int budgetSteps = 0;
+  double budgetSeconds = 0;
+  int warmup = 2, measure = 6;
+  double z = 2;
+  bool noSimulator = false, json = false;
+};
+
+int runTune(const TuneCliOptions& o) {
+  core::TuneOptions to;
+  to.knobs = o.knobs;
+  to.budgetSteps = o.budgetSteps;
+  to.budgetSeconds = o.budgetSeconds;
+  to.warmupSteps = o.warmup;
+  to.measureSteps = o.measure;
+  to.z = o.z;
+  to.useSimulator = !o.noSimulator;
+  to.log = [](const std::string& s) {
+    std::fprintf(stderr, "%s\n", s.c_str());
+    std::fflush(stderr);
+  };
+  for (const auto& v : o.values) {
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "trainscope-cli: --values \"%s\" is not NAME=v1,v2,...\n", v.c_str());
+      return kExitUsage;
+    }
+    std::vector<std::string> list;
+    const std::string rest = v.substr(eq + 1);
+    for (size_t p = 0;;) {
+      const size_t c = rest.find(',', p);
+      list.push_back(rest.substr(p, c == std::string::npos ? std::string::npos : c - p));
+      if (c == std::string::npos) break;
+      p = c + 1;
+    }
+    to.values[v.substr(0, eq)] = list;
+  }
+  if (o.budgetSteps <= 0 && o.budgetSeconds <= 0) {
+    std::fprintf(stderr, "trainscope-cli: tune needs --budget-steps N or --budget-seconds S\n");
+    return kExitUsage;
+  }
+  auto entries = core::LiveSession::entriesOf(o.job, true);
+  if (!entries) return fail(entries.status());
+  core::LiveOptions lo;
+  lo.client.clientName = "trainscope-cli";
+  lo.createdBy = std::string("trainscope-cli tune ") + TRAINSCOPE_VERSION;
+  // Only steps from now on matter: no flight-recorder history (on a loaded machine ingesting 30 s
+  // of history delayed the first trial's steps past the no-progress timeout).
+  lo.history = false;
+  core::TraceStore store;
+  std::shared_mutex mutex;
+  core::LiveSession live(std::move(entries).value(), lo);
+  live.setStore({&store, &mutex, {}, {}});
+  live.start();
+  for (int i = 0; i < 400 && live.snapshot().state != core::LiveState::Live && live.streaming(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto res = core::autotune(live, store, mutex, to);
+  live.detach();
+  if (!res) return fail(res.status());
+  res->config.createdBy = std::string("trainscope-cli tune ") + TRAINSCOPE_VERSION;
+  auto text = core::exportConfig(res->config, "config");
+  if (!text) return fail(text.status());
+  std::ofstream out(o.out, std::ios::binary);
+  out << text.value();
+  out.close();
+  if (!out) return fail({core::ErrorCode::Io, o.out + ": cannot write the file"});
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["initial_step_time_ms"] = res->initialMs;
+    j["best_step_time_ms"] = res->bestMs;
+    j["changed"] = res->changed;
+    j["applied_step"] = res->appliedStep;
+    j["steps_used"] = res->stepsUsed;
+    j["seconds"] = res->seconds;
+    nlohmann::ordered_json best = nlohmann::ordered_json::object(), init = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : res->best) best[k] = v;
+    for (const auto& [k, v] : res->initial) init[k] = v;
+    j["initial"] = init;
+    j["best"] = best;
+    nlohmann::ordered_json trials = nlohmann::ordered_json::array();
+    for (const auto& t : res->trials) {
+      nlohmann::ordered_json s = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : t.setting) s[k] = v;
+      trials.push_back({{"setting", s},
+                        {"incumbent", t.incumbent},
+                        {"skipped", t.skipped},
+                        {"refused", t.refused},
+                        {"why", t.why},
+                        {"applied_step", t.appliedStep},
+                        {"step_ms", t.stepMs},
+                        {"mean_ms", t.meanMs},
+                        {"stderr_ms", t.stderrMs},
+                        {"predicted_ms", t.predictedMs}});
+    }
+    j["trials"] = trials;
+    j["out"] = o.out;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("best:");
+    for (const auto& [k, v] : res->best) std::printf(" %s=%s", k.c_str(), v.c_str());
+    std::printf(" %.3f ms/step (initial %.3f ms), %zu trials, %d steps, %.1f s -> %s\n", res->bestMs,
+                res->initialMs, res->trials.size(), res->stepsUsed, res->seconds, o.out.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void addTuneCommand(CLI::App& app, Runner& run) {
+  auto opts = std::make_shared<TuneCliOptions>();
+  CLI::App* cmd = app.add_subcommand("tune",
+                                     "Autotune knobs of a running job (measured trials, ranked by the "
+                                     "what-if simulator); writes a tuned configuration");
+  cmd->add_option("--job", opts->job, "Job id (see `jobs`)")->required();
+  cmd->add_option("--knobs", opts->knobs, "Knobs to tune, in order (comma-separated)")
+      ->required()
+      ->delimiter(',');
+  cmd->add_option("--budget-steps", opts->budgetSteps, "Steps the trials may use in all");
+  cmd->add_option("--budget-seconds", opts->budgetSeconds, "Wall seconds the tuning may take");
+  cmd->add_option("--values", opts->values,
+                  "NAME=v1,v2,... candidates for a knob (repeatable; default from its range)");
+  cmd->add_option("--warmup-steps", opts->warmup, "Steps skipped after each change")->capture_default_str();
+  cmd->add_option("--measure-steps", opts->measure, "Steps measured per trial")->capture_default_str();
+  cmd->add_option("--z", opts->z, "A candidate wins only by more than z standard errors")
+      ->capture_default_str();
+  cmd->add_flag("--no-simulator", opts->noSimulator,
+                "Measure every candidate (no what-if ranking or skipping)");
+  cmd->add_option("--out,-o", opts->out, "Tuned configuration (JSON)")->required();
+  cmd->add_flag("--json", opts->json, "Print the trials as JSON");
+  cmd->callback([opts, &run] { run = [opts] { return runTune(*opts); }; });
+}
+
+}  // namespace trainscope::cli

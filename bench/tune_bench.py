@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""What-if accuracy and autotune vs exhaustive grid on the reference job (docs/BENCHMARKS.md,
+"What-if and autotune"; docs/TUNING.md).
+
+One 4-rank `trainscope-cli demo` job (mlp, --layers 48 --width 16 --step-delay-ms 1: the
+job of tst_tune_live) is recorded while it is set to
+every cell of a grid of dp.bucket_bytes x dp.algorithm in turn (--seconds-per-cell each). Per cell:
+  measured   `whatif --from-step S+warmup --to-step next S-1` -> measured.step_time_ms (mean over
+             the cell's steps of the mean over ranks of the step window)
+  replay     the same command's replay (the model built from that cell, at that cell's setting)
+  predicted  the model built from the BASE cell (--base) predicting the cell (`whatif --from-step
+             ... --set ...`), i.e. a changed setting vs its measurement
+Kendall tau-b between the predicted and the measured step times over the grid.
+Then `tune` on the same job from the base cell over the same values, against the exhaustive
+grid's best: the setting found, its measured time, steps used (the grid: cells x (warmup +
+measured steps)).
+
+  bench/tune_bench.py [--build build] [--seconds-per-cell 3] [--warmup 3]
+"""
+import argparse
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def env_for(rt):
+    env = dict(os.environ)
+    env.update({"TRAINSCOPE_RUNTIME_DIR": rt, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_btl": "self,vader", "OMPI_MCA_oob_tcp_if_include": "lo"})
+    return env
+
+
+def kendall(a, b):
+    conc = disc = ta = tb = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            x, y = a[i] - a[j], b[i] - b[j]
+            if x == 0 and y == 0:
+                continue
+            if x == 0:
+                ta += 1
+            elif y == 0:
+                tb += 1
+            elif (x > 0) == (y > 0):
+                conc += 1
+            else:
+                disc += 1
+    den = ((conc + disc + ta) * (conc + disc + tb)) ** 0.5
+    return (conc - disc) / den if den else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--seconds-per-cell", type=float, default=3.0)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--buckets", default="64,2048,8192,67108864")
+    ap.add_argument("--algorithms", default="allreduce,ring")
+    ap.add_argument("--base", default="2048,ring")
+    ap.add_argument("--budget-steps", type=int, default=120)
+    args = ap.parse_args()
+    cli = os.path.join(args.build, "bin", "trainscope-cli")
+    rt = tempfile.mkdtemp(prefix="tune-bench-")
+    os.chmod(rt, 0o700)
+    env = env_for(rt)
+
+    def run(*a, check=True, timeout=600):
+        for attempt in range(60):  # a build relinking the program meanwhile: wait for it
+            try:
+                r = subprocess.run([cli, *a], env=env, capture_output=True, text=True, timeout=timeout)
+                break
+            except (PermissionError, OSError):
+                time.sleep(2)
+        if check and r.returncode != 0:
+            sys.exit(f"{' '.join(a)} failed: {r.stdout}{r.stderr}")
+        return r
+
+    demo = run("demo", "--ranks", "4", "--steps", "1000000", "--", "--layers", "48", "--width", "16",
+               "--step-delay-ms", "1")
+    job = re.search(r"job (\S+)", demo.stdout).group(1)
+    launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
+    try:
+        for _ in range(200):
+            if "dp.bucket_bytes" in run("knobs", "--job", job, "--json", check=False).stdout:
+                break
+            time.sleep(0.1)
+        buckets = args.buckets.split(",")
+        algos = args.algorithms.split(",")
+        cells = list(itertools.product(buckets, algos))
+        base = tuple(args.base.split(","))
+        cells.remove(base)
+        cells.insert(0, base)
+        session = os.path.join(rt, "grid.tsdb")
+        total = args.seconds_per_cell * len(cells) + 2
+        rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(total), "--out", session], env=env)
+        time.sleep(1.0)
+        acks = []
+        for b, a in cells:
+            r = run("set", "--job", job, f"dp.bucket_bytes={b}", f"dp.algorithm={a}", "--json")
+            acks.append(max(x["step"] for x in json.loads(r.stdout)))
+            time.sleep(args.seconds_per_cell)
+        rec.wait(timeout=120)
+        ends = acks[1:] + [None]
+        rows = []
+        base_from, base_to = acks[0] + args.warmup, acks[1] - 1
+        for (b, a), s, e in zip(cells, acks, ends):
+            frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
+            own = json.loads(run("whatif", session, "--json", *frm).stdout)
+            pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
+                                  str(base_to), "--set", f"dp.bucket_bytes={b}", "--set",
+                                  f"dp.algorithm={a}").stdout)
+            p = pred["predictions"][0]
+            steps = (e - 1 if e else own["to_step"]) - (s + args.warmup) + 1
+            rows.append({"bucket_bytes": int(b), "algorithm": a, "steps": steps,
+                         "measured_ms": own["measured"]["step_time_ms"],
+                         "replay_ms": own["replay"]["step_time_ms"],
+                         "predicted_ms": p["step_time_ms"], "extrapolated": p["extrapolated"],
+                         "measured_overlap": own["measured"]["overlap_ratio"],
+                         "predicted_overlap": p["overlap_ratio"],
+                         "measured_exposed_ms": own["measured"]["exposed_comm_ms"],
+                         "predicted_exposed_ms": p["exposed_comm_ms"]})
+        print("| dp.bucket_bytes | dp.algorithm | steps | measured ms | replay ms (err) | predicted from base ms (err) "
+              "| overlap meas/pred | exposed ms meas/pred |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            m = r["measured_ms"]
+            print(f"| {r['bucket_bytes']} | {r['algorithm']} | {r['steps']} | {m:.3f} | {r['replay_ms']:.3f} "
+                  f"({100 * (r['replay_ms'] - m) / m:+.1f} %) | {r['predicted_ms']:.3f} "
+                  f"({100 * (r['predicted_ms'] - m) / m:+.1f} %){' *' if r['extrapolated'] else ''} | "
+                  f"{(r['measured_overlap'] or 0):.2f} / {(r['predicted_overlap'] or 0):.2f} | "
+                  f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f} |")
+        tau = kendall([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
+        print(f"\nKendall tau-b (predicted from base vs measured, {len(rows)} cells): {tau:.3f}")
+        best = min(rows, key=lambda r: r["measured_ms"])
+        print(f"exhaustive grid best: dp.bucket_bytes={best['bucket_bytes']} dp.algorithm={best['algorithm']} "
+              f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
+        # Autotune from the base cell over the same values.
+        run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}", check=False)
+        t0 = time.time()
+        t = run("tune", "--job", job, "--knobs", "dp.bucket_bytes,dp.algorithm", "--values",
+                f"dp.bucket_bytes={args.buckets}", "--values", f"dp.algorithm={args.algorithms}",
+                "--budget-steps", str(args.budget_steps), "--out", os.path.join(rt, "tuned.json"), "--json")
+        tr = json.loads(t.stdout)
+        print(t.stderr)
+        found = tr["best"]
+        cell = next((r for r in rows if str(r["bucket_bytes"]) == found["dp.bucket_bytes"]
+                     and r["algorithm"] == found["dp.algorithm"]), None)
+        print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
+              f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
+              f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
+              f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
+    finally:
+        try:
+            os.killpg(launcher, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+// Live autotuning (docs/TUNING.md): drives a running job through core::LiveSession. Per trial it
+// sets the candidate's knob values (applied by every rank at one step), skips `warmupSteps`
+// steps, then takes `measureSteps` step times from the streamed Step events (per step the mean
+// over ranks of the step window, as `analyze` counts it). Knobs are tuned one at a time
+// (coordinate descent); for each knob the what-if simulator, built from the incumbent's
+// measured steps, ranks the candidates, and those it predicts clearly slower than the incumbent
+// are skipped. A candidate replaces the incumbent only when it is faster by more than the noise
+// (difference of means > z x the standard error of that difference) after the incumbent has
+// been measured again right before the decision (drift on a shared machine). A value the job
+// refuses is recorded and left: the job keeps its setting. At the end the best setting is
+// applied (if it is not what runs) and returned with its measurements.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "trainscope/core/base/status.h"
+#include "trainscope/core/live/live_session.h"
+#include "trainscope/core/model/trace_store.h"
+#include "trainscope/core/tune/config.h"
+
+namespace trainscope::core {
+
+struct TuneOptions {
+  std::vector<std::string> knobs;  // knobs to tune, in order
+  std::map<std::string, std::vector<std::string>>
+      values;                // candidates per knob (default: from the descriptor)
+  int budgetSteps = 0;       // steps the trials may use in all (0: no step budget)
+  double budgetSeconds = 0;  // wall seconds (0: none); at least one budget must be set
+  int warmupSteps = 2;
+  int measureSteps = 6;
+  double z = 2.0;           // noise threshold in standard errors
+  double skipFactor = 1.5;  // skip candidates the simulator predicts this much slower than the incumbent
+  bool useSimulator = true;
+  double stepTimeoutSeconds = 60;               // give up when the job makes no step for this long
+  std::function<void(const std::string&)> log;  // progress lines
+};
+
+struct TuneTrial {
+  std::map<std::string, std::string> setting;  // the whole tuned setting
+  bool incumbent = false;                      // a (re-)measurement of the incumbent
+  bool skipped = false, refused = false;
+  std::string why;  // skipped / refused reason
+  int64_t appliedStep = -1;
+  std::vector<double> stepMs;
+  double meanMs = -1, stderrMs = -1;
+  double predictedMs = -1;
+};
+
+struct TuneResult {
+  std::map<std::string, std::string> initial, best;
+  double initialMs = -1, bestMs = -1;
+  bool changed = false;      // best differs from the initial setting
+  int64_t appliedStep = -1;  // where the best setting was applied at the end (-1: it was running)
+  int stepsUsed = 0;
+  double seconds = 0;
+  std::vector<TuneTrial> trials;
+  TunedConfig config;  // the tuned configuration (schema of config.h)
+};
+
+// The candidates tune tries for a knob by default: an enum's choices, a geometric ladder inside
+// an int/float range (dp.bucket_bytes: 1 KiB x 4^k up to 64 MiB), always with the current value.
+std::vector<std::string> defaultCandidates(const wire::KnobDescriptor& d);
+
+// `live` streams into `store` (guarded by `mutex`) and is started already.
+Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mutex& mutex,
+                            const TuneOptions& options);
+
+// The per-step times (ms, mean over ranks of complete step windows) of steps [from, to] that
+// every one of `ranks` has completed. Reads the store under a shared lock (no flush).
+std::map<int64_t, double> stepTimes(const TraceStore& store, int ranks, int64_t from, int64_t to);
+
+}  // namespace trainscope::core

@@ -1,0 +1,83 @@
+// The what-if simulator (docs/TUNING.md): a model of one training step built from a recorded
+// session's measured costs, evaluated for other knob values.
+//
+// Data parallel (trainscope-train's step, docs/TRAINER.md): forward, the backward layer by layer
+// (measured B+W time per layer, the overlap slowdown taken out), the gradient buckets re-planned
+// for dp.bucket_bytes from per-layer gradient bytes (recovered from the recorded buckets), each
+// bucket's reduction on one serial channel: service time alpha + wire bytes / beta fitted per
+// algorithm and compression from the session's bucket events, wire bytes by the codec's payload
+// formula, the optimizer, and the measured rest of the step. Compute that runs while the channel
+// is busy is slowed by the factor measured from the session (kernels overlapping communication
+// versus the same kernels alone).
+//
+// Pipelines (pp.* knobs): core/sched's schedule simulator with the measured per-micro-batch F,
+// B, W times per stage (scaled by the micro-batch size), the measured hand-off latency, plus the
+// measured rest of the step.
+//
+// Predictions for settings the session never ran (an algorithm or codec without bucket events)
+// are extrapolated from the nearest fit and flagged so.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainscope/core/base/status.h"
+#include "trainscope/core/model/trace_store.h"
+
+namespace trainscope::core {
+
+struct WhatIfPrediction {
+  std::map<std::string, std::string> knobs;  // the whole setting predicted
+  double stepTimeMs = 0;
+  double bubbleFraction = -1;  // pipelines only, else -1
+  double overlapRatio = -1;    // data parallel only, else -1
+  double exposedCommMs = 0;
+  double bytes = 0;  // gradient wire bytes per step and rank
+  int buckets = 0;
+  bool extrapolated = false;
+  std::vector<std::string> notes;
+};
+
+struct WhatIfOptions {
+  // Steps of the session the model is built from; default: the steps after the last knob
+  // change (the settings in force at the end).
+  int64_t fromStep = -1, toStep = -1;
+};
+
+struct WhatIfFit {
+  std::string key;  // algorithm as traced: "ring", "allreduce", "scatter-reduce+int8"
+  double alphaMs = 0, msPerByte = 0;
+  int samples = 0;
+};
+
+class WhatIfModel {
+ public:
+  static Result<WhatIfModel> fromSession(TraceStore& store, const WhatIfOptions& options = {});
+  WhatIfModel();
+  ~WhatIfModel();
+  WhatIfModel(WhatIfModel&&) noexcept;
+  WhatIfModel& operator=(WhatIfModel&&) noexcept;
+
+  // The setting the model was measured at, with changes applied. Unknown knobs and values the
+  // model cannot represent are errors.
+  Result<WhatIfPrediction> predict(const std::map<std::string, std::string>& changes) const;
+  const std::map<std::string, std::string>& baseKnobs() const;
+  // What was measured over the model's steps (step time mean, exposed comm, overlap, bytes).
+  WhatIfPrediction measured() const;
+  int64_t fromStep() const;
+  int64_t toStep() const;
+  // The fitted parameters as JSON (fits, layer times and bytes, slowdown, rest of the step).
+  std::string describeJson() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+// Kendall's tau-b between two rankings of the same items (ties count as neither).
+double kendallTau(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace trainscope::core

@@ -1,0 +1,711 @@
+#include "trainscope/core/tune/whatif.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/sched/schedule.h"
+#include "trainscope/core/sched/schedule_sim.h"
+#include "trainscope/core/tune/config.h"
+
+namespace trainscope::core {
+
+namespace {
+
+constexpr double kNsPerMs = 1e6;
+
+struct Iv {
+  int64_t a = 0, b = 0;
+};
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// Length of the union of intervals.
+double unionLength(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, curA = 0, curB = -1e300;
+  for (const auto& [a, b] : v) {
+    if (a > curB) {
+      if (curB > curA) total += curB - curA;
+      curA = a;
+      curB = b;
+    } else {
+      curB = std::max(curB, b);
+    }
+  }
+  if (curB > curA) total += curB - curA;
+  return total;
+}
+
+// Length of union(v) ∩ [lo, hi].
+double unionWithin(std::vector<std::pair<double, double>> v, double lo, double hi) {
+  for (auto& [a, b] : v) a = std::max(a, lo), b = std::min(b, hi);
+  v.erase(std::remove_if(v.begin(), v.end(), [](const auto& p) { return p.second <= p.first; }), v.end());
+  return unionLength(std::move(v));
+}
+
+size_t codecPayload(const std::string& codec, size_t n, double ratio) {
+  if (codec == "fp16" || codec == "bf16") return 2 * n;
+  if (codec == "int8") return 4 + n;
+  if (codec == "onebit-ef") return 4 + (n + 7) / 8;
+  if (codec == "topk-ef") {
+    if (n == 0) return 0;
+    const auto k = static_cast<size_t>(std::ceil(ratio * static_cast<double>(n)));
+    return 8 * std::clamp<size_t>(k, 1, n);
+  }
+  return 4 * n;
+}
+
+// Mean wire bytes per rank of one bucket of n values (trainscope-train's collectives.cpp).
+double wireFormula(const std::string& algorithm, const std::string& codec, double ratio, size_t n, int P) {
+  if (P <= 1) return 0;
+  if (algorithm == "decentralized")
+    return static_cast<double>(std::min(2, P - 1) * codecPayload(codec, n, ratio));
+  if (codec != "none") {
+    const size_t chunk = (n + static_cast<size_t>(P) - 1) / static_cast<size_t>(P);
+    return 2.0 * (P - 1) * static_cast<double>(codecPayload(codec, chunk, ratio));
+  }
+  if (algorithm == "recursive-doubling") return std::ceil(std::log2(P)) * 4.0 * static_cast<double>(n);
+  return 2.0 * (P - 1) / P * 4.0 * static_cast<double>(n);
+}
+
+std::string traceKey(const std::string& algorithm, const std::string& codec) {
+  if (codec == "none") return algorithm;
+  return (algorithm == "decentralized" ? "decentralized+" : "scatter-reduce+") + codec;
+}
+
+std::string fmt(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+}  // namespace
+
+struct WhatIfModel::State {
+  std::map<std::string, std::string> knobs;
+  int64_t fromStep = -1, toStep = -1;
+  int world = 1;
+  bool dp = false, pp = false;
+  WhatIfPrediction measured;
+  // Data parallel.
+  int layers = 0;
+  std::vector<double> layerMs;     // [layer] B+W compute without the overlap slowdown
+  std::vector<double> layerBytes;  // [layer] gradient payload bytes (4 x values)
+  std::vector<bool> layerBytesExact;
+  double forwardMs = 0, optimizerMs = 0, restMs = 0, waitOverheadMs = 0;
+  double slowdown = 0;
+  bool slowdownMeasured = false;
+  double gapBusyMs = 0, gapIdleMs = 0;  // per layer: time between kernels, channel busy / idle
+  std::map<std::string, WhatIfFit> fits;
+  double wireCalibration = 1;  // measured wire bytes / formula at the measured setting
+  // Pipeline.
+  int stages = 0;
+  std::vector<double> fMs, bMs, wMs;  // [stage] per micro-batch at the measured m, whole stage
+  bool measuredSplit = false;
+  double sendLatencyMs = 0;
+  double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
+};
+
+WhatIfModel::WhatIfModel() : s_(std::make_unique<State>()) {}
+WhatIfModel::~WhatIfModel() = default;
+WhatIfModel::WhatIfModel(WhatIfModel&&) noexcept = default;
+WhatIfModel& WhatIfModel::operator=(WhatIfModel&&) noexcept = default;
+const std::map<std::string, std::string>& WhatIfModel::baseKnobs() const {
+  return s_->knobs;
+}
+WhatIfPrediction WhatIfModel::measured() const {
+  return s_->measured;
+}
+int64_t WhatIfModel::fromStep() const {
+  return s_->fromStep;
+}
+int64_t WhatIfModel::toStep() const {
+  return s_->toStep;
+}
+
+namespace {
+
+struct RankStep {
+  Iv step, fwd, bwd, opt;
+  bool hasFwd = false, hasBwd = false, hasOpt = false;
+  struct K {
+    int64_t layer;
+    bool weight;
+    std::string name;
+    Iv iv;
+  };
+  std::vector<K> kernels;
+  struct C {
+    int64_t bucket;
+    Iv iv;
+    double wire;
+    std::string algo;
+  };
+  std::vector<C> comms;
+  std::map<int64_t, std::pair<int64_t, double>> buckets;  // bucket -> (ready ns, payload bytes)
+};
+
+}  // namespace
+
+Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOptions& options) {
+  WhatIfModel m;
+  State& s = *m.s_;
+  if (options.fromStep < 0) {
+    // The default window: the settings in force at the end and their steps.
+    auto cfg = configFromSession(store, "session");
+    if (!cfg) return cfg.status();
+    s.knobs = cfg->knobs;
+    s.world = std::max(1, cfg->job.worldSize);
+    s.fromStep = cfg->measured.fromStep;
+    s.toStep = options.toStep >= 0 ? options.toStep : cfg->measured.toStep;
+  } else {
+    // A chosen window (the tuner's, on a live store): no whole-session analysis.
+    const auto& md = store.metadata();
+    s.world = md.count("world_size") ? std::atoi(md.at("world_size").c_str()) : 0;
+    if (s.world <= 0) s.world = std::max<int>(1, static_cast<int>(store.ranks().size()));
+    s.fromStep = options.fromStep;
+    s.toStep = options.toStep >= 0 ? options.toStep : INT64_MAX;
+  }
+  // The knob values in force over the chosen window: those at its first step.
+  if (options.fromStep >= 0) {
+    for (const auto& [k, v] : store.metadata())
+      if (k.rfind("knob.", 0) == 0) s.knobs[k.substr(5)] = v;
+    std::vector<std::tuple<int64_t, int64_t, std::string, std::string>> evs;
+    for (TrackId t = 0; t < store.trackCount(); ++t) {
+      const TrackEvents& ev = store.events(t);
+      for (size_t i = 0; i < ev.size(); ++i) {
+        if (ev.kind(i) != EventKind::KnobChange) continue;
+        const Attr* n = ev.findAttr(i, AttrKey::Knob);
+        const Attr* v = ev.findAttr(i, AttrKey::KnobValue);
+        const Attr* st = ev.findAttr(i, AttrKey::Step);
+        if (n && v && st && st->asInt() <= s.fromStep)
+          evs.emplace_back(st->asInt(), ev.start(i), std::string(store.str(n->asString())),
+                           std::string(store.str(v->asString())));
+      }
+    }
+    std::sort(evs.begin(), evs.end());
+    for (const auto& [st, t, n, v] : evs) s.knobs[n] = v;
+  }
+  for (const auto& [k, v] : s.knobs) {
+    s.dp |= k.rfind("dp.", 0) == 0;
+    s.pp |= k.rfind("pp.", 0) == 0;
+  }
+  if (!s.dp && !s.pp)
+    return Status(
+        ErrorCode::InvalidArgument,
+        "what-if models data-parallel (dp.*) and pipeline (pp.*) jobs; this session has neither knob family");
+
+  // Per (rank, step) in the window.
+  std::map<std::pair<RankId, int64_t>, RankStep> rs;
+  std::map<RankId, std::vector<std::pair<int64_t, int64_t>>> stepStarts;  // (start, step)
+  for (TrackId t = 0; t < store.trackCount(); ++t) {
+    const RankId r = store.track(t).rank;
+    const TrackEvents& ev = store.events(t);
+    for (size_t i = 0; i < ev.size(); ++i)
+      if (ev.kind(i) == EventKind::Step && ev.end(i) > ev.start(i)) {
+        const Attr* a = ev.findAttr(i, AttrKey::Step);
+        if (!a || a->asInt() < s.fromStep || a->asInt() > s.toStep) continue;
+        rs[{r, a->asInt()}].step = {ev.start(i), ev.end(i)};
+        stepStarts[r].push_back({ev.start(i), a->asInt()});
+      }
+  }
+  for (auto& [r, v] : stepStarts) std::sort(v.begin(), v.end());
+  if (s.toStep == INT64_MAX && !rs.empty()) {
+    s.toStep = s.fromStep;
+    for (const auto& [key, x] : rs) s.toStep = std::max(s.toStep, key.second);
+  }
+  if (rs.empty())
+    return Status(ErrorCode::InvalidArgument, "no complete steps in the chosen window (steps " +
+                                                  std::to_string(s.fromStep) + " to " +
+                                                  std::to_string(s.toStep) + ")");
+  const StringId fwdName = store.strings().find("forward").value_or(UINT32_MAX);
+  const StringId bwdName = store.strings().find("backward").value_or(UINT32_MAX);
+  const StringId optName = store.strings().find("optimizer").value_or(UINT32_MAX);
+  for (TrackId t = 0; t < store.trackCount(); ++t) {
+    const RankId r = store.track(t).rank;
+    auto ss = stepStarts.find(r);
+    if (ss == stepStarts.end()) continue;
+    const TrackEvents& ev = store.events(t);
+    for (size_t i = 0; i < ev.size(); ++i) {
+      const EventKind k = ev.kind(i);
+      if (k != EventKind::Phase && k != EventKind::Kernel && k != EventKind::Collective &&
+          k != EventKind::Bucket)
+        continue;
+      auto it = std::upper_bound(ss->second.begin(), ss->second.end(), std::pair{ev.start(i), INT64_MAX});
+      if (it == ss->second.begin()) continue;
+      auto found = rs.find({r, std::prev(it)->second});
+      if (found == rs.end()) continue;
+      RankStep& x = found->second;
+      if (ev.start(i) >= x.step.b) continue;
+      const Iv iv{ev.start(i), ev.end(i)};
+      if (k == EventKind::Phase) {
+        if (ev.name(i) == fwdName) x.fwd = iv, x.hasFwd = true;
+        if (ev.name(i) == bwdName) x.bwd = iv, x.hasBwd = true;
+        if (ev.name(i) == optName) x.opt = iv, x.hasOpt = true;
+      } else if (k == EventKind::Kernel) {
+        const std::string_view n = store.str(ev.name(i));
+        const Attr* l = ev.findAttr(i, AttrKey::Layer);
+        if (!l || !(n.starts_with("B ") || n.starts_with("W "))) continue;
+        x.kernels.push_back({l->asInt(), n.starts_with("W "), std::string(n), iv});
+      } else if (const Attr* b = ev.findAttr(i, AttrKey::Bucket)) {
+        const Attr* bytes = ev.findAttr(i, AttrKey::Bytes);
+        if (k == EventKind::Collective) {
+          const Attr* al = ev.findAttr(i, AttrKey::Algorithm);
+          x.comms.push_back({b->asInt(), iv, bytes ? static_cast<double>(bytes->asInt()) : 0.0,
+                             al ? std::string(store.str(al->asString())) : std::string()});
+        } else {
+          x.buckets[b->asInt()] = {ev.start(i), bytes ? static_cast<double>(bytes->asInt()) : 0.0};
+        }
+      }
+    }
+  }
+
+  std::vector<double> stepMs;
+  for (const auto& [key, x] : rs) stepMs.push_back(static_cast<double>(x.step.b - x.step.a) / kNsPerMs);
+  s.measured.knobs = s.knobs;
+  s.measured.stepTimeMs = mean(stepMs);
+
+  if (s.dp && !s.pp) {
+    // Layers and the overlap slowdown.
+    std::set<int64_t> layerSet;
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> byKernel;  // alone, overlapped
+    for (const auto& [key, x] : rs) {
+      std::vector<std::pair<double, double>> comm;
+      for (const auto& c : x.comms)
+        comm.push_back({static_cast<double>(c.iv.a), static_cast<double>(c.iv.b)});
+      for (const auto& k : x.kernels) {
+        layerSet.insert(k.layer);
+        const bool over = unionWithin(comm, static_cast<double>(k.iv.a), static_cast<double>(k.iv.b)) > 0;
+        auto& e = byKernel[k.name + "#" + std::to_string(k.layer)];
+        (over ? e.second : e.first).push_back(static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs);
+      }
+    }
+    if (layerSet.empty() || *layerSet.begin() != 0)
+      return Status(
+          ErrorCode::InvalidArgument,
+          "the session has no per-layer backward kernels (B/W with a Layer attribute): what-if needs "
+          "trainscope-train's trace (docs/TRACE_CONVENTIONS.md)");
+    s.layers = static_cast<int>(*layerSet.rbegin()) + 1;
+    double wsum = 0, wn = 0;
+    for (const auto& [k, e] : byKernel)
+      if (e.first.size() >= 2 && e.second.size() >= 2 && mean(e.first) > 0) {
+        const double n = static_cast<double>(std::min(e.first.size(), e.second.size()));
+        wsum += n * (mean(e.second) / mean(e.first) - 1);
+        wn += n;
+      }
+    if (wn > 0) {
+      s.slowdown = std::max(0.0, wsum / wn);
+      s.slowdownMeasured = true;
+    }
+    // Per (rank, step): layer compute, phases, bucket groups, channel service times.
+    s.layerMs.assign(static_cast<size_t>(s.layers), 0);
+    std::vector<double> wMsPerLayer(static_cast<size_t>(s.layers), 0);
+    std::vector<double> fwd, opt, rest, waitOver, gapBusy, gapIdle, exposed, overlap, wire;
+    int64_t gapCount = 0;
+    std::map<std::vector<int64_t>, double> groupBytes;                  // layers of a bucket -> payload bytes
+    std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, service ms)
+    int n = 0;
+    for (const auto& [key, x] : rs) {
+      if (!x.hasFwd || !x.hasBwd || !x.hasOpt) continue;
+      ++n;
+      std::vector<std::pair<double, double>> comm;
+      for (const auto& c : x.comms)
+        comm.push_back({static_cast<double>(c.iv.a), static_cast<double>(c.iv.b)});
+      for (const auto& k : x.kernels) {
+        if (k.iv.a < x.bwd.a || k.iv.b > x.bwd.b + 1) continue;
+        double d = static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
+        if (unionWithin(comm, static_cast<double>(k.iv.a), static_cast<double>(k.iv.b)) > 0)
+          d /= 1 + s.slowdown;
+        s.layerMs[static_cast<size_t>(k.layer)] += d;
+        if (k.weight) wMsPerLayer[static_cast<size_t>(k.layer)] += d;
+      }
+      // The backward's time between kernels (the progress calls: MPI_Test on every bucket in
+      // flight), split by whether communication was in flight.
+      {
+        std::vector<Iv> ks;
+        for (const auto& k : x.kernels)
+          if (k.iv.a >= x.bwd.a && k.iv.b <= x.bwd.b + 1) ks.push_back(k.iv);
+        std::sort(ks.begin(), ks.end(), [](const Iv& p, const Iv& q) { return p.a < q.a; });
+        int64_t cursor = x.bwd.a;
+        auto gapTo = [&](int64_t until) {
+          if (until > cursor) {
+            const double g = static_cast<double>(until - cursor) / kNsPerMs;
+            const bool busy = unionWithin(comm, static_cast<double>(cursor), static_cast<double>(until)) > 0;
+            (busy ? gapBusy : gapIdle).push_back(g);
+            ++gapCount;
+          }
+          cursor = std::max(cursor, until);
+        };
+        for (const Iv& k : ks) {
+          gapTo(k.a);
+          cursor = std::max(cursor, k.b);
+        }
+        gapTo(x.bwd.b);
+      }
+      fwd.push_back(static_cast<double>(x.fwd.b - x.fwd.a) / kNsPerMs);
+      opt.push_back(static_cast<double>(x.opt.b - x.opt.a) / kNsPerMs);
+      double lastEnd = static_cast<double>(x.bwd.b);
+      for (const auto& c : x.comms) lastEnd = std::max(lastEnd, static_cast<double>(c.iv.b));
+      const double exp = (lastEnd - static_cast<double>(x.bwd.b)) / kNsPerMs;
+      exposed.push_back(exp);
+      waitOver.push_back(std::max(0.0, static_cast<double>(x.opt.a - x.bwd.b) / kNsPerMs - exp));
+      rest.push_back(static_cast<double>((x.fwd.a - x.step.a) + (x.step.b - x.opt.b)) / kNsPerMs);
+      const double total = unionLength(comm);
+      if (total > 0)
+        overlap.push_back(unionWithin(comm, static_cast<double>(x.bwd.a), static_cast<double>(x.bwd.b)) /
+                          total);
+      double w = 0;
+      for (const auto& c : x.comms) w += c.wire;
+      wire.push_back(w);
+      // Bucket groups: a bucket's lowest layer is the one whose W ended last before it was ready.
+      std::vector<std::pair<int64_t, int64_t>> wEnds;  // (end, layer)
+      for (const auto& k : x.kernels)
+        if (k.weight) wEnds.push_back({k.iv.b, k.layer});
+      std::sort(wEnds.begin(), wEnds.end());
+      int64_t upper = s.layers - 1;
+      for (const auto& [b, info] : x.buckets) {
+        auto it = std::upper_bound(wEnds.begin(), wEnds.end(), std::pair{info.first, INT64_MAX});
+        int64_t lowest = it == wEnds.begin() ? 0 : std::prev(it)->second;
+        if (std::next(x.buckets.find(b)) == x.buckets.end()) lowest = 0;
+        std::vector<int64_t> group;
+        for (int64_t l = upper; l >= lowest; --l) group.push_back(l);
+        if (!group.empty()) groupBytes[group] = info.second;
+        upper = lowest - 1;
+      }
+      // Serial channel: service = end - max(ready, previous end), in start order.
+      std::vector<RankStep::C> cs = x.comms;
+      std::sort(cs.begin(), cs.end(), [](const auto& a, const auto& b) { return a.iv.a < b.iv.a; });
+      int64_t prevEnd = INT64_MIN;
+      for (const auto& c : cs) {
+        const int64_t begin = std::max(c.iv.a, prevEnd);
+        svc[c.algo].push_back({c.wire, static_cast<double>(c.iv.b - begin) / kNsPerMs});
+        prevEnd = std::max(prevEnd, c.iv.b);
+      }
+    }
+    if (n == 0)
+      return Status(
+          ErrorCode::InvalidArgument,
+          "no step in the window has forward, backward and optimizer phases (trainscope-train's dp mode)");
+    for (auto& v : s.layerMs) v /= n;
+    for (auto& v : wMsPerLayer) v /= n;
+    // The backward's time between kernels (progress calls) spread evenly over the layers.
+    // Gaps per layer, each at its measured mean for a busy or an idle channel (a kind never seen
+    // takes the other's mean).
+    const double gapsPerLayer = static_cast<double>(gapCount) / n / s.layers;
+    const double busyMean = gapBusy.empty() ? mean(gapIdle) : mean(gapBusy);
+    const double idleMean = gapIdle.empty() ? mean(gapBusy) : mean(gapIdle);
+    s.gapBusyMs = gapsPerLayer * busyMean;
+    s.gapIdleMs = gapsPerLayer * idleMean;
+    s.forwardMs = mean(fwd);
+    s.optimizerMs = mean(opt);
+    s.restMs = mean(rest);
+    s.waitOverheadMs = mean(waitOver);
+    s.measured.exposedCommMs = mean(exposed);
+    s.measured.overlapRatio = overlap.empty() ? -1 : mean(overlap);
+    s.measured.bytes = mean(wire);
+    // Per-layer bytes: exact from single-layer buckets, the rest split by W time.
+    s.layerBytes.assign(static_cast<size_t>(s.layers), 0);
+    s.layerBytesExact.assign(static_cast<size_t>(s.layers), false);
+    for (const auto& [g, b] : groupBytes)
+      if (g.size() == 1)
+        s.layerBytes[static_cast<size_t>(g[0])] = b, s.layerBytesExact[static_cast<size_t>(g[0])] = true;
+    for (const auto& [g, b] : groupBytes) {
+      if (g.size() == 1) continue;
+      double known = 0, wt = 0;
+      for (int64_t l : g)
+        if (s.layerBytesExact[static_cast<size_t>(l)])
+          known += s.layerBytes[static_cast<size_t>(l)];
+        else
+          wt += wMsPerLayer[static_cast<size_t>(l)];
+      for (int64_t l : g)
+        if (!s.layerBytesExact[static_cast<size_t>(l)])
+          s.layerBytes[static_cast<size_t>(l)] = wt > 0
+                                                     ? (b - known) * wMsPerLayer[static_cast<size_t>(l)] / wt
+                                                     : (b - known) / static_cast<double>(g.size());
+    }
+    // Fits: service ms = alpha + msPerByte * wire bytes (least squares; alpha >= 0).
+    for (const auto& [algo, pts] : svc) {
+      WhatIfFit f;
+      f.key = algo;
+      f.samples = static_cast<int>(pts.size());
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (const auto& [x, y] : pts) sx += x, sy += y, sxx += x * x, sxy += x * y;
+      const double N = static_cast<double>(pts.size());
+      const double den = N * sxx - sx * sx;
+      if (pts.size() >= 2 && den > 1e-9 * N * sxx) {
+        f.msPerByte = (N * sxy - sx * sy) / den;
+        f.alphaMs = (sy - f.msPerByte * sx) / N;
+      }
+      const bool twoSizes = pts.size() >= 2 && den > 1e-9 * N * sxx;
+      if (!twoSizes || f.alphaMs < 0 || f.msPerByte < 0) {
+        // Non-negative least squares: the optimum lies on a boundary, a line through the
+        // origin (bandwidth only) or a constant (latency only: on a CPU/MPI job a bucket
+        // completes at a progress point); keep the one with the smaller squared residual. With
+        // one message size both fit equally and the origin line is kept.
+        const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
+        const double level = sy / N;
+        double resOrigin = 0, resLevel = 0;
+        for (const auto& [x, y] : pts) {
+          resOrigin += (y - slope * x) * (y - slope * x);
+          resLevel += (y - level) * (y - level);
+        }
+        if (twoSizes && resLevel < resOrigin) {
+          f.alphaMs = level;
+          f.msPerByte = 0;
+        } else {
+          f.alphaMs = 0;
+          f.msPerByte = slope;
+          if (slope <= 0) f.alphaMs = level;
+        }
+      }
+      s.fits[algo] = f;
+    }
+    // Wire-bytes calibration: what the trace says over what the formula says, same setting.
+    double formula = 0;
+    {
+      const std::string alg = s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce";
+      const std::string codec = s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none";
+      const double ratio =
+          s.knobs.count("dp.topk_ratio") ? std::atof(s.knobs.at("dp.topk_ratio").c_str()) : 0.01;
+      const int64_t bb =
+          s.knobs.count("dp.bucket_bytes") ? std::atoll(s.knobs.at("dp.bucket_bytes").c_str()) : 1 << 20;
+      double acc = 0;
+      for (int l = s.layers - 1; l >= 0; --l) {
+        acc += s.layerBytes[static_cast<size_t>(l)];
+        if (acc >= static_cast<double>(bb) || l == 0) {
+          formula += wireFormula(alg, codec, ratio, static_cast<size_t>(std::llround(acc / 4)), s.world);
+          acc = 0;
+        }
+      }
+    }
+    if (formula > 0 && s.measured.bytes > 0) s.wireCalibration = s.measured.bytes / formula;
+  }
+
+  if (s.pp) {
+    AnalysisResult a = analyzeStore(store);
+    if (!a.pipeline.present || a.pipeline.perStage.empty())
+      return Status(ErrorCode::InvalidArgument,
+                    "the session's pp.* knobs are set but it has no pipeline events");
+    // Per stage over the window's steps: the mean op times of the whole session's analysis (the
+    // analysis aggregates over all steps; the window's knob values are what the job ran last).
+    s.stages = static_cast<int>(a.pipeline.perStage.size());
+    for (const StageResult& st : a.pipeline.perStage) {
+      s.fMs.push_back(std::isfinite(st.fMs) ? st.fMs : 0);
+      s.bMs.push_back(std::isfinite(st.bMs) ? st.bMs : 0);
+      s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs : 0);
+      if (std::isfinite(st.wMs) && st.wMs > 0) s.measuredSplit = true;
+    }
+    // Hand-off: the mean P2P send interval (the time the sender spends posting it).
+    std::vector<double> sends;
+    for (TrackId t = 0; t < store.trackCount(); ++t) {
+      const TrackEvents& ev = store.events(t);
+      for (size_t i = 0; i < ev.size() && sends.size() < 100000; ++i)
+        if (ev.kind(i) == EventKind::P2PSend && store.str(ev.name(i)) == "pp send")
+          sends.push_back(static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs);
+    }
+    s.sendLatencyMs = mean(sends);
+    s.measured.bubbleFraction = std::isfinite(a.pipeline.bubbleFraction) ? a.pipeline.bubbleFraction : -1;
+    s.pipeRestMs = 0;
+    auto sim = m.predict({});
+    if (!sim) return sim.status();
+    s.pipeRestMs = s.measured.stepTimeMs - sim->stepTimeMs;
+  }
+  return m;
+}
+
+Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::string>& changes) const {
+  const State& s = *s_;
+  WhatIfPrediction p;
+  p.knobs = s.knobs;
+  for (const auto& [k, v] : changes) {
+    if (!s.knobs.count(k))
+      return Status(
+          ErrorCode::InvalidArgument, "the session has no knob " + k + " (it has: " + [&] {
+            std::string names;
+            for (const auto& [n, x] : s.knobs) names += (names.empty() ? "" : ", ") + n;
+            return names;
+          }() + ")");
+    p.knobs[k] = v;
+  }
+  auto get = [&](const char* k, const char* d) { return p.knobs.count(k) ? p.knobs.at(k) : std::string(d); };
+  if (s.pp) {
+    auto kind = parseSchedule(get("pp.schedule", "1f1b"));
+    if (!kind) return kind.status();
+    const int m0 = std::max(
+        1, std::atoi(s.knobs.count("pp.microbatches") ? s.knobs.at("pp.microbatches").c_str() : "1"));
+    ScheduleParams sp;
+    sp.kind = *kind;
+    sp.stages = s.stages;
+    sp.microBatches = std::atoi(get("pp.microbatches", "1").c_str());
+    sp.virtualStages =
+        *kind == ScheduleKind::Interleaved1F1B ? std::atoi(get("pp.virtual_stages", "1").c_str()) : 1;
+    sp.segments = *kind == ScheduleKind::Seq1F1B ? std::atoi(get("pp.segments", "1").c_str()) : 1;
+    if (Status st = validateSchedule(sp); !st) return st;
+    auto sched = generateSchedule(sp);
+    if (!sched) return sched.status();
+    // Per-op times scale with the micro-batch size (samples per micro-batch: m0 / m of the measured).
+    const double scale = static_cast<double>(m0) / sp.microBatches;
+    const bool split = sched->splitBackward;
+    if (split && !s.measuredSplit) {
+      p.extrapolated = true;
+      p.notes.push_back(
+          "the session ran no split backward: zb-h1's B and W are taken as halves of the measured B");
+    }
+    OpDurations base;
+    base.sendLatency = s.sendLatencyMs;
+    auto dur = [&](int stage, const PipeOp& op) {
+      const auto i = static_cast<size_t>(stage);
+      double f = s.fMs[i], b = s.bMs[i], w = s.wMs[i];
+      if (!s.measuredSplit && split) b /= 2, w = b;
+      if (s.measuredSplit && !split) b += w, w = 0;
+      double t = op.kind == OpKind::Forward ? f : op.kind == OpKind::Backward ? b : w;
+      return t * scale / (sp.virtualStages * sp.segments);
+    };
+    auto sim = simulateSchedule(*sched, base, dur);
+    if (!sim) return sim.status();
+    p.stepTimeMs = sim->makespan + s.pipeRestMs;
+    p.bubbleFraction = sim->bubbleFraction;
+    p.exposedCommMs = 0;
+    p.notes.push_back("pipeline: per-op times scaled by " + fmt(scale) +
+                      " from the measured micro-batch size");
+    return p;
+  }
+  // Data parallel.
+  const std::string alg = get("dp.algorithm", "allreduce");
+  const std::string codec = get("dp.compression", "none");
+  const double ratio = std::atof(get("dp.topk_ratio", "0.01").c_str());
+  const int64_t bucketBytes = std::atoll(get("dp.bucket_bytes", "1048576").c_str());
+  if (bucketBytes < 1) return Status(ErrorCode::InvalidArgument, "dp.bucket_bytes must be >= 1");
+  const std::string key = traceKey(alg, codec);
+  const WhatIfFit* fit = nullptr;
+  if (auto it = s.fits.find(key); it != s.fits.end()) fit = &it->second;
+  if (!fit) {
+    // The nearest measured: the same codec family first, else the largest sample.
+    for (const auto& [k, f] : s.fits)
+      if (!fit || f.samples > fit->samples) fit = &f;
+    if (!fit)
+      return Status(ErrorCode::InvalidArgument, "the session has no gradient bucket communication to fit");
+    p.extrapolated = true;
+    p.notes.push_back(key + " never ran in the session: its time per byte is " + fit->key +
+                      "'s (codec compute not measured)");
+  }
+  // Plan buckets as trainscope-train does: whole layers from the last, close at >= bucket bytes.
+  struct B {
+    int lowest;
+    double payload;
+  };
+  std::vector<B> buckets;
+  double acc = 0;
+  for (int l = s.layers - 1; l >= 0; --l) {
+    acc += s.layerBytes[static_cast<size_t>(l)];
+    if (acc >= static_cast<double>(bucketBytes) || l == 0) {
+      buckets.push_back({l, acc});
+      acc = 0;
+    }
+  }
+  double t = 0, chanEnd = 0;
+  size_t next = 0;
+  std::vector<std::pair<double, double>> comm;
+  double bytes = 0;
+  for (int l = s.layers - 1; l >= 0; --l) {
+    const double d = s.layerMs[static_cast<size_t>(l)];
+    t += chanEnd > t ? s.gapBusyMs : s.gapIdleMs;
+    // The part of this layer's compute that runs while the channel is busy is slowed.
+    if (chanEnd > t) {
+      const double busy = chanEnd - t;
+      const double slowed = std::min(d * (1 + s.slowdown), busy);
+      t += slowed + (d - slowed / (1 + s.slowdown));
+    } else {
+      t += d;
+    }
+    while (next < buckets.size() && buckets[next].lowest >= l) {
+      const double w = wireFormula(alg, codec, ratio,
+                                   static_cast<size_t>(std::llround(buckets[next].payload / 4)), s.world) *
+                       s.wireCalibration;
+      const double start = std::max(t, chanEnd);
+      chanEnd = start + fit->alphaMs + fit->msPerByte * w;
+      comm.push_back({t, chanEnd});
+      bytes += w;
+      ++next;
+    }
+  }
+  const double bwdEnd = t;
+  const double total = unionLength(comm);
+  p.exposedCommMs = std::max(0.0, chanEnd - bwdEnd);
+  p.overlapRatio = total > 0 ? unionWithin(comm, 0, bwdEnd) / total : -1;
+  p.stepTimeMs = s.restMs + s.forwardMs + bwdEnd + p.exposedCommMs + s.waitOverheadMs + s.optimizerMs;
+  p.bytes = bytes;
+  p.buckets = static_cast<int>(buckets.size());
+  if (!s.slowdownMeasured) p.notes.push_back("overlap slowdown not measurable in the session (taken as 0)");
+  return p;
+}
+
+std::string WhatIfModel::describeJson() const {
+  const State& s = *s_;
+  nlohmann::ordered_json j;
+  j["from_step"] = s.fromStep;
+  j["to_step"] = s.toStep;
+  j["world_size"] = s.world;
+  nlohmann::ordered_json knobs = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : s.knobs) knobs[k] = v;
+  j["knobs"] = knobs;
+  j["measured_step_time_ms"] = s.measured.stepTimeMs;
+  if (s.dp && !s.pp) {
+    j["forward_ms"] = s.forwardMs;
+    j["optimizer_ms"] = s.optimizerMs;
+    j["rest_ms"] = s.restMs;
+    j["wait_overhead_ms"] = s.waitOverheadMs;
+    j["backward_gap_busy_ms"] = s.gapBusyMs;
+    j["backward_gap_idle_ms"] = s.gapIdleMs;
+    j["overlap_slowdown"] = s.slowdown;
+    j["overlap_slowdown_measured"] = s.slowdownMeasured;
+    j["wire_calibration"] = s.wireCalibration;
+    j["layer_backward_ms"] = s.layerMs;
+    j["layer_gradient_bytes"] = s.layerBytes;
+    nlohmann::ordered_json fits = nlohmann::ordered_json::array();
+    for (const auto& [k, f] : s.fits)
+      fits.push_back({{"algorithm", k},
+                      {"alpha_ms", f.alphaMs},
+                      {"ms_per_mb", f.msPerByte * 1048576.0},
+                      {"samples", f.samples}});
+    j["collective_fits"] = fits;
+  }
+  if (s.pp) {
+    j["stages"] = s.stages;
+    j["f_ms"] = s.fMs;
+    j["b_ms"] = s.bMs;
+    j["w_ms"] = s.wMs;
+    j["send_latency_ms"] = s.sendLatencyMs;
+    j["rest_ms"] = s.pipeRestMs;
+  }
+  return j.dump(2);
+}
+
+double kendallTau(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  double conc = 0, disc = 0, tiesA = 0, tiesB = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const double x = a[i] - a[j], y = b[i] - b[j];
+      if (x == 0 && y == 0) continue;
+      if (x == 0) {
+        ++tiesA;
+      } else if (y == 0) {
+        ++tiesB;
+      } else if ((x > 0) == (y > 0)) {
+        ++conc;
+      } else {
+        ++disc;
+      }
+    }
+  const double den = std::sqrt((conc + disc + tiesA) * (conc + disc + tiesB));
+  return den > 0 ? (conc - disc) / den : 0;
+}
+
+}  // namespace trainscope::core

@@ -1,0 +1,375 @@
+// Tuned configurations (core/tune/config.h, docs/FORMATS.md, docs/TUNING.md) without a job:
+// every export format of two configurations against golden files in tests/data/tune (numbers
+// checked by hand in the comments below), the JSON round trip, the schema checks, the settings
+// in force at the end of a constructed session (initial metadata, changes, a refused change and
+// its restore) with its measurements by hand arithmetic, the what-if model of a constructed
+// data-parallel step against a hand computation, Kendall's tau, and trainscope-train --config
+// refusing what it cannot apply.
+//
+// TRAINSCOPE_UPDATE_GOLDEN=1 rewrites the golden files (then read the diff).
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+
+#include "cli_test_support.h"
+#include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/tune/config.h"
+#include "trainscope/core/tune/whatif.h"
+
+using namespace trainscope::core;
+
+namespace {
+
+TunedConfig dpConfig() {
+  TunedConfig c;
+  c.knobs = {{"dp.bucket_bytes", "65536"},
+             {"dp.algorithm", "ring"},
+             {"dp.compression", "int8"},
+             {"dp.topk_ratio", "0.01"}};
+  c.job = {"job-dp", 4, "dp", 1, 5};
+  c.measured.method = "analysis of run.tsdb";
+  c.measured.steps = 40;
+  c.measured.fromStep = 60;
+  c.measured.toStep = 99;
+  c.measured.stepTimeMs = 12.5;
+  c.measured.stepTimeP50Ms = 12.25;
+  c.measured.exposedCommMs = 1.5;
+  c.measured.overlapRatio = 0.75;
+  c.measured.wireBytesPerStep = 98304;
+  c.measured.bucketPayloadMin = 16640;
+  c.measured.bucketPayloadMax = 66560;
+  c.source = "run.tsdb";
+  c.createdBy = "trainscope-cli export 0.1.0";
+  c.createdAt = "2026-11-23T22:00:00Z";
+  return c;
+}
+
+TunedConfig hybridConfig() {
+  TunedConfig c;
+  c.knobs = {{"pp.schedule", "interleaved-1f1b"}, {"pp.microbatches", "4"},
+             {"pp.virtual_stages", "2"},          {"pp.segments", "1"},
+             {"dp.bucket_bytes", "1048576"},      {"dp.algorithm", "allreduce"},
+             {"dp.compression", "bf16"},          {"nccl.algorithm", "Tree"},
+             {"nccl.protocol", "LL128"},          {"nccl.channels", "4"}};
+  c.job = {"job-hy", 4, "hybrid", 2, 8};
+  c.measured.method = "tune: 9 trials";
+  c.measured.steps = 6;
+  c.measured.stepTimeMs = 30;
+  c.source = "job job-hy";
+  c.createdBy = "trainscope-cli tune 0.1.0";
+  c.createdAt = "2026-11-23T22:00:00Z";
+  return c;
+}
+
+QString readAll(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll());
+}
+
+struct Builder {
+  TraceStore s;
+  std::map<RankId, TrackId> main;
+  TrackId track(RankId r) {
+    if (!main.count(r)) {
+      s.setRank({r});
+      main[r] = s.addTrack({r, TrackKind::CpuThread, "main", r});
+    }
+    return main[r];
+  }
+  void ev(RankId r, EventKind k, const char* name, int64_t a, int64_t b, std::vector<Attr> attrs = {}) {
+    s.append(track(r), {a, b, s.intern(name), k}, attrs);
+  }
+  void knob(RankId r, int64_t t, int64_t step, const char* k, const char* v) {
+    ev(r, EventKind::KnobChange, k, t, t,
+       {Attr::ofString(AttrKey::Knob, s.intern(k)), Attr::ofString(AttrKey::KnobValue, s.intern(v)),
+        Attr::ofInt(AttrKey::Step, step)});
+  }
+};
+
+constexpr int64_t kMs = 1'000'000;
+
+}  // namespace
+
+class TstTuneConfig : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void formatsMatchGoldenFiles_data() {
+    QTest::addColumn<QString>("which");
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<QString>("golden");
+    for (const char* f : {"config", "ddp", "deepspeed", "megatron", "nccl-tuner", "train-args"}) {
+      const QString ext =
+          QString(f) == "config" || QString(f) == "ddp" || QString(f) == "deepspeed" ? "json" : "txt";
+      QTest::newRow(qPrintable(QString("dp-") + f)) << "dp" << f << QString("dp.%1.%2").arg(f, ext);
+      QTest::newRow(qPrintable(QString("hybrid-") + f))
+          << "hybrid" << f << QString("hybrid.%1.%2").arg(f, ext);
+    }
+  }
+  void formatsMatchGoldenFiles() {
+    QFETCH(QString, which);
+    QFETCH(QString, format);
+    QFETCH(QString, golden);
+    ExportParams p;
+    if (which == "hybrid") {
+      p.dtypeBytes = 2;
+      p.dtypeName = "bf16";
+      p.globalBatch = 64;
+    }
+    auto text = exportConfig(which == "dp" ? dpConfig() : hybridConfig(), format.toStdString(), p);
+    QVERIFY2(text.isOk(), text.status().message().c_str());
+    const QString path = QString(TRAINSCOPE_TEST_DATA) + "/tune/" + golden;
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_UPDATE_GOLDEN")) {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write(QByteArray::fromStdString(text.value()));
+    }
+    QCOMPARE(QString::fromStdString(text.value()), readAll(path));
+  }
+
+  // The numbers in the golden files, by hand.
+  void translationsByHand() {
+    const TunedConfig dp = dpConfig();
+    const std::string ddp = exportConfig(dp, "ddp").value();
+    QVERIFY(ddp.find("\"bucket_cap_mb\": 0.0625") != std::string::npos);  // 65536 / 2^20 MiB
+    QVERIFY(ddp.find("\"NCCL_ALGO\": \"Ring\"") != std::string::npos);
+    QVERIFY(ddp.find("\"dp.compression\": \"int8: DDP has built-in hooks for fp16 and bf16 only") !=
+            std::string::npos);
+    QVERIFY(ddp.find("\"dp.topk_ratio\"") != std::string::npos);  // listed as unsupported
+    const std::string ds = exportConfig(dp, "deepspeed").value();
+    QVERIFY(ds.find("\"reduce_bucket_size\": 16384") != std::string::npos);  // 65536 B / 4 B (fp32)
+    QVERIFY(ds.find("\"allgather_bucket_size\": 16384") != std::string::npos);
+    QVERIFY(ds.find("\"overlap_comm\": true") != std::string::npos);
+    ExportParams bf16{2, "bf16", 0};
+    QVERIFY(exportConfig(dp, "deepspeed", bf16).value().find("\"reduce_bucket_size\": 32768") !=
+            std::string::npos);
+    const std::string meg = exportConfig(dp, "megatron").value();
+    QVERIFY(meg.find("--ddp-bucket-size 16384\n") != std::string::npos);
+    QVERIFY(meg.find("--overlap-grad-reduce\n") != std::string::npos);
+    QVERIFY(meg.find("# unsupported: dp.compression=int8") != std::string::npos);
+    QVERIFY(meg.find("# unsupported: dp.algorithm=ring") != std::string::npos);
+    const std::string nccl = exportConfig(dp, "nccl-tuner").value();
+    QVERIFY(nccl.find("\nallreduce,0,66560,ring,simple,-1,-1,4,-1,-1\n") != std::string::npos);
+    QCOMPARE(QString::fromStdString(exportConfig(dp, "train-args").value()).split('\n').first(),
+             QString("--algorithm ring --bucket-bytes 65536 --compression int8 --topk-ratio 0.01"));
+
+    const TunedConfig hy = hybridConfig();
+    const std::string hm = exportConfig(hy, "megatron", {2, "bf16", 64}).value();
+    QVERIFY(hm.find("--ddp-bucket-size 524288\n") != std::string::npos);  // 1 MiB / 2 B (bf16)
+    QVERIFY(hm.find("--pipeline-model-parallel-size 2\n") != std::string::npos);
+    QVERIFY(hm.find("--num-layers-per-virtual-pipeline-stage 2\n") != std::string::npos);  // 8 / (2 x 2)
+    QVERIFY(hm.find("--micro-batch-size 8\n") != std::string::npos);  // 64 / (2 replicas x 4 micro-batches)
+    QVERIFY(hm.find("--grad-reduce-in-bf16\n") != std::string::npos);
+    QVERIFY(hm.find("# unsupported: pp.segments") == std::string::npos);  // 1 = off: not a setting
+    const std::string hn = exportConfig(hy, "nccl-tuner").value();
+    QVERIFY(hn.find("\nallreduce,0,18446744073709551615,tree,ll128,4,-1,4,-1,-1\n") != std::string::npos);
+    const std::string hds = exportConfig(hy, "deepspeed", {2, "bf16", 64}).value();
+    QVERIFY(hds.find("\"gradient_accumulation_steps\": 4") != std::string::npos);
+    QVERIFY(hds.find("\"train_micro_batch_size_per_gpu\": 8") != std::string::npos);
+    QVERIFY(hds.find("\"communication_data_type\": \"bf16\"") != std::string::npos);
+    QVERIFY(hds.find("\"pp.schedule\": \"interleaved-1f1b: DeepSpeed's pipeline engine runs 1f1b only\"") !=
+            std::string::npos);
+    // Every knob appears in every format: used, or named as unsupported.
+    for (const TunedConfig& c : {dp, hy})
+      for (const char* f : {"ddp", "deepspeed", "megatron", "nccl-tuner", "train-args"}) {
+        const std::string t = exportConfig(c, f, {2, "bf16", 64}).value();
+        for (const auto& [k, v] : c.knobs) {
+          if (k == "pp.segments" || (k == "pp.virtual_stages" && v == "1")) continue;
+          const bool named = t.find(k) != std::string::npos;
+          const bool used = t.find("unsupported") == std::string::npos || !named;
+          QVERIFY2(named || used, qPrintable(QString("%1: %2").arg(f, k.c_str())));
+        }
+      }
+  }
+
+  void jsonRoundTrip() {
+    for (const TunedConfig& c : {dpConfig(), hybridConfig()}) {
+      auto back = configFromJson(configToJson(c), "x.json");
+      QVERIFY2(back.isOk(), back.status().message().c_str());
+      QCOMPARE(back->knobs, c.knobs);
+      QCOMPARE(back->job.mode, c.job.mode);
+      QCOMPARE(back->job.worldSize, c.job.worldSize);
+      QCOMPARE(back->measured.stepTimeMs, c.measured.stepTimeMs);
+      QCOMPARE(back->measured.bucketPayloadMax, c.measured.bucketPayloadMax);
+      QCOMPARE(configToJson(back.value()), configToJson(c));
+    }
+    QVERIFY(!configFromJson("{\"knobs\": {}}", "a.json").isOk());
+    QVERIFY(!configFromJson("[1]", "a.json").isOk());
+    auto v2 = configFromJson("{\"schema\":\"trainscope.tuned-config\",\"schema_version\":2,\"knobs\":{}}",
+                             "b.json");
+    QVERIFY(!v2.isOk());
+    QVERIFY(v2.status().message().find("schema_version") != std::string::npos);
+    auto bad = configFromJson(
+        "{\"schema\":\"trainscope.tuned-config\",\"schema_version\":1,\"knobs\":{\"a\":[1]}}", "c.json");
+    QVERIFY(!bad.isOk());
+    QVERIFY(!exportConfig(dpConfig(), "yaml").isOk());
+  }
+
+  // Settings at the end and measurements: 2 ranks, 6 steps of 10 ms (steps 0-2) then 20 ms
+  // (3-5) after dp.bucket_bytes changes at step 3; a refused dp.algorithm change and its
+  // restore at step 4 leave ring.
+  void settingsAtTheEndOfASession() {
+    Builder b;
+    b.s.metadata()["knob.dp.bucket_bytes"] = "65536";
+    b.s.metadata()["knob.dp.algorithm"] = "ring";
+    b.s.metadata()["world_size"] = "2";
+    b.s.metadata()["job_id"] = "j1";
+    for (RankId r = 0; r < 2; ++r) {
+      int64_t t = 0;
+      for (int step = 0; step < 6; ++step) {
+        const int64_t len = (step < 3 ? 10 : 20) * kMs;
+        b.ev(r, EventKind::Step, "step", t, t + len, {Attr::ofInt(AttrKey::Step, step)});
+        t += len;
+      }
+      b.knob(r, 30 * kMs, 3, "dp.bucket_bytes", "4096");
+      b.knob(r, 50 * kMs, 4, "dp.algorithm", "decentralized");
+      b.knob(r, 50 * kMs + 1, 4, "dp.algorithm", "ring");
+    }
+    auto c = configFromSession(b.s, "s.tsdb");
+    QVERIFY2(c.isOk(), c.status().message().c_str());
+    QCOMPARE(c->knobs.at("dp.bucket_bytes"), std::string("4096"));
+    QCOMPARE(c->knobs.at("dp.algorithm"), std::string("ring"));
+    QCOMPARE(c->job.worldSize, 2);
+    QCOMPARE(c->job.mode, std::string("dp"));
+    QCOMPARE(c->job.jobId, std::string("j1"));
+    // The last change that changed a value is at step 3: steps 3, 4, 5, each 20 ms.
+    QCOMPARE(c->measured.fromStep, int64_t{3});
+    QCOMPARE(c->measured.toStep, int64_t{5});
+    QCOMPARE(c->measured.steps, 3);
+    QCOMPARE(c->measured.stepTimeMs, 20.0);
+    QVERIFY(!configFromSession(*std::make_unique<TraceStore>(), "empty.tsdb").isOk());
+  }
+
+  // A constructed data-parallel step (world 2, rank 0's events, 3 layers) and the model's
+  // prediction by hand. Per step (ms from the step start): forward [1, 3]; backward [3, 9]:
+  // layer 2 B [3,4] W [4,5], layer 1 B [5,6] W [6,7], layer 0 W [7,9]; at the measured 1-byte
+  // bucket size one bucket per layer, 1000 payload bytes each (250 floats; allreduce over 2
+  // ranks puts 2(2-1)/2 x 4 x 250 = 1000 bytes on the wire), ready at 5, 7, 9, reduced
+  // [5,6], [7,8], [9,10.5]; wait gradients [9, 10.5]; optimizer [10.5, 11.5]; step [0, 12].
+  void whatIfByHand() {
+    Builder b;
+    b.s.metadata()["knob.dp.bucket_bytes"] = "1";
+    b.s.metadata()["knob.dp.algorithm"] = "allreduce";
+    b.s.metadata()["knob.dp.compression"] = "none";
+    b.s.metadata()["world_size"] = "2";
+    for (int step = 0; step < 4; ++step) {
+      const int64_t o = step * 12 * kMs;
+      auto at = [&](double ms) { return o + static_cast<int64_t>(ms * kMs); };
+      b.ev(0, EventKind::Step, "step", at(0), at(12), {Attr::ofInt(AttrKey::Step, step)});
+      b.ev(0, EventKind::Phase, "forward", at(1), at(3));
+      b.ev(0, EventKind::Phase, "backward", at(3), at(9));
+      b.ev(0, EventKind::Kernel, "B linear", at(3), at(4), {Attr::ofInt(AttrKey::Layer, 2)});
+      b.ev(0, EventKind::Kernel, "W linear", at(4), at(5), {Attr::ofInt(AttrKey::Layer, 2)});
+      b.ev(0, EventKind::Kernel, "B linear", at(5), at(6), {Attr::ofInt(AttrKey::Layer, 1)});
+      b.ev(0, EventKind::Kernel, "W linear", at(6), at(7), {Attr::ofInt(AttrKey::Layer, 1)});
+      b.ev(0, EventKind::Kernel, "W linear", at(7), at(9), {Attr::ofInt(AttrKey::Layer, 0)});
+      const double ready[3] = {5, 7, 9}, end[3] = {6, 8, 10.5};
+      for (int k = 0; k < 3; ++k) {
+        b.ev(0, EventKind::Bucket, "bucket", at(ready[k]), at(end[k]),
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
+        b.ev(0, EventKind::Collective, "bucket allreduce", at(ready[k]), at(end[k]),
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000),
+              Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce"))});
+      }
+      b.ev(0, EventKind::Range, "wait gradients", at(9), at(10.5));
+      b.ev(0, EventKind::Phase, "optimizer", at(10.5), at(11.5));
+    }
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    // Measured: step 12, exposed 10.5 - 9 = 1.5, overlap |comm in [3, 9]| / |comm| = 2 / 3.5.
+    QCOMPARE(m->measured().stepTimeMs, 12.0);
+    QVERIFY(std::abs(m->measured().exposedCommMs - 1.5) < 1e-9);
+    QVERIFY(std::abs(m->measured().overlapRatio - 2 / 3.5) < 1e-9);
+    QCOMPARE(m->measured().bytes, 3000.0);
+    // Fit: serial-channel service times 1, 1, 1.5 ms at 1000 bytes each (one size: through the
+    // origin): 3.5 / 3000 ms per byte; each bucket 3.5 / 3 = 1.1667 ms. Layers take 2 ms each
+    // (no kernel ever ran without communication, so no slowdown is measurable: 0). Replay:
+    // buckets [2, 3.1667], [4, 5.1667], [6, 7.1667] relative to the backward's start; exposed
+    // 1.1667; step = rest (1 + 0.5) + forward 2 + backward 6 + exposed 1.1667 + optimizer 1.
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QCOMPARE(replay->buckets, 3);
+    QVERIFY(std::abs(replay->stepTimeMs - (10.5 + 3.5 / 3)) < 1e-6);
+    QVERIFY(std::abs(replay->exposedCommMs - 3.5 / 3) < 1e-6);
+    QVERIFY(std::abs(replay->overlapRatio - 2.0 / 3.0) < 1e-6);
+    QVERIFY(std::abs(replay->bytes - 3000) < 1e-6);
+    // One big bucket: 3000 payload bytes after the backward, 3.5 ms, all exposed.
+    auto big = m->predict({{"dp.bucket_bytes", "100000"}});
+    QVERIFY(big.isOk());
+    QCOMPARE(big->buckets, 1);
+    QVERIFY(std::abs(big->stepTimeMs - 14.0) < 1e-6);
+    QCOMPARE(big->overlapRatio, 0.0);
+    // int8 never ran: extrapolated (the payload formula: 2 (2-1) x (4 + 375) bytes per bucket
+    // of 750 floats split in 2 chunks of 375 = 758 bytes) and flagged.
+    auto int8 = m->predict({{"dp.bucket_bytes", "100000"}, {"dp.compression", "int8"}});
+    QVERIFY(int8.isOk());
+    QVERIFY(int8->extrapolated);
+    QVERIFY(std::abs(int8->bytes - 758) < 1e-6);
+    QVERIFY(!m->predict({{"pp.schedule", "1f1b"}}).isOk());  // not a knob of this session
+  }
+
+  // Pipelines: the constructed balanced 1F1B session (tests/data/pp_1f1b_balanced: p = 4,
+  // m = 4, F = 1 ms, B = 2 ms per micro-batch, no hand-off time) predicted by the schedule
+  // simulator. By hand: 1f1b/gpipe m = 4: (m + p - 1)(F + B) = 21 ms, bubble 3/7; m = 8: ops
+  // take 4/8 as long, (8 + 3) x 1.5 = 16.5 ms, bubble 3/11; zb-h1 m = 4 (B and W halves of the
+  // measured B: 1 ms each): bubble time (p-1)(F+B) - (min(m,p)-1) min(F,W) = 6 - 3 = 3 ms,
+  // step 4 x 3 + 3 = 15 ms, bubble 3/15.
+  void whatIfPipelineByHand() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_balanced/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk() && near(replay->stepTimeMs, 21) && near(replay->bubbleFraction, 3.0 / 7));
+    auto m8 = m->predict({{"pp.microbatches", "8"}});
+    QVERIFY(m8.isOk() && near(m8->stepTimeMs, 16.5) && near(m8->bubbleFraction, 3.0 / 11));
+    auto zb = m->predict({{"pp.schedule", "zb-h1"}});
+    QVERIFY(zb.isOk() && near(zb->stepTimeMs, 15) && near(zb->bubbleFraction, 0.2) && zb->extrapolated);
+    auto gp = m->predict({{"pp.schedule", "gpipe"}});
+    QVERIFY(gp.isOk() && near(gp->stepTimeMs, 21));
+    QVERIFY(!m->predict({{"pp.microbatches", "0"}}).isOk());  // invalid: refused with the reason
+  }
+
+  void kendall() {
+    QCOMPARE(kendallTau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+    QCOMPARE(kendallTau({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
+    // One discordant pair of six: (5 - 1) / 6.
+    QVERIFY(std::abs(kendallTau({1, 2, 3, 4}, {1, 2, 4, 3}) - 4.0 / 6.0) < 1e-12);
+  }
+
+  // trainscope-train --config with a tuned configuration: what it cannot apply is refused
+  // before MPI starts (exit 2, the reason).
+  void trainerRefusesWhatItCannotApply() {
+    const QString train = QString(TRAINSCOPE_BIN_DIR) + "/trainscope-train";
+    if (!QFileInfo::exists(train)) QSKIP("trainscope-train not built");
+    QTemporaryDir dir;
+    auto write = [&](const char* name, const QByteArray& body) {
+      QFile f(dir.filePath(name));
+      f.open(QIODevice::WriteOnly);
+      f.write(body);
+      return dir.filePath(name);
+    };
+    const QString unknown =
+        write("u.json", R"({"schema":"trainscope.tuned-config","schema_version":1,"knobs":{"x.y":1}})");
+    auto r = trainscope::test::runProgram(train, {"--config", unknown, "--no-agent", "--steps", "0"}, 60000);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("knob x.y is not a trainscope-train knob"), qPrintable(r.err));
+    const QString perLayer = write("p.json", R"({"schema":"trainscope.tuned-config","schema_version":1,
+        "knobs":{"disco.sparsity":0.5,"disco.sparsity.2":1}})");
+    r = trainscope::test::runProgram(train, {"--config", perLayer, "--no-agent", "--steps", "0"}, 60000);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("differs from disco.sparsity"), qPrintable(r.err));
+    const QString badValue = write("b.json", R"({"schema":"trainscope.tuned-config","schema_version":1,
+        "knobs":{"dp.compression":"zip"}})");
+    r = trainscope::test::runProgram(train, {"--config", badValue, "--no-agent", "--steps", "0"}, 60000);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--compression must be one of"), qPrintable(r.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TstTuneConfig)
+#include "tst_tune_config.moc"
