@@ -102,6 +102,17 @@ std::unique_ptr<RawClient> knobClient(const discovery::Entry& e, uint64_t& lastS
   return nullptr;
 }
 
+// Raw knob clients on every rank of job (empty when one cannot connect); lastSeq as knobClient.
+std::vector<std::unique_ptr<RawClient>> knobClients(const MpiJob& job, uint64_t& lastSeq) {
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (const auto& e : job.entries) {
+    auto c = knobClient(e, lastSeq);
+    if (!c) return {};
+    clients.push_back(std::move(c));
+  }
+  return clients;
+}
+
 std::string currentValue(RawClient& c, const std::string& knob) {
   c.send(wire::KnobListRequest{});
   auto list = c.recvAs<wire::KnobList>();
@@ -231,7 +242,7 @@ class TstAgentMpi : public QObject {
 
   // A client that dies halfway through a change leaves some ranks without a change sequence
   // number the others have; ranks apply nothing until every rank has every number, so that gap
-  // would block all later changes. The next client (JobSession, as `trainscope-cli set` uses
+  // would block all later changes. The next client (LiveSession, as `trainscope-cli set` uses
   // it) fills it: the change pending on some ranks goes to the others, a number nobody holds
   // pending is filled with an empty change -- and then its own change applies, at one step.
   void aGapLeftByADeadClientIsFilled() {
@@ -239,13 +250,9 @@ class TstAgentMpi : public QObject {
     job.start("tst-mpi-gap", {"--steps", "100000", "--step-ms", "1"});
     if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
     QCOMPARE(job.entries.size(), size_t{4});
-    std::vector<std::unique_ptr<RawClient>> clients;
     uint64_t lastSeq = 0;
-    for (const auto& e : job.entries) {
-      auto c = knobClient(e, lastSeq);
-      QVERIFY(c);
-      clients.push_back(std::move(c));
-    }
+    auto clients = knobClients(job, lastSeq);
+    QCOMPARE(clients.size(), size_t{4});
     // The "dead" client: change S reached ranks 0 and 1 only, change S+1 (refused) rank 2 only.
     const uint64_t s = lastSeq + 1;
     for (int r : {0, 1}) {
@@ -289,13 +296,9 @@ class TstAgentMpi : public QObject {
     job.start("tst-mpi-split", {"--steps", "100000", "--step-ms", "1"});
     if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
     QCOMPARE(job.entries.size(), size_t{4});
-    std::vector<std::unique_ptr<RawClient>> clients;
     uint64_t lastSeq = 0;
-    for (const auto& e : job.entries) {
-      auto c = knobClient(e, lastSeq);
-      QVERIFY(c);
-      clients.push_back(std::move(c));
-    }
+    auto clients = knobClients(job, lastSeq);
+    QCOMPARE(clients.size(), size_t{4});
     const std::string before = currentValue(*clients[0], "test.work_us");
     const uint64_t n = lastSeq + 1;
     for (size_t r = 0; r < clients.size(); ++r) {
@@ -333,7 +336,7 @@ class TstAgentMpi : public QObject {
     if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
     QCOMPARE(job.entries.size(), size_t{4});
     uint64_t lastSeq = 0;
-    QVERIFY(knobClient(job.entries.front(), lastSeq));  // the knobs are registered
+    QCOMPARE(knobClients(job, lastSeq).size(), size_t{4});  // every rank has registered its knobs
     // A third client streams the trace meanwhile.
     trainscope::core::TraceStore store;
     std::shared_mutex mu;
@@ -403,8 +406,9 @@ class TstAgentMpi : public QObject {
     if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
     QCOMPARE(job.entries.size(), size_t{4});
     uint64_t lastSeq = 0;
-    auto c = knobClient(job.entries[1], lastSeq);
-    QVERIFY(c);
+    auto clients = knobClients(job, lastSeq);  // every rank has registered its knobs
+    QCOMPARE(clients.size(), size_t{4});
+    auto& c = clients[1];
     c->send(wire::SetKnob{lastSeq + 5000, "test.work_us", "not a number"});
     auto ack = c->recvAs<wire::KnobAck>();
     QVERIFY(ack && !ack->accepted);

@@ -48,6 +48,18 @@ std::vector<core::discovery::Entry> waitForRanks(const QString& jobId, size_t n)
   return entries;
 }
 
+// Starts `trainscope-cli launch --ranks N -- trainscope-testjob ARGS` under job and waits until
+// its N ranks are discoverable (empty when they never are).
+std::vector<core::discovery::Entry> launchTestJob(JobGuard& job, const QString& jobId, int ranks,
+                                                  const QStringList& args) {
+  job.p.start(bin("trainscope-cli"),
+              QStringList{"launch", "--ranks", QString::number(ranks), "--job-id", jobId, "--",
+                          bin("trainscope-testjob")} +
+                  args);
+  if (!job.p.waitForStarted()) return {};
+  return waitForRanks(jobId, static_cast<size_t>(ranks));
+}
+
 core::LiveSession::StoreTarget targetFor(const std::shared_ptr<plots::TimelineData>& data) {
   core::LiveSession::StoreTarget t;
   t.store = &data->store;
@@ -97,11 +109,7 @@ class TstLiveSession : public QObject {
     const QString jobId = QString("ingest-%1").arg(QCoreApplication::applicationPid());
     JobGuard job;
     // --start-delay-ms gives the test time to attach before step 0; the job then runs ~1 s.
-    job.p.start(bin("trainscope-cli"),
-                {"launch", "--ranks", "4", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps", "300",
-                 "--step-ms", "2", "--start-delay-ms", "1000"});
-    QVERIFY(job.p.waitForStarted());
-    auto entries = waitForRanks(jobId, 4);
+    auto entries = launchTestJob(job, jobId, 4, {"--steps", "300", "--step-ms", "2", "--start-delay-ms", "1000"});
     QCOMPARE(entries.size(), size_t(4));
 
     auto data = std::make_shared<plots::TimelineData>();
@@ -151,11 +159,7 @@ class TstLiveSession : public QObject {
   void lateRanksJoin() {
     const QString jobId = QString("late-%1").arg(QCoreApplication::applicationPid());
     JobGuard job;
-    job.p.start(bin("trainscope-cli"),
-                {"launch", "--ranks", "4", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps", "400",
-                 "--step-ms", "2", "--start-delay-ms", "1500"});
-    QVERIFY(job.p.waitForStarted());
-    auto entries = waitForRanks(jobId, 4);
+    auto entries = launchTestJob(job, jobId, 4, {"--steps", "400", "--step-ms", "2", "--start-delay-ms", "1500"});
     QCOMPARE(entries.size(), size_t(4));
     entries.resize(1);
     entries.front().worldSize = 4;
@@ -177,11 +181,7 @@ class TstLiveSession : public QObject {
   void reattachAddsNoDuplicates() {
     const QString jobId = QString("again-%1").arg(QCoreApplication::applicationPid());
     JobGuard job;
-    job.p.start(bin("trainscope-cli"),
-                {"launch", "--ranks", "4", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps", "500",
-                 "--step-ms", "4", "--start-delay-ms", "1000"});
-    QVERIFY(job.p.waitForStarted());
-    auto entries = waitForRanks(jobId, 4);
+    auto entries = launchTestJob(job, jobId, 4, {"--steps", "500", "--step-ms", "4", "--start-delay-ms", "1000"});
     QCOMPARE(entries.size(), size_t(4));
     auto data = std::make_shared<plots::TimelineData>();
     core::LiveSession live(entries, options());
@@ -210,11 +210,7 @@ class TstLiveSession : public QObject {
   void knobCallsWhileStreaming() {
     const QString jobId = QString("knobs-%1").arg(QCoreApplication::applicationPid());
     JobGuard job;
-    job.p.start(bin("trainscope-cli"),
-                {"launch", "--ranks", "2", "--job-id", jobId, "--", bin("trainscope-testjob"), "--steps", "5000",
-                 "--step-ms", "2"});
-    QVERIFY(job.p.waitForStarted());
-    auto entries = waitForRanks(jobId, 2);
+    auto entries = launchTestJob(job, jobId, 2, {"--steps", "5000", "--step-ms", "2"});
     QCOMPARE(entries.size(), size_t(2));
     auto data = std::make_shared<plots::TimelineData>();
     core::LiveSession live(entries, options());
