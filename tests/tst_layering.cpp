@@ -9,6 +9,7 @@
 #include <QDirIterator>
 #include <QProcess>
 #include <QRegularExpression>
+#include <functional>
 #include <QtTest>
 
 namespace {
@@ -48,9 +49,32 @@ QString coreSubsystemOfInclude(const QString& path) {
   return {};
 }
 
+// Calls fn(where, path) for every #include in the files below dir with these name patterns;
+// "where" is "file:line" relative to root. An unreadable file is a violation.
+void forEachInclude(const QString& root, const QString& dir, const QStringList& patterns, QStringList& violations,
+                    const std::function<void(const QString& where, const QString& path)>& fn) {
+  static const QRegularExpression inc(
+      "^\\s*#\\s*include\\s*[<\"]([^>\"]+)[>\"]");  // no raw strings: moc misreads them
+  QDirIterator files(dir, patterns, QDir::Files, QDirIterator::Subdirectories);
+  while (files.hasNext()) {
+    const QString file = files.next();
+    QFile f(file);
+    if (!f.open(QIODevice::ReadOnly)) {
+      violations << file + ": unreadable";
+      continue;
+    }
+    int lineNo = 0;
+    while (!f.atEnd()) {
+      const QString line = QString::fromUtf8(f.readLine());
+      ++lineNo;
+      const auto m = inc.match(line);
+      if (m.hasMatch()) fn(QDir(root).relativeFilePath(file) + ":" + QString::number(lineNo), m.captured(1));
+    }
+  }
+}
+
 QStringList scanCore(const QString& root) {
   QStringList violations;
-  static const QRegularExpression inc("^\\s*#\\s*include\\s*[<\"]([^>\"]+)[>\"]");
   for (const QString& flat : QDir(root + "/core/src").entryList(QDir::Files))
     violations << "core/src/" + flat + ": a file outside every subsystem folder";
   for (const QString& top : QDir(root + "/core/include/trainscope/core").entryList(QDir::Files))
@@ -62,28 +86,12 @@ QStringList scanCore(const QString& root) {
     if (!kCoreAllowed.contains(sub)) violations << "core: unknown subsystem folder " + sub;
   for (auto it = kCoreAllowed.begin(); it != kCoreAllowed.end(); ++it) {
     for (const QString& dir :
-         {root + "/core/src/" + it.key(), root + "/core/include/trainscope/core/" + it.key()}) {
-      QDirIterator files(dir, {"*.h", "*.cpp"}, QDir::Files, QDirIterator::Subdirectories);
-      while (files.hasNext()) {
-        const QString file = files.next();
-        QFile f(file);
-        if (!f.open(QIODevice::ReadOnly)) {
-          violations << file + ": unreadable";
-          continue;
-        }
-        int lineNo = 0;
-        while (!f.atEnd()) {
-          const QString line = QString::fromUtf8(f.readLine());
-          ++lineNo;
-          const auto m = inc.match(line);
-          if (!m.hasMatch()) continue;
-          const QString target = coreSubsystemOfInclude(m.captured(1));
-          if (!target.isEmpty() && !it.value().contains(target))
-            violations << QDir(root).relativeFilePath(file) + ":" + QString::number(lineNo) + ": core/" +
-                              it.key() + " includes core/" + target + " header " + m.captured(1);
-        }
-      }
-    }
+         {root + "/core/src/" + it.key(), root + "/core/include/trainscope/core/" + it.key()})
+      forEachInclude(root, dir, {"*.h", "*.cpp"}, violations, [&](const QString& where, const QString& path) {
+        const QString target = coreSubsystemOfInclude(path);
+        if (!target.isEmpty() && !it.value().contains(target))
+          violations << where + ": core/" + it.key() + " includes core/" + target + " header " + path;
+      });
   }
   return violations;
 }
@@ -98,35 +106,17 @@ QString layerOfInclude(const QString& path) {
 
 QStringList scanTree(const QString& root) {
   QStringList violations;
-  static const QRegularExpression inc(
-      "^\\s*#\\s*include\\s*[<\"]([^>\"]+)[>\"]");  // no raw strings: moc misreads them
   static const QRegularExpression qt("^(Q[A-Za-z]+|Qt[A-Za-z]*/.*|Q[A-Z][A-Za-z]*/.*)$");
   for (auto it = kAllowed.begin(); it != kAllowed.end(); ++it) {
     const QString layer = it.key();
-    QDirIterator files(root + "/" + layer, {"*.h", "*.hpp", "*.cpp", "*.cc", "*.cu", "*.cuh", "*.c"},
-                       QDir::Files, QDirIterator::Subdirectories);
-    while (files.hasNext()) {
-      const QString file = files.next();
-      QFile f(file);
-      if (!f.open(QIODevice::ReadOnly)) {
-        violations << file + ": unreadable";
-        continue;
-      }
-      int lineNo = 0;
-      while (!f.atEnd()) {
-        const QString line = QString::fromUtf8(f.readLine());
-        ++lineNo;
-        const auto m = inc.match(line);
-        if (!m.hasMatch()) continue;
-        const QString path = m.captured(1);
-        const QString where = QDir(root).relativeFilePath(file) + ":" + QString::number(lineNo);
-        const QString target = layerOfInclude(path);
-        if (!target.isEmpty() && !it.value().contains(target))
-          violations << where + ": " + layer + " includes " + target + " header " + path;
-        if (kQtFree.contains(layer) && qt.match(path).hasMatch())
-          violations << where + ": " + layer + " includes Qt header " + path;
-      }
-    }
+    forEachInclude(root, root + "/" + layer, {"*.h", "*.hpp", "*.cpp", "*.cc", "*.cu", "*.cuh", "*.c"}, violations,
+                   [&](const QString& where, const QString& path) {
+                     const QString target = layerOfInclude(path);
+                     if (!target.isEmpty() && !it.value().contains(target))
+                       violations << where + ": " + layer + " includes " + target + " header " + path;
+                     if (kQtFree.contains(layer) && qt.match(path).hasMatch())
+                       violations << where + ": " + layer + " includes Qt header " + path;
+                   });
   }
   return violations;
 }

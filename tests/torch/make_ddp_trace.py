@@ -13,10 +13,9 @@ import argparse
 import gzip
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
+
+from torch_ranks import run_ranks
 
 
 def worker(out_dir, steps):
@@ -69,40 +68,8 @@ def main():
         worker(a.out_dir, a.steps)
         return 0
     os.makedirs(a.out_dir, exist_ok=True)
-    port = a.port
-    if port == 0:
-        import socket
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    procs = []
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the cleanup below
-    try:
-        for r in range(a.ranks):
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                       WORLD_SIZE=str(a.ranks), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-            procs.append(subprocess.Popen([sys.executable, __file__, a.out_dir, "--steps", str(a.steps),
-                                           "--worker"], env=env, start_new_session=True))
-        deadline = time.time() + a.timeout
-        while time.time() < deadline:
-            codes = [p.poll() for p in procs]
-            if any(c not in (None, 0) for c in codes):
-                print(f"make_ddp_trace: a rank failed: exit codes {codes}", file=sys.stderr)
-                return 1
-            if all(c == 0 for c in codes):
-                return 0
-            time.sleep(0.1)
-        print("make_ddp_trace: timed out", file=sys.stderr)
-        return 1
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
-
+    return run_ranks("make_ddp_trace", a.ranks, [sys.executable, __file__, a.out_dir, "--steps", str(a.steps), "--worker"],
+                     a.timeout, a.port)
 
 if __name__ == "__main__":
     sys.exit(main())

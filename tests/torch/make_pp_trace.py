@@ -10,10 +10,9 @@ Writes OUT_DIR/rank{r}.json.
 """
 import argparse
 import os
-import signal
-import subprocess
 import sys
-import time
+
+from torch_ranks import run_ranks
 
 
 def worker(a):
@@ -71,39 +70,9 @@ def main():
         worker(a)
         return 0
     os.makedirs(a.out_dir, exist_ok=True)
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the cleanup below
-    try:
-        for r in range(a.ranks):
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                       WORLD_SIZE=str(a.ranks), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-            args = [sys.executable, __file__, a.out_dir, "--worker", "--microbatches", str(a.microbatches),
-                    "--schedule", a.schedule, "--steps", str(a.steps)]
-            procs.append(subprocess.Popen(args, env=env, start_new_session=True))
-        deadline = time.time() + a.timeout
-        while time.time() < deadline:
-            codes = [p.poll() for p in procs]
-            if any(c not in (None, 0) for c in codes):
-                print(f"make_pp_trace: a rank failed: exit codes {codes}", file=sys.stderr)
-                return 1
-            if all(c == 0 for c in codes):
-                return 0
-            time.sleep(0.1)
-        print("make_pp_trace: timed out", file=sys.stderr)
-        return 1
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
-
+    return run_ranks("make_pp_trace", a.ranks,
+                     [sys.executable, __file__, a.out_dir, "--worker", "--microbatches", str(a.microbatches),
+                      "--schedule", a.schedule, "--steps", str(a.steps)], a.timeout)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -147,7 +147,6 @@ Status LiveSession::connectRank(Rank& r, const discovery::Entry& e, bool subscri
   if (Status s = r.client->subscribe(options_.history); !s.isOk()) return fail(s, "subscribe: ");
   ++r.attaches;
   r.problem.clear();
-  everConnected_ = true;
   if (writer_) (void)writer_->putRank(r.ingestor->rank());
   recordKnobs();
   return Status::ok();

@@ -160,9 +160,6 @@ class LiveSession {
 
  private:
   struct Rank;
-  struct Command {
-    std::function<void()> run;
-  };
 
   Status connectRank(Rank& r, const discovery::Entry& e, bool subscribe);
   void connectKnown(bool subscribe);
@@ -196,7 +193,6 @@ class LiveSession {
 
   std::map<int32_t, std::unique_ptr<Rank>> ranks_;  // by rank; touched by the worker (or the caller when idle)
   std::vector<std::pair<Rank*, wire::EventBatch>> pending_;
-  bool everConnected_ = false;
   bool knobsRecorded_ = false;
   int64_t startNs_ = 0, lastFlushNs_ = 0, nextResyncNs_ = 0, nextRediscoverNs_ = 0, lastStatsNs_ = 0;
   std::deque<std::pair<int64_t, uint64_t>> rate_;
