@@ -1,5 +1,6 @@
 // `trainscope-cli import IN... --out FILE.tsdb [--partial]`: Chrome trace / Kineto (PyTorch
-// profiler) JSON, plain or .gz, one file per rank or a directory of them, into one session file.
+// profiler) JSON, plain or .gz, or Nsight Systems SQLite exports, one file per rank or a
+// directory of them, into one session file.
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,7 +8,7 @@
 #include <system_error>
 
 #include "commands.h"
-#include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/interop/trace_import.h"
 #include "trainscope/core/session/tsdb.h"
 
 namespace trainscope::cli {
@@ -21,7 +22,7 @@ struct ImportOptions {
 
 int runImport(const ImportOptions& o) {
   std::vector<std::filesystem::path> inputs(o.in.begin(), o.in.end());
-  auto imported = core::importChromeTraceFiles(inputs, core::ChromeImportOptions{.partial = o.partial});
+  auto imported = core::importTraceFiles(inputs, core::TraceImportOptions{.partial = o.partial});
   if (!imported) return fail(imported.status());
   core::TraceStore& store = imported->store;
   std::string from;
@@ -64,14 +65,15 @@ void addImportCommand(CLI::App& app, Runner& run) {
   auto opts = std::make_shared<ImportOptions>();
   CLI::App* cmd = app.add_subcommand("import",
                                      "Import Chrome trace / PyTorch profiler (Kineto) JSON files (plain or "
-                                     ".gz; one per rank, or a directory) "
-                                     "into one .tsdb session");
-  cmd->add_option("IN", opts->in, "Chrome trace JSON files (.json, .json.gz) or directories of them")
+                                     ".gz) or Nsight Systems SQLite exports (nsys export --type sqlite; "
+                                     "one per rank, or a directory) into one .tsdb session");
+  cmd->add_option("IN", opts->in, "Trace files (.json, .json.gz, nsys .sqlite) or directories of them; a .nsys-rep "
+                  "must be exported first (nsys export --type sqlite)")
       ->required();
   cmd->add_option("--out,-o", opts->out, "Session file to write (.tsdb)")->required();
   cmd->add_flag("--partial", opts->partial,
-                "Import what is valid: skip events that break the format, the damaged tail of a file, "
-                "and files that cannot be read; say what was skipped");
+                "Import what is valid: skip events (nsys: rows) that break the format, the damaged tail "
+                "of a file, and files that cannot be read; say what was skipped");
   cmd->callback([opts, &run] { run = [opts] { return runImport(*opts); }; });
 }
 

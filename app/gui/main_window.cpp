@@ -136,13 +136,14 @@ void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open Session…"), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), {},
-                                                      tr("Sessions (*.tsdb *.json);;All files (*)"));
+                                                      tr("Sessions and traces (*.tsdb *.json *.json.gz *.sqlite);;All files (*)"));
     if (!path.isEmpty()) openFile(path);
   });
   open->setShortcut(QKeySequence::Open);
-  file->addAction(tr("&Import Chrome / PyTorch JSON…"), this, [this] {
-    const QString path =
-        QFileDialog::getOpenFileName(this, tr("Import trace"), {}, tr("Chrome trace JSON (*.json)"));
+  file->addAction(tr("&Import Chrome / PyTorch JSON or Nsight Systems SQLite…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Import trace"), {},
+        tr("Traces (*.json *.json.gz *.sqlite);;Nsight Systems export (*.sqlite);;Chrome trace JSON (*.json *.json.gz)"));
     if (!path.isEmpty()) openFile(path);
   });
   recentMenu_ = file->addMenu(tr("Open &Recent"));

@@ -7,6 +7,8 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/interop/nsys/nsys_import.h"
+#include "trainscope/core/interop/trace_import.h"
 
 namespace trainscope::app {
 
@@ -69,7 +71,17 @@ void SessionView::openFile(const QString& path) {
     j.replacesData = true;
     auto data = std::make_shared<plots::TimelineData>();
     const std::filesystem::path p = path.toStdString();
-    if (path.endsWith(".json", Qt::CaseInsensitive)) {
+    const bool nsys = core::isNsysReportName(p) || path.endsWith(".sqlite", Qt::CaseInsensitive) ||
+                      (!path.endsWith(".tsdb", Qt::CaseInsensitive) && core::looksLikeNsysExport(p));
+    if (nsys) {
+      auto fmt = core::traceFormatOf(p);  // a .nsys-rep: the export command to run
+      auto store = fmt ? core::importNsysSqlite(p) : core::Result<core::TraceStore>(fmt.status());
+      if (!store) {
+        j.error = QString::fromStdString(store.status().message());
+        return j;
+      }
+      data->store = std::move(store).value();
+    } else if (path.endsWith(".json", Qt::CaseInsensitive) || path.endsWith(".json.gz", Qt::CaseInsensitive)) {
       auto store = core::importChromeTraceFile(p);
       if (!store) {
         j.error = QString::fromStdString(store.status().message());

@@ -1,0 +1,513 @@
+// Nsight Systems SQLite exports: files built here with the schema as Nsight Systems 2024.6 writes
+// it (tests/data/nsys/schema_3_16_1.sql), rows added per test; what the importer makes of them,
+// and what `analyze` computes from them, checked against hand arithmetic. Bad input: an unknown
+// schema version, missing tables and columns, wrong-typed values, a truncated file, a .nsys-rep.
+#include <sqlite3.h>
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "cli_test_support.h"
+#include "trainscope/core/interop/nsys/nsys_import.h"
+#include "trainscope/core/interop/trace_import.h"
+
+using namespace trainscope::core;
+using trainscope::test::runCli;
+
+namespace {
+
+constexpr int64_t U = 1000;  // 1 us in ns: times below are in us
+constexpr int64_t kEpoch = 1'700'000'000'000'000'000;
+
+int64_t gtid(int64_t pid, int64_t tid) { return (int64_t{1} << 56) | pid << 24 | tid; }  // hw id in the top bits
+int64_t gpid(int64_t pid) { return (int64_t{1} << 56) | pid << 24; }
+
+// An SQLite file with nsys's tables; exec() adds rows.
+class NsysFile {
+ public:
+  explicit NsysFile(const QString& path, bool withSchema = true) : path_(path) {
+    QFile::remove(path);
+    sqlite3_open(path.toUtf8().constData(), &db_);
+    if (withSchema) {
+      QFile f(QString(TRAINSCOPE_TEST_DATA) + "/nsys/schema_3_16_1.sql");
+      f.open(QIODevice::ReadOnly);
+      exec(QString::fromUtf8(f.readAll()));
+    }
+  }
+  ~NsysFile() { close(); }
+  void close() {
+    if (db_) sqlite3_close(db_);
+    db_ = nullptr;
+  }
+  void exec(const QString& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.toUtf8().constData(), nullptr, nullptr, &err) != SQLITE_OK) {
+      qWarning() << "SQL failed:" << err << sql.left(200);
+      sqlite3_free(err);
+    }
+  }
+  void string(int64_t id, const QString& v) {
+    exec(QString("INSERT INTO StringIds VALUES(%1,'%2')").arg(id).arg(v));
+  }
+  // The columns nsys always fills; the rest NULL.
+  void kernel(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t nameId, int64_t corr) {
+    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,"
+                 "globalPid,demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,"
+                 "staticSharedMemory,dynamicSharedMemory,localMemoryPerThread,localMemoryTotal,gridId) "
+                 "VALUES(%1,%2,0,1,%3,%4,%5,%6,%6,32,1,1,1,128,1,1,0,0,0,0,%4)")
+             .arg(start).arg(end).arg(stream).arg(corr).arg(gpid(pid)).arg(nameId));
+  }
+  void runtime(int64_t pid, int64_t start, int64_t end, int64_t nameId, int64_t corr) {
+    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,correlationId,nameId,"
+                 "returnValue) VALUES(%1,%2,1,%3,%4,%5,0)")
+             .arg(start).arg(end).arg(gtid(pid, pid)).arg(corr).arg(nameId));
+  }
+  void nvtx(int64_t pid, int64_t start, int64_t end, const QString& text, int type = 59) {
+    exec(QString("INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES(%1,%2,%3,'%4',%5)")
+             .arg(start).arg(end).arg(type).arg(text).arg(gtid(pid, pid)));
+  }
+  void memcpy(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t bytes, int kind, int64_t corr) {
+    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,correlationId,"
+                 "globalPid,bytes,copyKind) VALUES(%1,%2,0,1,%3,%4,%5,%6,%7)")
+             .arg(start).arg(end).arg(stream).arg(corr).arg(gpid(pid)).arg(bytes).arg(kind));
+  }
+  void memset(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t bytes) {
+    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start,end,deviceId,contextId,streamId,globalPid,value,"
+                 "bytes) VALUES(%1,%2,0,1,%3,%4,0,%5)")
+             .arg(start).arg(end).arg(stream).arg(gpid(pid)).arg(bytes));
+  }
+  void epoch(int64_t ns) { exec(QString("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES(%1,'','')").arg(ns)); }
+  std::filesystem::path path() const { return path_.toStdString(); }
+
+ private:
+  QString path_;
+  sqlite3* db_ = nullptr;
+};
+
+enum : int64_t { kGemm = 1, kAllReduce = 2, kLaunch = 3, kMain = 4, kElementwise = 5 };
+
+void names(NsysFile& f, int64_t pid) {
+  f.string(kGemm, "void gemm_kernel<float>(float const*, float*)");
+  f.string(kAllReduce, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  f.string(kLaunch, "cudaLaunchKernel_v7000");
+  f.string(kMain, "python3");
+  f.string(kElementwise, "void at::native::elementwise_kernel<128, 2>()");
+  f.exec(QString("INSERT INTO ThreadNames VALUES(%1,0,%2)").arg(kMain).arg(gtid(pid, pid)));
+}
+
+// Rank 0 (pid 1000), times in us. Steps #1 [0,100), #2 [100,200).
+//  step 1: gemm [10,40) [45,70) on stream 7; all-reduce [30,60) [75,90) on stream 13;
+//          Memcpy HtoD [90,95) (memory: neither compute nor communication).
+//          compute 55, comm 45, overlap [30,40)+[45,60) = 25: compute-only 30, exposed 20, idle 25.
+//  step 2: gemm [110,150); all-reduce [140,170): overlap 10: compute-only 30, exposed 20, idle 40.
+// Every kernel is launched by a cudaLaunchKernel 2 us before it starts (correlation ids 1..).
+void writeRank0(NsysFile& f, int64_t epoch, int64_t offset) {
+  const int64_t pid = 1000;
+  names(f, pid);
+  f.epoch(epoch);
+  auto t = [&](int64_t us) { return us * U - offset; };
+  f.nvtx(pid, t(0), t(100), "ProfilerStep#1");
+  f.nvtx(pid, t(100), t(200), "ProfilerStep#2");
+  f.nvtx(pid, t(5), t(20), "forward");
+  f.nvtx(pid, t(50), t(50), "checkpoint", 34);
+  int64_t corr = 1;
+  auto k = [&](int64_t stream, int64_t s, int64_t e, int64_t name) {
+    f.runtime(pid, t(s - 2), t(s - 1), kLaunch, corr);
+    f.kernel(pid, stream, t(s), t(e), name, corr++);
+  };
+  k(7, 10, 40, kGemm);
+  k(7, 45, 70, kGemm);
+  k(13, 30, 60, kAllReduce);
+  k(13, 75, 90, kAllReduce);
+  f.memcpy(pid, 7, t(90), t(95), 4096, 1, 99);
+  f.memset(pid, 7, t(96), t(97), 512);
+  k(7, 110, 150, kGemm);
+  k(13, 140, 170, kAllReduce);
+}
+
+// Rank 1 (pid 1001). step 1: compute [0,50), all-reduce [50,80): compute-only 50, exposed 30,
+// idle 20. step 2: compute [100,180), all-reduce [150,190): overlap 30: compute-only 50,
+// exposed 10, idle 10.
+void writeRank1(NsysFile& f, int64_t epoch, int64_t offset) {
+  const int64_t pid = 1001;
+  names(f, pid);
+  f.epoch(epoch);
+  auto t = [&](int64_t us) { return us * U - offset; };
+  f.nvtx(pid, t(0), t(100), "ProfilerStep#1");
+  f.nvtx(pid, t(100), t(200), "ProfilerStep#2");
+  f.kernel(pid, 7, t(0), t(50), kElementwise, 1);
+  f.kernel(pid, 13, t(50), t(80), kAllReduce, 2);
+  f.kernel(pid, 7, t(100), t(180), kGemm, 3);
+  f.kernel(pid, 13, t(150), t(190), kAllReduce, 4);
+}
+
+const Attr* attrOf(TraceStore& s, TrackId t, size_t i, AttrKey k) { return s.events(t).findAttr(i, k); }
+
+QString customString(TraceStore& s, TrackId t, size_t i, std::string_view key) {
+  const auto id = s.strings().find(key);
+  if (!id) return {};
+  for (const Attr& a : s.events(t).attrs(i))
+    if (a.key == kCustomAttrBase + *id) return QString::fromStdString(std::string(s.str(a.asString())));
+  return {};
+}
+
+std::optional<TrackId> findTrack(TraceStore& s, RankId r, TrackKind k, const std::string& name) {
+  for (TrackId t = 0; t < s.trackCount(); ++t)
+    if (s.track(t).rank == r && s.track(t).kind == k && s.track(t).name == name) return t;
+  return std::nullopt;
+}
+
+}  // namespace
+
+class TstNsysImport : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { QVERIFY(dir_.isValid()); }
+
+  // One file: names from StringIds, globalTid/globalPid decoded, tracks, kinds, attributes.
+  void oneFileModel() {
+    const QString path = dir_.filePath("one_rank0.sqlite");
+    {
+      NsysFile f(path);
+      writeRank0(f, kEpoch, 0);
+    }
+    QVERIFY(looksLikeNsysExport(path.toStdString()));
+    auto r = importNsysSqlite(path.toStdString());
+    QVERIFY2(r, r ? "" : r.status().message().c_str());
+    TraceStore& s = r.value();
+    QCOMPARE(s.ranks().size(), size_t{1});
+    QCOMPARE(s.ranks().begin()->second.pid, int64_t{1000});
+    QCOMPARE(s.ranks().begin()->second.device, 0);
+    QCOMPARE(s.metadata().at("import_format"), std::string("nsys"));
+    QCOMPARE(s.metadata().at("nsys_export_schema_version"), std::string("3.16.1"));
+    QCOMPARE(s.metadata().at("nsys_product_version"), std::string("2024.6.2.225"));
+    QCOMPARE(s.metadata().at("utcEpochNs"), std::to_string(kEpoch));
+
+    auto cpu = findTrack(s, 0, TrackKind::CpuThread, "python3");  // ThreadNames
+    auto compute = findTrack(s, 0, TrackKind::CudaStream, "GPU 0 stream 7");
+    auto comm = findTrack(s, 0, TrackKind::CudaStream, "GPU 0 stream 13");
+    QVERIFY(cpu && compute && comm);
+    QCOMPARE(s.track(*cpu).externalId, int64_t{1000});  // tid = globalTid & 0xFFFFFF
+
+    // CPU thread: 2 steps, 1 range, 1 mark, 6 launches.
+    const TrackEvents& c = s.events(*cpu);
+    QCOMPARE(c.size(), size_t{10});
+    QCOMPARE(s.str(c.name(0)), std::string_view("ProfilerStep#1"));
+    QCOMPARE(c.kind(0), EventKind::Step);
+    QCOMPARE(c.start(0), kEpoch);  // utcEpochNs added
+    QCOMPARE(attrOf(s, *cpu, 0, AttrKey::Step)->asInt(), int64_t{1});
+    size_t marks = 0, launches = 0, ranges = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c.kind(i) == EventKind::Marker) ++marks;
+      if (s.str(c.name(i)) == "cudaLaunchKernel_v7000") ++launches;
+      if (s.str(c.name(i)) == "forward") ranges += c.kind(i) == EventKind::Range;
+    }
+    QCOMPARE(marks, size_t{1});
+    QCOMPARE(launches, size_t{6});
+    QCOMPARE(ranges, size_t{1});
+
+    // Compute stream: 3 gemm kernels, the memcpy and the memset.
+    const TrackEvents& k = s.events(*compute);
+    QCOMPARE(k.size(), size_t{5});
+    QCOMPARE(k.kind(0), EventKind::Kernel);
+    QCOMPARE(s.str(k.name(0)), std::string_view("void gemm_kernel<float>(float const*, float*)"));
+    QCOMPARE(k.start(0) - kEpoch, 10 * U);
+    QCOMPARE(attrOf(s, *compute, 0, AttrKey::Stream)->asInt(), int64_t{7});
+    size_t copies = 0, sets = 0;
+    for (size_t i = 0; i < k.size(); ++i) {
+      if (k.kind(i) == EventKind::Memcpy) {
+        ++copies;
+        QCOMPARE(s.str(k.name(i)), std::string_view("Memcpy HtoD"));
+        QCOMPARE(attrOf(s, *compute, i, AttrKey::Bytes)->asInt(), int64_t{4096});
+      }
+      if (k.kind(i) == EventKind::Memset) {
+        ++sets;
+        QCOMPARE(attrOf(s, *compute, i, AttrKey::Bytes)->asInt(), int64_t{512});
+      }
+    }
+    QCOMPARE(copies, size_t{1});
+    QCOMPARE(sets, size_t{1});
+
+    // NCCL kernels: collectives with the collective, algorithm and protocol from the name; the
+    // all-reduces of a step are its buckets, in start order.
+    const TrackEvents& n = s.events(*comm);
+    QCOMPARE(n.size(), size_t{3});
+    for (size_t i = 0; i < n.size(); ++i) {
+      QCOMPARE(n.kind(i), EventKind::Collective);
+      QCOMPARE(customString(s, *comm, i, "collective"), QString("AllReduce"));
+      QCOMPARE(s.str(attrOf(s, *comm, i, AttrKey::Algorithm)->asString()), std::string_view("RING"));
+      QCOMPARE(s.str(attrOf(s, *comm, i, AttrKey::Protocol)->asString()), std::string_view("LL"));
+    }
+    QCOMPARE(attrOf(s, *comm, 0, AttrKey::Bucket)->asInt(), int64_t{0});
+    QCOMPARE(attrOf(s, *comm, 1, AttrKey::Bucket)->asInt(), int64_t{1});
+    QCOMPARE(attrOf(s, *comm, 2, AttrKey::Bucket)->asInt(), int64_t{0});  // step 2's first
+
+    // The launch and its kernel share correlation id and flow id: the all-reduce [30,60) is
+    // correlation 3, launched at 28 us.
+    QCOMPARE(attrOf(s, *comm, 0, AttrKey::CorrelationId)->asInt(), int64_t{3});
+    const int64_t flow = attrOf(s, *comm, 0, AttrKey::FlowId)->asInt();
+    bool launchFound = false;
+    for (size_t i = 0; i < c.size(); ++i)
+      if (const Attr* a = attrOf(s, *cpu, i, AttrKey::FlowId); a && a->asInt() == flow) {
+        launchFound = true;
+        QCOMPARE(c.start(i) - kEpoch, 28 * U);
+        QCOMPARE(attrOf(s, *cpu, i, AttrKey::CorrelationId)->asInt(), int64_t{3});
+      }
+    QVERIFY(launchFound);
+  }
+
+  // One report holding two processes (nsys profile around a launcher): each is a rank, in pid order.
+  void processesAreRanks() {
+    const QString path = dir_.filePath("two_processes.sqlite");
+    {
+      NsysFile f(path);
+      f.string(1, "k");
+      f.nvtx(2000, 0, 10, "a");  // seen first, but the higher pid
+      f.kernel(2000, 7, 0, 5, 1, 1);
+      f.kernel(1500, 7, 0, 5, 1, 1);
+    }
+    auto r = importNsysSqlite(path.toStdString());
+    QVERIFY2(r, r ? "" : r.status().message().c_str());
+    QCOMPARE(r->ranks().size(), size_t{2});
+    QCOMPARE(r->rank(0)->pid, int64_t{1500});
+    QCOMPARE(r->rank(1)->pid, int64_t{2000});
+    QCOMPARE(r->metadata().at("nsys_export_schema_version"), std::string("3.16.1"));
+    QVERIFY(!r->metadata().count("utcEpochNs"));  // no session start table rows
+  }
+
+  // Two rank files through the CLI, then analyze --json: the breakdown, data_parallel and buckets
+  // equal the hand arithmetic above writeRank0/writeRank1. Rank 1's capture started 3 us later
+  // (utcEpochNs) and its file times are 3 us smaller: on the session clock the steps coincide.
+  void twoRanksAnalyze() {
+    const QString r0 = dir_.filePath("job_rank0.sqlite"), r1 = dir_.filePath("job_rank1.sqlite");
+    {
+      NsysFile a(r0), b(r1);
+      writeRank0(a, kEpoch, 0);
+      writeRank1(b, kEpoch + 3 * U, 3 * U);
+    }
+    const QString out = dir_.filePath("two.tsdb");
+    // Given in reverse order: the ranks come from the file names.
+    auto imp = runCli({"import", r1, r0, "--out", out});
+    QVERIFY2(imp.code == 0, qPrintable(imp.err + imp.out));
+    QVERIFY2(imp.out.contains("job_rank1.sqlite -> rank 1 (from file name)"), qPrintable(imp.out));
+    QVERIFY2(imp.out.contains("clock alignment: utcEpochNs"), qPrintable(imp.out));
+
+    auto info = runCli({"info", out, "--json"});
+    QCOMPARE(info.code, 0);
+
+    auto an = runCli({"analyze", out, "--json"});
+    QVERIFY2(an.code == 0, qPrintable(an.err));
+    const QJsonObject j = QJsonDocument::fromJson(an.out.toUtf8()).object();
+    QCOMPARE(j["steps"].toObject()["count"].toInt(), 2);
+    QCOMPARE(j["steps"].toObject()["step_time_ms"].toObject()["mean"].toDouble(), 0.1);
+    const QJsonArray per = j["breakdown"].toObject()["per_rank"].toArray();
+    QCOMPARE(per.size(), 2);
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-9; };
+    struct Expect {
+      double compute, overlapped, exposed, idle;
+    };
+    const Expect e[2] = {{0.030, 0.0175, 0.020, 0.0325}, {0.050, 0.015, 0.020, 0.015}};
+    for (int r = 0; r < 2; ++r) {
+      const QJsonObject b = per[r].toObject();
+      QCOMPARE(b["rank"].toInt(), r);
+      QVERIFY2(near(b["compute_ms"].toDouble(), e[r].compute), qPrintable(QJsonDocument(b).toJson()));
+      QVERIFY2(near(b["overlapped_comm_ms"].toDouble(), e[r].overlapped), qPrintable(QJsonDocument(b).toJson()));
+      QVERIFY2(near(b["exposed_comm_ms"].toDouble(), e[r].exposed), qPrintable(QJsonDocument(b).toJson()));
+      QVERIFY2(near(b["idle_ms"].toDouble(), e[r].idle), qPrintable(QJsonDocument(b).toJson()));
+    }
+    // data_parallel: rank 0 hides 35 of 75 us, rank 1 30 of 70; exposed 20 us per step on both.
+    const QJsonObject dp = j["data_parallel"].toObject();
+    QVERIFY2(!dp.isEmpty(), qPrintable(an.out.left(2000)));
+    QVERIFY(near(dp["overlap_ratio"].toDouble(), (35.0 / 75 + 30.0 / 70) / 2));
+    QVERIFY(near(dp["exposed_comm_ms"].toDouble(), 0.020));
+    // Bucket 0: rank 0 hides 25 + 10 of 30 + 30, rank 1 0 + 30 of 30 + 40; bucket 1 (rank 0's
+    // [75,90) only): nothing hidden.
+    const QJsonArray buckets = dp["buckets"].toArray();
+    QCOMPARE(buckets.size(), 2);
+    QVERIFY(near(buckets[0].toObject()["overlap_ratio"].toDouble(), (35.0 / 60 + 30.0 / 70) / 2));
+    QVERIFY(near(buckets[1].toObject()["overlap_ratio"].toDouble(), 0.0));
+
+    // The session says how the clocks were related and where each rank came from.
+    auto loaded = importTraceFiles({out.toStdString()});
+    QVERIFY(!loaded);  // a .tsdb is not a trace to import (SQLite, but not nsys's tables)
+  }
+
+  // Without utcEpochNs on every file, the ranks are aligned on their first NCCL collective.
+  void alignOnFirstCollective() {
+    const QString r0 = dir_.filePath("al_rank0.sqlite"), r1 = dir_.filePath("al_rank1.sqlite");
+    {
+      NsysFile a(r0), b(r1);
+      writeRank0(a, kEpoch, 0);
+      b.string(kAllReduce, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+      b.kernel(1001, 13, 500 * U, 560 * U, kAllReduce, 1);  // ends with rank 0's first (60 us)
+    }
+    auto m = importNsysSqliteFiles({r0.toStdString(), r1.toStdString()});
+    QVERIFY2(m, m ? "" : m.status().message().c_str());
+    QCOMPARE(m->store.metadata().at("clock_alignment"), std::string("first_collective"));
+    auto t = findTrack(m->store, 1, TrackKind::CudaStream, "GPU 0 stream 13");
+    QVERIFY(t);
+    QCOMPARE(m->store.events(*t).end(0), 60 * U);  // rank 0's time base was taken off
+  }
+
+  void unknownSchemaVersion() {
+    const QString path = dir_.filePath("v4.sqlite");
+    {
+      NsysFile f(path);
+      writeRank0(f, kEpoch, 0);
+      f.exec("UPDATE META_DATA_EXPORT SET value='4.0.0' WHERE name='EXPORT_SCHEMA_VERSION'");
+    }
+    for (bool partial : {false, true}) {
+      auto r = importNsysSqlite(path.toStdString(), {.partial = partial});
+      QVERIFY(!r);
+      const QString msg = QString::fromStdString(r.status().message());
+      QVERIFY2(msg.startsWith(path) && msg.contains("'4.0.0'") && msg.contains("not supported"), qPrintable(msg));
+    }
+    const QString out = dir_.filePath("v4.tsdb");
+    auto cli = runCli({"import", path, "--out", out});
+    QCOMPARE(cli.code, 1);
+    QVERIFY2(cli.err.contains("4.0.0"), qPrintable(cli.err));
+    QVERIFY(!QFile::exists(out));
+    QCOMPARE(QDir(dir_.path()).entryList({"v4.tsdb*"}).size(), 0);  // nothing half written
+  }
+
+  void missingTablesAndColumns() {
+    const QString none = dir_.filePath("empty.sqlite");
+    {
+      NsysFile f(none, false);
+      f.exec("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)");
+    }
+    auto r = importNsysSqlite(none.toStdString());
+    QVERIFY(!r);
+    QVERIFY2(r.status().message().find("no Nsight Systems activity tables") != std::string::npos,
+             r.status().message().c_str());
+
+    const QString noStrings = dir_.filePath("nostrings.sqlite");
+    {
+      NsysFile f(noStrings);
+      f.exec("DROP TABLE StringIds");
+    }
+    r = importNsysSqlite(noStrings.toStdString());
+    QVERIFY(!r);
+    QVERIFY2(r.status().message().find("no StringIds table") != std::string::npos, r.status().message().c_str());
+
+    const QString noColumn = dir_.filePath("nocolumn.sqlite");
+    {
+      NsysFile f(noColumn);
+      f.exec("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL");
+      f.exec("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+             "deviceId INTEGER NOT NULL, shortName INTEGER NOT NULL)");
+    }
+    r = importNsysSqlite(noColumn.toStdString());
+    QVERIFY(!r);
+    QVERIFY2(r.status().message().find("CUPTI_ACTIVITY_KIND_KERNEL has no column 'streamId'") != std::string::npos,
+             r.status().message().c_str());
+  }
+
+  // A text start, a real in a kernel's name id, a name id not in StringIds, an end before its
+  // start: each named by table and rowid; --partial skips those rows and counts them.
+  void wrongTypedValues() {
+    const QString path = dir_.filePath("types.sqlite");
+    {
+      NsysFile f(path);
+      writeRank0(f, kEpoch, 0);
+      f.exec("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start='abc' WHERE rowid=2");
+    }
+    auto r = importNsysSqlite(path.toStdString());
+    QVERIFY(!r);
+    QCOMPARE(r.status().code(), ErrorCode::BadTrace);
+    const std::string msg = r.status().message();
+    QVERIFY2(msg == path.toStdString() +
+                        ": CUPTI_ACTIVITY_KIND_KERNEL rowid 2: column start holds text, expected an integer ('abc')",
+             msg.c_str());
+    {
+      NsysFile f(path, false);
+      f.exec("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName=2.5 WHERE rowid=3");
+      f.exec("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId=777 WHERE rowid=1");
+      f.exec("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end=0 WHERE rowid=1");
+    }
+    auto p = importNsysSqlite(path.toStdString(), {.partial = true});
+    QVERIFY2(p, p ? "" : p.status().message().c_str());
+    QCOMPARE(p->metadata().at("import_invalid_events"), std::string("4"));
+    QCOMPARE(p->eventCount(EventKind::Memcpy), size_t{0});
+    QCOMPARE(p->eventCount(EventKind::Kernel) + p->eventCount(EventKind::Collective), size_t{6 - 2});
+    QVERIFY2(p->metadata().at("import_first_error").find("rowid 1: string id 777 is not in StringIds") !=
+                 std::string::npos,
+             p->metadata().at("import_first_error").c_str());
+
+    // The CLI says what --partial skipped.
+    const QString out = dir_.filePath("types.tsdb");
+    auto cli = runCli({"import", path, "--out", out, "--partial"});
+    QVERIFY2(cli.code == 0, qPrintable(cli.err));
+    QVERIFY2(cli.out.contains("skipped 4 invalid events (--partial)"), qPrintable(cli.out));
+  }
+
+  void truncatedFile() {
+    const QString path = dir_.filePath("cut.sqlite");
+    {
+      NsysFile f(path);
+      writeRank0(f, kEpoch, 0);
+    }
+    const auto size = std::filesystem::file_size(path.toStdString());
+    std::filesystem::resize_file(path.toStdString(), size / 2);
+    auto r = importNsysSqlite(path.toStdString());
+    QVERIFY(!r);
+    QCOMPARE(r.status().code(), ErrorCode::Truncated);
+    QVERIFY2(r.status().message().starts_with(path.toStdString() + ": truncated"), r.status().message().c_str());
+    const QString out = dir_.filePath("cut.tsdb");
+    auto cli = runCli({"import", path, "--out", out});
+    QCOMPARE(cli.code, 1);
+    QVERIFY2(cli.err.contains("truncated"), qPrintable(cli.err));
+    QVERIFY(!QFile::exists(out));
+  }
+
+  void notSqliteAndReports() {
+    const QString rep = dir_.filePath("profile.nsys-rep");
+    {
+      std::ofstream(rep.toStdString()) << "NSYS report bytes";
+    }
+    auto cli = runCli({"import", rep, "--out", dir_.filePath("rep.tsdb")});
+    QCOMPARE(cli.code, 1);
+    QVERIFY2(cli.err.contains("nsys export --type sqlite"), qPrintable(cli.err));
+    auto r = importNsysSqlite(rep.toStdString());
+    QVERIFY(!r);
+    QCOMPARE(r.status().code(), ErrorCode::NotSqlite);
+    QVERIFY2(r.status().message().find("nsys export --type sqlite") != std::string::npos, r.status().message().c_str());
+
+    const QString text = dir_.filePath("text.sqlite");
+    {
+      std::ofstream(text.toStdString()) << "not a database";
+    }
+    r = importNsysSqlite(text.toStdString());
+    QVERIFY(!r);
+    QCOMPARE(r.status().code(), ErrorCode::NotSqlite);
+
+    // JSON and nsys files do not mix in one session.
+    const QString json = dir_.filePath("rank0.json");
+    {
+      std::ofstream(json.toStdString()) << R"({"traceEvents": []})";
+    }
+    const QString sq = dir_.filePath("mix_rank1.sqlite");
+    {
+      NsysFile f(sq);
+      writeRank1(f, kEpoch, 0);
+    }
+    auto mixed = importTraceFiles({json.toStdString(), sq.toStdString()});
+    QVERIFY(!mixed);
+    QVERIFY2(mixed.status().message().find("cannot combine") != std::string::npos, mixed.status().message().c_str());
+  }
+
+ private:
+  QTemporaryDir dir_;
+};
+
+QTEST_GUILESS_MAIN(TstNsysImport)
+#include "tst_nsys_import.moc"
