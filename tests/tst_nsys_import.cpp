@@ -33,8 +33,9 @@ int64_t gpid(int64_t pid) { return (int64_t{1} << 56) | pid << 24; }
 // An SQLite file with nsys's tables; exec() adds rows.
 class NsysFile {
  public:
-  explicit NsysFile(const QString& path, bool withSchema = true) : path_(path) {
-    QFile::remove(path);
+  // fresh: a new file (with nsys's tables when withSchema); else the existing file, to edit.
+  explicit NsysFile(const QString& path, bool withSchema = true, bool fresh = true) : path_(path) {
+    if (fresh) QFile::remove(path);
     sqlite3_open(path.toUtf8().constData(), &db_);
     if (withSchema) {
       QFile f(QString(TRAINSCOPE_TEST_DATA) + "/nsys/schema_3_16_1.sql");
@@ -429,7 +430,7 @@ class TstNsysImport : public QObject {
                         ": CUPTI_ACTIVITY_KIND_KERNEL rowid 2: column start holds text, expected an integer ('abc')",
              msg.c_str());
     {
-      NsysFile f(path, false);
+      NsysFile f(path, false, false);
       f.exec("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName=2.5 WHERE rowid=3");
       f.exec("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId=777 WHERE rowid=1");
       f.exec("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end=0 WHERE rowid=1");
