@@ -16,6 +16,12 @@
 #include <fstream>
 
 #include "cli_test_support.h"
+#if TRAINSCOPE_TEST_GUI
+#include <QSignalSpy>
+
+#include "main_window.h"
+#include "session_view.h"
+#endif
 #include "trainscope/core/interop/nsys/nsys_import.h"
 #include "trainscope/core/interop/trace_import.h"
 
@@ -506,9 +512,50 @@ class TstNsysImport : public QObject {
     QVERIFY2(mixed.status().message().find("cannot combine") != std::string::npos, mixed.status().message().c_str());
   }
 
+#if TRAINSCOPE_TEST_GUI
+  // File -> Open in the real main window (offscreen): one export, two ranks' exports as one
+  // session, and a .nsys-rep refused with the export command.
+  void guiOpensExports() {
+    const QString r0 = dir_.filePath("gui_rank0.sqlite"), r1 = dir_.filePath("gui_rank1.sqlite");
+    {
+      NsysFile a(r0), b(r1);
+      writeRank0(a, kEpoch, 0);
+      writeRank1(b, kEpoch, 0);
+    }
+    auto one = importNsysSqlite(r0.toStdString());
+    QVERIFY(one);
+    trainscope::app::MainWindow w;
+    QSignalSpy loaded(&w, &trainscope::app::MainWindow::loaded);
+    QSignalSpy failed(&w, &trainscope::app::MainWindow::failed);
+    auto wait = [](QSignalSpy& spy, int n) {
+      for (int i = 0; i < 800 && spy.count() < n; ++i) QTest::qWait(25);
+      return spy.count() >= n;
+    };
+    w.openFile(r0);
+    QVERIFY(wait(loaded, 1));
+    QCOMPARE(w.currentView()->data()->store.eventCount(), one->eventCount());
+    w.openFiles({r1, r0});
+    QVERIFY(wait(loaded, 2));
+    QCOMPARE(w.currentView()->data()->store.ranks().size(), size_t{2});
+    QCOMPARE(w.currentView()->title(), QString("2 files"));
+    const QString rep = dir_.filePath("gui.nsys-rep");
+    {
+      std::ofstream(rep.toStdString()) << "report";
+    }
+    w.openFile(rep);
+    QVERIFY(wait(failed, 1));
+    QVERIFY2(failed.at(0).at(1).toString().contains("nsys export --type sqlite"),
+             qPrintable(failed.at(0).at(1).toString()));
+  }
+#endif
+
  private:
   QTemporaryDir dir_;
 };
 
+#if TRAINSCOPE_TEST_GUI
+QTEST_MAIN(TstNsysImport)
+#else
 QTEST_GUILESS_MAIN(TstNsysImport)
+#endif
 #include "tst_nsys_import.moc"

@@ -60,7 +60,10 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("Trainscope: see and tune distributed training while it runs.");
   parser.addHelpOption();
   parser.addVersionOption();
-  parser.addPositionalArgument("file", "Session to open (.tsdb or Chrome trace .json)", "[file]");
+  parser.addPositionalArgument("file",
+                               "Session to open (.tsdb), or trace files to import as one session (Chrome / "
+                               "PyTorch .json, .json.gz, Nsight Systems .sqlite; one per rank)",
+                               "[file...]");
   parser.addOption({"screenshot",
                     "Save a PNG of the window once the file is open (or, attached, once every rank "
                     "sent events), then quit.",
@@ -150,7 +153,7 @@ int main(int argc, char** argv) {
   } else if (parser.isSet("attach-first")) {
     window.attachFirst(static_cast<int>(parser.value("wait").toDouble() * 1000));
   } else if (!files.isEmpty()) {
-    window.openFile(files.first());
+    window.openFiles(files);  // several: one trace per rank, one session
   } else if (!shotPath.isEmpty()) {
     shoot(0);
   }

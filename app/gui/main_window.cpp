@@ -135,16 +135,19 @@ void MainWindow::buildDocks() {
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open Session…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), {},
-                                                      tr("Sessions and traces (*.tsdb *.json *.json.gz *.sqlite);;All files (*)"));
-    if (!path.isEmpty()) openFile(path);
+    // Several files: one trace per rank, imported into one session.
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, tr("Open session or traces"), {},
+        tr("Sessions and traces (*.tsdb *.json *.json.gz *.sqlite);;All files (*)"));
+    if (paths.size() == 1) openFile(paths.first());
+    if (paths.size() > 1) openFiles(paths);
   });
   open->setShortcut(QKeySequence::Open);
   file->addAction(tr("&Import Chrome / PyTorch JSON or Nsight Systems SQLite…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(
-        this, tr("Import trace"), {},
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, tr("Import traces (one per rank)"), {},
         tr("Traces (*.json *.json.gz *.sqlite);;Nsight Systems export (*.sqlite);;Chrome trace JSON (*.json *.json.gz)"));
-    if (!path.isEmpty()) openFile(path);
+    if (!paths.isEmpty()) openFiles(paths);
   });
   recentMenu_ = file->addMenu(tr("Open &Recent"));
   file->addSeparator();
@@ -400,7 +403,7 @@ SessionView* MainWindow::addView(const QString& title) {
   connect(v, &SessionView::loaded, this, [this, v](const QString& path) {
     tabs_->setTabText(tabs_->indexOf(v), v->title());
     setWindowTitle(tr("%1 — Trainscope").arg(v->title()));
-    addRecent(path);
+    if (QFileInfo::exists(path)) addRecent(path);  // not "a, b" of several files
     refreshTree();
     updateStatus();
     showEventDetails({});
@@ -422,10 +425,15 @@ SessionView* MainWindow::addView(const QString& title) {
   return v;
 }
 
-void MainWindow::openFile(const QString& path) {
-  SessionView* v = addView(tr("Opening %1…").arg(QFileInfo(path).fileName()));
-  statusSource_->setText(tr("Opening %1…").arg(path));
-  v->openFile(path);
+void MainWindow::openFile(const QString& path) { openFiles({path}); }
+
+void MainWindow::openFiles(const QStringList& paths) {
+  if (paths.isEmpty()) return;
+  const QString name = paths.size() == 1 ? QFileInfo(paths.first()).fileName()
+                                         : tr("%1 files").arg(paths.size());
+  SessionView* v = addView(tr("Opening %1…").arg(name));
+  statusSource_->setText(tr("Opening %1…").arg(paths.join(", ")));
+  v->openFiles(paths);
 }
 
 void MainWindow::attachEntries(std::vector<core::discovery::Entry> entries, const QString& label) {

@@ -41,6 +41,8 @@ class MainWindow : public QMainWindow {
 
   // Opens path in a new tab (loading runs off the GUI thread); loaded() or failed() follows.
   void openFile(const QString& path);
+  // Several per-rank trace files (PyTorch JSON or Nsight Systems exports) as one session, one tab.
+  void openFiles(const QStringList& paths);
   // Attaches to a local job by id in a new tab. False (and a message) when it is not running.
   bool attachJob(const QString& jobId, QString* error);
   // Attaches to the first local job that appears within timeoutMs; failed() when none does.

@@ -34,6 +34,8 @@ SessionView::~SessionView() {
 
 QString SessionView::title() const {
   if (!label_.isEmpty()) return label_;
+  if (!path_.isEmpty() && !QFileInfo::exists(path_) && path_.contains(", "))
+    return tr("%1 files").arg(path_.count(", ") + 1);  // several traces in one session
   if (!path_.isEmpty()) return QFileInfo(path_).fileName();
   return tr("(empty)");
 }
@@ -62,32 +64,30 @@ void SessionView::onJobDone() {
   }
 }
 
-void SessionView::openFile(const QString& path) {
-  if (watcher_.isRunning()) return;
+void SessionView::openFile(const QString& path) { openFiles({path}); }
+
+void SessionView::openFiles(const QStringList& paths) {
+  if (watcher_.isRunning() || paths.isEmpty()) return;
+  const QString path = paths.join(", ");
   timeline_->setPlaceholder(tr("Loading %1 …").arg(path));
-  startJob([path] {
+  startJob([paths, path] {
     Job j;
     j.path = path;
     j.replacesData = true;
     auto data = std::make_shared<plots::TimelineData>();
-    const std::filesystem::path p = path.toStdString();
-    const bool nsys = core::isNsysReportName(p) || path.endsWith(".sqlite", Qt::CaseInsensitive) ||
-                      (!path.endsWith(".tsdb", Qt::CaseInsensitive) && core::looksLikeNsysExport(p));
-    if (nsys) {
-      auto fmt = core::traceFormatOf(p);  // a .nsys-rep: the export command to run
-      auto store = fmt ? core::importNsysSqlite(p) : core::Result<core::TraceStore>(fmt.status());
-      if (!store) {
-        j.error = QString::fromStdString(store.status().message());
+    const std::filesystem::path p = paths.first().toStdString();
+    const bool session = paths.size() == 1 && !core::isNsysReportName(p) &&
+                         (paths.first().endsWith(".tsdb", Qt::CaseInsensitive) ||
+                          (core::hasSqliteHeader(p) && !core::looksLikeNsysExport(p)));
+    if (!session) {  // traces: JSON (.json, .json.gz) or nsys exports, one file or several ranks
+      std::vector<std::filesystem::path> inputs;
+      for (const QString& f : paths) inputs.push_back(f.toStdString());
+      auto imported = core::importTraceFiles(inputs);
+      if (!imported) {
+        j.error = QString::fromStdString(imported.status().message());
         return j;
       }
-      data->store = std::move(store).value();
-    } else if (path.endsWith(".json", Qt::CaseInsensitive) || path.endsWith(".json.gz", Qt::CaseInsensitive)) {
-      auto store = core::importChromeTraceFile(p);
-      if (!store) {
-        j.error = QString::fromStdString(store.status().message());
-        return j;
-      }
-      data->store = std::move(store).value();
+      data->store = std::move(imported->store);
     } else {
       auto reader = core::SessionReader::open(p);
       if (!reader) {

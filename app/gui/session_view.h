@@ -32,8 +32,11 @@ class SessionView : public QWidget {
   QString title() const;
   QString sourcePath() const { return path_; }
 
-  // Starts loading a .tsdb session or a Chrome/Kineto JSON trace; loaded() or failed() follows.
+  // Starts loading a .tsdb session, a Chrome/Kineto JSON trace or an Nsight Systems SQLite
+  // export; loaded() or failed() follows.
   void openFile(const QString& path);
+  // Several per-rank trace files (JSON or nsys exports) as one session (core::importTraceFiles).
+  void openFiles(const QStringList& paths);
   bool isBusy() const { return watcher_.isRunning(); }
 
   // Attaches to these ranks (one job) and streams into a fresh timeline.
