@@ -476,6 +476,42 @@ class TstNsysImport : public QObject {
     QVERIFY(!QFile::exists(out));
   }
 
+  // Damaged bytes anywhere in a valid export: an error naming the file, or (--partial) a store;
+  // never a crash. Deterministic offsets, one damaged byte run per import.
+  void damagedBytesNeverCrash() {
+    const QString good = dir_.filePath("good.sqlite"), bad = dir_.filePath("damaged.sqlite");
+    {
+      NsysFile f(good);
+      writeRank0(f, kEpoch, 0);
+    }
+    const auto size = static_cast<size_t>(std::filesystem::file_size(good.toStdString()));
+    std::string bytes(size, '\0');
+    std::ifstream(good.toStdString(), std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(size));
+    uint32_t x = 12345;
+    int errors = 0, partialStores = 0;
+    for (int i = 0; i < 150; ++i) {
+      x = x * 1664525u + 1013904223u;
+      std::string copy = bytes;
+      const size_t at = 100 + x % (size - 116);
+      for (size_t k = 0; k < 16; ++k) copy[at + k] = static_cast<char>((x >> (k % 4 * 8)) ^ copy[at + k]);
+      std::ofstream(bad.toStdString(), std::ios::binary | std::ios::trunc).write(copy.data(),
+                                                                                 static_cast<std::streamsize>(size));
+      auto r = importNsysSqlite(bad.toStdString());
+      if (!r) {
+        ++errors;
+        QVERIFY2(r.status().message().starts_with(bad.toStdString() + ":"), r.status().message().c_str());
+      }
+      auto p = importNsysSqlite(bad.toStdString(), {.partial = true});
+      if (p) ++partialStores;
+    }
+    qInfo("150 damaged copies: %d refused, %d imported under --partial", errors, partialStores);
+    // A cut file under --partial keeps what the remaining pages hold.
+    std::ofstream(bad.toStdString(), std::ios::binary | std::ios::trunc).write(bytes.data(),
+                                                                             static_cast<std::streamsize>(size * 3 / 4));
+    auto cut = importNsysSqlite(bad.toStdString(), {.partial = true});
+    if (cut) QVERIFY(cut->metadata().at("import_first_error").find("truncated") != std::string::npos);
+  }
+
   void notSqliteAndReports() {
     const QString rep = dir_.filePath("profile.nsys-rep");
     {

@@ -145,10 +145,14 @@ Status Reader::openFile() {
   uint64_t pageSize = uint64_t{h[16]} << 8 | h[17];
   if (pageSize == 1) pageSize = 65536;
   const uint64_t pages = be32(28);
-  if (pages > 0 && be32(24) == be32(92) && !ec && size < pageSize * pages)
-    return Status(ErrorCode::Truncated, name_ + ": truncated: the SQLite header says " +
-                                            std::to_string(pageSize * pages) + " bytes, the file has " +
-                                            std::to_string(size));
+  if (pages > 0 && be32(24) == be32(92) && !ec && size < pageSize * pages) {
+    Status cut(ErrorCode::Truncated, name_ + ": truncated: the SQLite header says " +
+                                         std::to_string(pageSize * pages) + " bytes, the file has " +
+                                         std::to_string(size));
+    if (!partial_) return cut;
+    ++invalid_;  // --partial: read what the pages that are there still hold
+    firstInvalid_ = cut.message();
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(name_.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   db_.reset(db);
