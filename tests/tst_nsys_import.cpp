@@ -384,6 +384,24 @@ class TstNsysImport : public QObject {
     QVERIFY2(cli.err.contains("4.0.0"), qPrintable(cli.err));
     QVERIFY(!QFile::exists(out));
     QCOMPARE(QDir(dir_.path()).entryList({"v4.tsdb*"}).size(), 0);  // nothing half written
+
+    // Older exports keep the version in EXPORT_META_DATA: a known major is read, an unreadable
+    // version refused.
+    {
+      NsysFile f(path, false, false);
+      f.exec("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA");
+      f.exec("UPDATE EXPORT_META_DATA SET value='2.9.0' WHERE name='EXPORT_SCHEMA_VERSION'");
+    }
+    auto old = importNsysSqlite(path.toStdString());
+    QVERIFY2(old, old ? "" : old.status().message().c_str());
+    QCOMPARE(old->metadata().at("nsys_export_schema_version"), std::string("2.9.0"));
+    {
+      NsysFile f(path, false, false);
+      f.exec("UPDATE EXPORT_META_DATA SET value='three' WHERE name='EXPORT_SCHEMA_VERSION'");
+    }
+    auto unreadable = importNsysSqlite(path.toStdString());
+    QVERIFY(!unreadable);
+    QVERIFY2(unreadable.status().message().find("'three'") != std::string::npos, unreadable.status().message().c_str());
   }
 
   void missingTablesAndColumns() {
