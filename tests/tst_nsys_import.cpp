@@ -33,8 +33,12 @@ namespace {
 constexpr int64_t U = 1000;  // 1 us in ns: times below are in us
 constexpr int64_t kEpoch = 1'700'000'000'000'000'000;
 
-int64_t gtid(int64_t pid, int64_t tid) { return (int64_t{1} << 56) | pid << 24 | tid; }  // hw id in the top bits
-int64_t gpid(int64_t pid) { return (int64_t{1} << 56) | pid << 24; }
+int64_t gtid(int64_t pid, int64_t tid) {
+  return (int64_t{1} << 56) | pid << 24 | tid;
+}  // hw id in the top bits
+int64_t gpid(int64_t pid) {
+  return (int64_t{1} << 56) | pid << 24;
+}
 
 // An SQLite file with nsys's tables; exec() adds rows.
 class NsysFile {
@@ -66,32 +70,62 @@ class NsysFile {
   }
   // The columns nsys always fills; the rest NULL.
   void kernel(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t nameId, int64_t corr) {
-    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,"
-                 "globalPid,demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,"
-                 "staticSharedMemory,dynamicSharedMemory,localMemoryPerThread,localMemoryTotal,gridId) "
-                 "VALUES(%1,%2,0,1,%3,%4,%5,%6,%6,32,1,1,1,128,1,1,0,0,0,0,%4)")
-             .arg(start).arg(end).arg(stream).arg(corr).arg(gpid(pid)).arg(nameId));
+    exec(
+        QString("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,"
+                "globalPid,demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,"
+                "staticSharedMemory,dynamicSharedMemory,localMemoryPerThread,localMemoryTotal,gridId) "
+                "VALUES(%1,%2,0,1,%3,%4,%5,%6,%6,32,1,1,1,128,1,1,0,0,0,0,%4)")
+            .arg(start)
+            .arg(end)
+            .arg(stream)
+            .arg(corr)
+            .arg(gpid(pid))
+            .arg(nameId));
   }
   void runtime(int64_t pid, int64_t start, int64_t end, int64_t nameId, int64_t corr) {
-    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,correlationId,nameId,"
-                 "returnValue) VALUES(%1,%2,1,%3,%4,%5,0)")
-             .arg(start).arg(end).arg(gtid(pid, pid)).arg(corr).arg(nameId));
+    exec(QString(
+             "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,correlationId,nameId,"
+             "returnValue) VALUES(%1,%2,1,%3,%4,%5,0)")
+             .arg(start)
+             .arg(end)
+             .arg(gtid(pid, pid))
+             .arg(corr)
+             .arg(nameId));
   }
   void nvtx(int64_t pid, int64_t start, int64_t end, const QString& text, int type = 59) {
     exec(QString("INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES(%1,%2,%3,'%4',%5)")
-             .arg(start).arg(end).arg(type).arg(text).arg(gtid(pid, pid)));
+             .arg(start)
+             .arg(end)
+             .arg(type)
+             .arg(text)
+             .arg(gtid(pid, pid)));
   }
-  void memcpy(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t bytes, int kind, int64_t corr) {
-    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,correlationId,"
-                 "globalPid,bytes,copyKind) VALUES(%1,%2,0,1,%3,%4,%5,%6,%7)")
-             .arg(start).arg(end).arg(stream).arg(corr).arg(gpid(pid)).arg(bytes).arg(kind));
+  void memcpy(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t bytes, int kind,
+              int64_t corr) {
+    exec(
+        QString("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,correlationId,"
+                "globalPid,bytes,copyKind) VALUES(%1,%2,0,1,%3,%4,%5,%6,%7)")
+            .arg(start)
+            .arg(end)
+            .arg(stream)
+            .arg(corr)
+            .arg(gpid(pid))
+            .arg(bytes)
+            .arg(kind));
   }
   void memset(int64_t pid, int64_t stream, int64_t start, int64_t end, int64_t bytes) {
-    exec(QString("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start,end,deviceId,contextId,streamId,globalPid,value,"
-                 "bytes) VALUES(%1,%2,0,1,%3,%4,0,%5)")
-             .arg(start).arg(end).arg(stream).arg(gpid(pid)).arg(bytes));
+    exec(QString(
+             "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start,end,deviceId,contextId,streamId,globalPid,value,"
+             "bytes) VALUES(%1,%2,0,1,%3,%4,0,%5)")
+             .arg(start)
+             .arg(end)
+             .arg(stream)
+             .arg(gpid(pid))
+             .arg(bytes));
   }
-  void epoch(int64_t ns) { exec(QString("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES(%1,'','')").arg(ns)); }
+  void epoch(int64_t ns) {
+    exec(QString("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES(%1,'','')").arg(ns));
+  }
   std::filesystem::path path() const { return path_.toStdString(); }
 
  private:
@@ -156,7 +190,9 @@ void writeRank1(NsysFile& f, int64_t epoch, int64_t offset) {
   f.kernel(pid, 13, t(150), t(190), kAllReduce, 4);
 }
 
-const Attr* attrOf(TraceStore& s, TrackId t, size_t i, AttrKey k) { return s.events(t).findAttr(i, k); }
+const Attr* attrOf(TraceStore& s, TrackId t, size_t i, AttrKey k) {
+  return s.events(t).findAttr(i, k);
+}
 
 QString customString(TraceStore& s, TrackId t, size_t i, std::string_view key) {
   const auto id = s.strings().find(key);
@@ -327,7 +363,8 @@ class TstNsysImport : public QObject {
       const QJsonObject b = per[r].toObject();
       QCOMPARE(b["rank"].toInt(), r);
       QVERIFY2(near(b["compute_ms"].toDouble(), e[r].compute), qPrintable(QJsonDocument(b).toJson()));
-      QVERIFY2(near(b["overlapped_comm_ms"].toDouble(), e[r].overlapped), qPrintable(QJsonDocument(b).toJson()));
+      QVERIFY2(near(b["overlapped_comm_ms"].toDouble(), e[r].overlapped),
+               qPrintable(QJsonDocument(b).toJson()));
       QVERIFY2(near(b["exposed_comm_ms"].toDouble(), e[r].exposed), qPrintable(QJsonDocument(b).toJson()));
       QVERIFY2(near(b["idle_ms"].toDouble(), e[r].idle), qPrintable(QJsonDocument(b).toJson()));
     }
@@ -376,7 +413,8 @@ class TstNsysImport : public QObject {
       auto r = importNsysSqlite(path.toStdString(), {.partial = partial});
       QVERIFY(!r);
       const QString msg = QString::fromStdString(r.status().message());
-      QVERIFY2(msg.startsWith(path) && msg.contains("'4.0.0'") && msg.contains("not supported"), qPrintable(msg));
+      QVERIFY2(msg.startsWith(path) && msg.contains("'4.0.0'") && msg.contains("not supported"),
+               qPrintable(msg));
     }
     const QString out = dir_.filePath("v4.tsdb");
     auto cli = runCli({"import", path, "--out", out});
@@ -401,7 +439,8 @@ class TstNsysImport : public QObject {
     }
     auto unreadable = importNsysSqlite(path.toStdString());
     QVERIFY(!unreadable);
-    QVERIFY2(unreadable.status().message().find("'three'") != std::string::npos, unreadable.status().message().c_str());
+    QVERIFY2(unreadable.status().message().find("'three'") != std::string::npos,
+             unreadable.status().message().c_str());
   }
 
   void missingTablesAndColumns() {
@@ -422,19 +461,22 @@ class TstNsysImport : public QObject {
     }
     r = importNsysSqlite(noStrings.toStdString());
     QVERIFY(!r);
-    QVERIFY2(r.status().message().find("no StringIds table") != std::string::npos, r.status().message().c_str());
+    QVERIFY2(r.status().message().find("no StringIds table") != std::string::npos,
+             r.status().message().c_str());
 
     const QString noColumn = dir_.filePath("nocolumn.sqlite");
     {
       NsysFile f(noColumn);
       f.exec("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL");
-      f.exec("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
-             "deviceId INTEGER NOT NULL, shortName INTEGER NOT NULL)");
+      f.exec(
+          "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+          "deviceId INTEGER NOT NULL, shortName INTEGER NOT NULL)");
     }
     r = importNsysSqlite(noColumn.toStdString());
     QVERIFY(!r);
-    QVERIFY2(r.status().message().find("CUPTI_ACTIVITY_KIND_KERNEL has no column 'streamId'") != std::string::npos,
-             r.status().message().c_str());
+    QVERIFY2(
+        r.status().message().find("CUPTI_ACTIVITY_KIND_KERNEL has no column 'streamId'") != std::string::npos,
+        r.status().message().c_str());
   }
 
   // A text start, a real in a kernel's name id, a name id not in StringIds, an end before its
@@ -450,9 +492,11 @@ class TstNsysImport : public QObject {
     QVERIFY(!r);
     QCOMPARE(r.status().code(), ErrorCode::BadTrace);
     const std::string msg = r.status().message();
-    QVERIFY2(msg == path.toStdString() +
-                        ": CUPTI_ACTIVITY_KIND_KERNEL rowid 2: column start holds text, expected an integer ('abc')",
-             msg.c_str());
+    QVERIFY2(
+        msg ==
+            path.toStdString() +
+                ": CUPTI_ACTIVITY_KIND_KERNEL rowid 2: column start holds text, expected an integer ('abc')",
+        msg.c_str());
     {
       NsysFile f(path, false, false);
       f.exec("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName=2.5 WHERE rowid=3");
@@ -486,7 +530,8 @@ class TstNsysImport : public QObject {
     auto r = importNsysSqlite(path.toStdString());
     QVERIFY(!r);
     QCOMPARE(r.status().code(), ErrorCode::Truncated);
-    QVERIFY2(r.status().message().starts_with(path.toStdString() + ": truncated"), r.status().message().c_str());
+    QVERIFY2(r.status().message().starts_with(path.toStdString() + ": truncated"),
+             r.status().message().c_str());
     const QString out = dir_.filePath("cut.tsdb");
     auto cli = runCli({"import", path, "--out", out});
     QCOMPARE(cli.code, 1);
@@ -504,7 +549,8 @@ class TstNsysImport : public QObject {
     }
     const auto size = static_cast<size_t>(std::filesystem::file_size(good.toStdString()));
     std::string bytes(size, '\0');
-    std::ifstream(good.toStdString(), std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(size));
+    std::ifstream(good.toStdString(), std::ios::binary)
+        .read(bytes.data(), static_cast<std::streamsize>(size));
     uint32_t x = 12345;
     int errors = 0, partialStores = 0;
     for (int i = 0; i < 150; ++i) {
@@ -512,8 +558,8 @@ class TstNsysImport : public QObject {
       std::string copy = bytes;
       const size_t at = 100 + x % (size - 116);
       for (size_t k = 0; k < 16; ++k) copy[at + k] = static_cast<char>((x >> (k % 4 * 8)) ^ copy[at + k]);
-      std::ofstream(bad.toStdString(), std::ios::binary | std::ios::trunc).write(copy.data(),
-                                                                                 static_cast<std::streamsize>(size));
+      std::ofstream(bad.toStdString(), std::ios::binary | std::ios::trunc)
+          .write(copy.data(), static_cast<std::streamsize>(size));
       auto r = importNsysSqlite(bad.toStdString());
       if (!r) {
         ++errors;
@@ -524,38 +570,33 @@ class TstNsysImport : public QObject {
     }
     qInfo("150 damaged copies: %d refused, %d imported under --partial", errors, partialStores);
     // A cut file under --partial keeps what the remaining pages hold.
-    std::ofstream(bad.toStdString(), std::ios::binary | std::ios::trunc).write(bytes.data(),
-                                                                             static_cast<std::streamsize>(size * 3 / 4));
+    std::ofstream(bad.toStdString(), std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(size * 3 / 4));
     auto cut = importNsysSqlite(bad.toStdString(), {.partial = true});
     if (cut) QVERIFY(cut->metadata().at("import_first_error").find("truncated") != std::string::npos);
   }
 
   void notSqliteAndReports() {
     const QString rep = dir_.filePath("profile.nsys-rep");
-    {
-      std::ofstream(rep.toStdString()) << "NSYS report bytes";
-    }
+    { std::ofstream(rep.toStdString()) << "NSYS report bytes"; }
     auto cli = runCli({"import", rep, "--out", dir_.filePath("rep.tsdb")});
     QCOMPARE(cli.code, 1);
     QVERIFY2(cli.err.contains("nsys export --type sqlite"), qPrintable(cli.err));
     auto r = importNsysSqlite(rep.toStdString());
     QVERIFY(!r);
     QCOMPARE(r.status().code(), ErrorCode::NotSqlite);
-    QVERIFY2(r.status().message().find("nsys export --type sqlite") != std::string::npos, r.status().message().c_str());
+    QVERIFY2(r.status().message().find("nsys export --type sqlite") != std::string::npos,
+             r.status().message().c_str());
 
     const QString text = dir_.filePath("text.sqlite");
-    {
-      std::ofstream(text.toStdString()) << "not a database";
-    }
+    { std::ofstream(text.toStdString()) << "not a database"; }
     r = importNsysSqlite(text.toStdString());
     QVERIFY(!r);
     QCOMPARE(r.status().code(), ErrorCode::NotSqlite);
 
     // JSON and nsys files do not mix in one session.
     const QString json = dir_.filePath("rank0.json");
-    {
-      std::ofstream(json.toStdString()) << R"({"traceEvents": []})";
-    }
+    { std::ofstream(json.toStdString()) << R"({"traceEvents": []})"; }
     const QString sq = dir_.filePath("mix_rank1.sqlite");
     {
       NsysFile f(sq);
@@ -563,7 +604,8 @@ class TstNsysImport : public QObject {
     }
     auto mixed = importTraceFiles({json.toStdString(), sq.toStdString()});
     QVERIFY(!mixed);
-    QVERIFY2(mixed.status().message().find("cannot combine") != std::string::npos, mixed.status().message().c_str());
+    QVERIFY2(mixed.status().message().find("cannot combine") != std::string::npos,
+             mixed.status().message().c_str());
   }
 
 #if TRAINSCOPE_TEST_GUI
@@ -593,9 +635,7 @@ class TstNsysImport : public QObject {
     QCOMPARE(w.currentView()->data()->store.ranks().size(), size_t{2});
     QCOMPARE(w.currentView()->title(), QString("2 files"));
     const QString rep = dir_.filePath("gui.nsys-rep");
-    {
-      std::ofstream(rep.toStdString()) << "report";
-    }
+    { std::ofstream(rep.toStdString()) << "report"; }
     w.openFile(rep);
     QVERIFY(wait(failed, 1));
     QVERIFY2(failed.at(0).at(1).toString().contains("nsys export --type sqlite"),

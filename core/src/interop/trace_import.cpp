@@ -46,14 +46,16 @@ Result<MultiImport> importTraceFiles(const std::vector<fs::path>& inputs, const 
     auto fmt = traceFormatOf(f);
     if (!fmt) return fmt.status();
     if (format && *format != *fmt)
-      return Status(ErrorCode::InvalidArgument,
-                    f.string() + ": cannot combine " +
-                        (*fmt == TraceFormat::NsysSqlite ? "an Nsight Systems export" : "a Chrome/Kineto JSON trace") +
-                        " with " + first + " in one session: import one format at a time");
+      return Status(
+          ErrorCode::InvalidArgument,
+          f.string() + ": cannot combine " +
+              (*fmt == TraceFormat::NsysSqlite ? "an Nsight Systems export" : "a Chrome/Kineto JSON trace") +
+              " with " + first + " in one session: import one format at a time");
     if (!format) first = f.string();
     format = *fmt;
   }
-  if (*format == TraceFormat::NsysSqlite) return importNsysSqliteFiles(files, NsysImportOptions{.partial = options.partial});
+  if (*format == TraceFormat::NsysSqlite)
+    return importNsysSqliteFiles(files, NsysImportOptions{.partial = options.partial});
   return importChromeTraceFiles(files, ChromeImportOptions{.partial = options.partial});
 }
 

@@ -101,9 +101,9 @@ Result<MultiImport> mergeRankFiles(std::vector<LoadedFile> loaded, std::vector<s
   MultiImport result;
   result.skippedFiles = std::move(skipped);
   if (loaded.empty())
-    return Status(ErrorCode::BadTrace, "no input file could be imported: " +
-                                           (result.skippedFiles.empty() ? std::string("no files")
-                                                                        : result.skippedFiles.front()));
+    return Status(ErrorCode::BadTrace,
+                  "no input file could be imported: " +
+                      (result.skippedFiles.empty() ? std::string("no files") : result.skippedFiles.front()));
 
   if (loaded.size() == 1 && fileCount == 1) {  // one file: as it is (it may hold every rank)
     LoadedFile& l = loaded.front();

@@ -9,7 +9,8 @@ namespace trainscope::core {
 
 namespace fs = std::filesystem;
 
-Result<MultiImport> importNsysSqliteFiles(const std::vector<fs::path>& inputs, const NsysImportOptions& options) {
+Result<MultiImport> importNsysSqliteFiles(const std::vector<fs::path>& inputs,
+                                          const NsysImportOptions& options) {
   std::vector<fs::path> files;
   for (const fs::path& p : inputs) {
     std::error_code ec;
@@ -21,7 +22,8 @@ Result<MultiImport> importNsysSqliteFiles(const std::vector<fs::path>& inputs, c
     for (const auto& e : fs::directory_iterator(p, ec))
       if (e.is_regular_file() && e.path().extension() == ".sqlite") found.push_back(e.path());
     if (ec) return Status(ErrorCode::Io, p.string() + ": cannot list: " + ec.message());
-    if (found.empty()) return Status(ErrorCode::NotFound, p.string() + ": no nsys exports (*.sqlite) in this directory");
+    if (found.empty())
+      return Status(ErrorCode::NotFound, p.string() + ": no nsys exports (*.sqlite) in this directory");
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());
   }
@@ -38,10 +40,11 @@ Result<MultiImport> importNsysSqliteFiles(const std::vector<fs::path>& inputs, c
     }
     loaded.push_back({p.string(), std::move(s.value())});
   }
-  interop::MergeRules rules{.timeBaseKey = "utcEpochNs",
-                            .rankFromContent = {},
-                            .rankFromContentLabel = {},
-                            .copyKeys = {"import_format", "nsys_export_schema_version", "nsys_product_version"}};
+  interop::MergeRules rules{
+      .timeBaseKey = "utcEpochNs",
+      .rankFromContent = {},
+      .rankFromContentLabel = {},
+      .copyKeys = {"import_format", "nsys_export_schema_version", "nsys_product_version"}};
   return interop::mergeRankFiles(std::move(loaded), std::move(skipped), files.size(), rules);
 }
 

@@ -28,8 +28,8 @@ std::optional<NcclKernel> parseNcclKernel(std::string_view name) {
       } else if (p == "RING" || p == "TREE" || p == "NVLS" || p == "PAT" || p == "COLLNET") {
         k.algorithm = std::string(p);
         // COLLNET_DIRECT, COLLNET_CHAIN, NVLS_TREE: two-part names
-        if (i + 1 < parts.size() && (parts[i + 1] == "DIRECT" || parts[i + 1] == "CHAIN" ||
-                                     (p == "NVLS" && parts[i + 1] == "TREE")))
+        if (i + 1 < parts.size() &&
+            (parts[i + 1] == "DIRECT" || parts[i + 1] == "CHAIN" || (p == "NVLS" && parts[i + 1] == "TREE")))
           k.algorithm += "_" + std::string(parts[++i]);
       }
     }
@@ -70,8 +70,8 @@ std::optional<int64_t> parseStepName(std::string_view n) {
 
 std::string_view memcpyKindShort(int64_t k) {
   static constexpr std::array<std::string_view, 14> kNames = {
-      "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP",
-      "UVM HtoD", "UVM DtoH", "UVM DtoD"};
+      "Unknown", "HtoD", "DtoH", "HtoA", "AtoH",     "AtoA",     "AtoD",
+      "DtoA",    "DtoD", "HtoH", "PtoP", "UVM HtoD", "UVM DtoH", "UVM DtoD"};
   return k >= 0 && k < static_cast<int64_t>(kNames.size()) ? kNames[static_cast<size_t>(k)] : "Unknown";
 }
 

@@ -33,8 +33,12 @@ inline constexpr int kKnownMajors[] = {2, 3};
 // NVTX event types (ENUM_NSYS_EVENT_TYPE).
 inline constexpr int64_t kNvtxMark = 34, kNvtxPushPop = 59, kNvtxStartEnd = 60;
 
-inline int64_t pidOf(int64_t globalId) { return (globalId >> 24) & 0xFFFFFF; }
-inline int64_t tidOf(int64_t globalId) { return globalId & 0xFFFFFF; }
+inline int64_t pidOf(int64_t globalId) {
+  return (globalId >> 24) & 0xFFFFFF;
+}
+inline int64_t tidOf(int64_t globalId) {
+  return globalId & 0xFFFFFF;
+}
 
 // "an integer", "text", ... for messages about a value of the wrong type.
 const char* typeName(int sqliteType);
@@ -84,8 +88,8 @@ class Reader {
   std::set<std::string> tables_;
   std::string schemaVersion_ = "unknown";
   std::string productVersion_;
-  std::unordered_map<int64_t, std::string> strings_;    // StringIds
-  std::unordered_map<int64_t, StringId> interned_;      // StringIds id -> our id, on first use
+  std::unordered_map<int64_t, std::string> strings_;      // StringIds
+  std::unordered_map<int64_t, StringId> interned_;        // StringIds id -> our id, on first use
   std::unordered_map<int64_t, std::string> threadNames_;  // (pid << 24 | tid) -> name
   std::string host_;
   std::optional<int64_t> base_;  // utcEpochNs

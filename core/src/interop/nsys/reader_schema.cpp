@@ -49,7 +49,9 @@ Status Reader::openFile() {
   }
   if (got < 100) return Status(ErrorCode::Truncated, name_ + ": truncated inside the SQLite header");
   // The header's page count is valid when its change counter matches "version-valid-for".
-  auto be32 = [&](int o) { return uint32_t{h[o]} << 24 | uint32_t{h[o + 1]} << 16 | uint32_t{h[o + 2]} << 8 | h[o + 3]; };
+  auto be32 = [&](int o) {
+    return uint32_t{h[o]} << 24 | uint32_t{h[o + 1]} << 16 | uint32_t{h[o + 2]} << 8 | h[o + 3];
+  };
   uint64_t pageSize = uint64_t{h[16]} << 8 | h[17];
   if (pageSize == 1) pageSize = 65536;
   const uint64_t pages = be32(28);
@@ -68,7 +70,8 @@ Status Reader::openFile() {
   auto q = tsdb::prepare(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view')", path_);
   if (!q) return q.status();
   int step;
-  while ((step = sqlite3_step(q->get())) == SQLITE_ROW) tables_.insert(std::string(tsdb::columnText(q->get(), 0)));
+  while ((step = sqlite3_step(q->get())) == SQLITE_ROW)
+    tables_.insert(std::string(tsdb::columnText(q->get(), 0)));
   if (step != SQLITE_DONE) return tsdb::sqliteError(db, step, path_, "reading the table list");
   return Status::ok();
 }
@@ -98,11 +101,13 @@ Status Reader::readVersion() {
       if (used != schemaVersion_.substr(0, dot).size()) major = -1;
     } catch (...) {
     }
-    const bool known = std::find(std::begin(kKnownMajors), std::end(kKnownMajors), major) != std::end(kKnownMajors);
+    const bool known =
+        std::find(std::begin(kKnownMajors), std::end(kKnownMajors), major) != std::end(kKnownMajors);
     if (!known)
-      return Status(ErrorCode::BadTrace, name_ + ": Nsight Systems export schema version '" + schemaVersion_ +
-                                             "' (" + t + ".EXPORT_SCHEMA_VERSION) is not supported: this build "
-                                             "reads schema major versions 2 and 3 (Nsight Systems 2021-2025)");
+      return Status(ErrorCode::BadTrace,
+                    name_ + ": Nsight Systems export schema version '" + schemaVersion_ + "' (" + t +
+                        ".EXPORT_SCHEMA_VERSION) is not supported: this build "
+                        "reads schema major versions 2 and 3 (Nsight Systems 2021-2025)");
     return Status::ok();
   }
   return Status::ok();
@@ -267,11 +272,12 @@ bool looksLikeNsysExport(const fs::path& path) {
   const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   tsdb::DbPtr db(raw);
   if (rc != SQLITE_OK) return false;
-  auto q = tsdb::prepare(db.get(),
-                         "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
-                         "('StringIds','CUPTI_ACTIVITY_KIND_KERNEL','CUPTI_ACTIVITY_KIND_RUNTIME','NVTX_EVENTS',"
-                         "'CUPTI_ACTIVITY_KIND_MEMCPY','CUPTI_ACTIVITY_KIND_MEMSET','META_DATA_EXPORT')",
-                         path);
+  auto q =
+      tsdb::prepare(db.get(),
+                    "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
+                    "('StringIds','CUPTI_ACTIVITY_KIND_KERNEL','CUPTI_ACTIVITY_KIND_RUNTIME','NVTX_EVENTS',"
+                    "'CUPTI_ACTIVITY_KIND_MEMCPY','CUPTI_ACTIVITY_KIND_MEMSET','META_DATA_EXPORT')",
+                    path);
   return q && sqlite3_step(q->get()) == SQLITE_ROW && sqlite3_column_int(q->get(), 0) >= 2;
 }
 

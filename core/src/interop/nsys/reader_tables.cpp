@@ -24,7 +24,9 @@ TrackId Reader::cpuTrack(int64_t globalTid) {
   if (auto it = cpuTracks_.find(key); it != cpuTracks_.end()) return it->second;
   const RankId rank = rankFor(pidOf(globalTid));
   auto n = threadNames_.find(key);
-  std::string name = n != threadNames_.end() && !n->second.empty() ? n->second : "thread " + std::to_string(tidOf(globalTid));
+  std::string name = n != threadNames_.end() && !n->second.empty()
+                         ? n->second
+                         : "thread " + std::to_string(tidOf(globalTid));
   const TrackId t = store_.findOrAddTrack(rank, TrackKind::CpuThread, tidOf(globalTid), name);
   cpuTracks_[key] = t;
   return t;
@@ -39,9 +41,10 @@ TrackId Reader::gpuTrack(int64_t pid, int64_t device, int64_t stream) {
     if (RankInfo* r = store_.rank(rank); r && r->device < 0 && device >= 0 && device < (1 << 20))
       r->device = static_cast<int32_t>(device);
     const int64_t ext = (device & 0xFFFF) << 32 | (stream & 0xFFFFFFFF);
-    it = gpuTracks_.emplace(key, store_.findOrAddTrack(rank, TrackKind::CudaStream, ext,
-                                                       "GPU " + std::to_string(device) + " stream " +
-                                                           std::to_string(stream)))
+    it = gpuTracks_
+             .emplace(key, store_.findOrAddTrack(
+                               rank, TrackKind::CudaStream, ext,
+                               "GPU " + std::to_string(device) + " stream " + std::to_string(stream)))
              .first;
   }
   lastGpuKey_ = key;
@@ -50,10 +53,10 @@ TrackId Reader::gpuTrack(int64_t pid, int64_t device, int64_t stream) {
 }
 
 // Shared row checks: start/end integers, end >= start; times get the session base added.
-#define NSYS_ROW_CHECK(table, cond) \
-  if (!(cond)) {                     \
+#define NSYS_ROW_CHECK(table, cond)                                     \
+  if (!(cond)) {                                                        \
     if (Status st = rowError(table, tsdb::col64(s, 0)); !st) return st; \
-    continue;                        \
+    continue;                                                           \
   }
 
 Status Reader::readNvtx() {
@@ -166,7 +169,8 @@ Status Reader::readKernels() {
     }
     auto [it, added] = nccl.try_emplace(name);
     if (added) it->second = nsys::parseNcclKernel(store_.str(name));
-    const EventRecord rec{start + base, end + base, name, it->second ? EventKind::Collective : EventKind::Kernel};
+    const EventRecord rec{start + base, end + base, name,
+                          it->second ? EventKind::Collective : EventKind::Kernel};
     if (!it->second) {
       store_.append(track, rec, attrs);
       continue;
@@ -201,7 +205,8 @@ Status Reader::readCopies(bool memset) {
     NSYS_ROW_CHECK(table, intAt(s, 0, *q, true, start, p) && intAt(s, 1, *q, true, end, p) &&
                               intAt(s, 2, *q, true, dev, p) && intAt(s, 3, *q, true, stream, p) &&
                               intAt(s, 4, *q, true, bytes, p) && (memset || intAt(s, 5, *q, true, kind, p)) &&
-                              intAt(s, c0, *q, false, corr, hasCorr) && intAt(s, c0 + 1, *q, false, gpid, hasPid));
+                              intAt(s, c0, *q, false, corr, hasCorr) &&
+                              intAt(s, c0 + 1, *q, false, gpid, hasPid));
     NSYS_ROW_CHECK(table, end >= start || (err_ = "end before start", false));
     const int64_t pid = hasPid ? pidOf(gpid) : onlyPid_.value_or(0);
     StringId name = memsetName;
@@ -219,7 +224,8 @@ Status Reader::readCopies(bool memset) {
       attrs.push_back(Attr::ofInt(AttrKey::FlowId, pid << 32 | (corr & 0xFFFFFFFF)));
     }
     store_.append(gpuTrack(pid, dev, stream),
-                  EventRecord{start + base, end + base, name, memset ? EventKind::Memset : EventKind::Memcpy}, attrs);
+                  EventRecord{start + base, end + base, name, memset ? EventKind::Memset : EventKind::Memcpy},
+                  attrs);
   }
   if (rc != SQLITE_DONE) return tableError(table, rc);
   return Status::ok();
@@ -240,7 +246,8 @@ void Reader::appendCollectives() {
       const auto& w = sw->second;
       auto it = std::upper_bound(w.begin(), w.end(), std::make_pair(c.rec.startNs, INT64_MAX));
       if (it != w.begin() && c.rec.startNs < std::prev(it)->second)
-        c.attrs.push_back(Attr::ofInt(AttrKey::Bucket, next[{c.rank, static_cast<size_t>(it - w.begin() - 1)}]++));
+        c.attrs.push_back(
+            Attr::ofInt(AttrKey::Bucket, next[{c.rank, static_cast<size_t>(it - w.begin() - 1)}]++));
     }
     store_.append(c.track, c.rec, c.attrs);
   }
@@ -281,9 +288,10 @@ Result<TraceStore> Reader::run() {
   const bool any = tables_.count(kKernel) || tables_.count(kMemcpy) || tables_.count(kMemset) ||
                    tables_.count(kRuntime) || tables_.count(kNvtx);
   if (!any)
-    return Status(ErrorCode::BadTrace, name_ + ": no Nsight Systems activity tables (CUPTI_ACTIVITY_KIND_KERNEL, "
-                                               "_MEMCPY, _MEMSET, _RUNTIME, NVTX_EVENTS): not an nsys export, or "
-                                               "a capture without CUDA or NVTX tracing");
+    return Status(ErrorCode::BadTrace, name_ +
+                                           ": no Nsight Systems activity tables (CUPTI_ACTIVITY_KIND_KERNEL, "
+                                           "_MEMCPY, _MEMSET, _RUNTIME, NVTX_EVENTS): not an nsys export, or "
+                                           "a capture without CUDA or NVTX tracing");
   if (Status st = readStrings(); !st) return st;
   readThreadNames();
   readSessionInfo();
