@@ -9,6 +9,7 @@
 //                                 kernel, runtime and NVTX tables, nothing kept
 // Prints one JSON line: bytes (on disk), json_events (traceEvents entries), events (kept),
 // wall_s, cpu_s, MB/s and events/s (per CPU second: the machine is shared), peak_rss_mb.
+#include <sqlite3.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -19,8 +20,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <sqlite3.h>
 
 #include "trainscope/core/interop/chrome_trace.h"
 #include "trainscope/core/interop/nsys/nsys_import.h"
@@ -46,25 +45,29 @@ int makeNsys(const std::filesystem::path& path, long n) {
   exec(ss.str());
   exec("BEGIN");
   for (int i = 0; i < 20; ++i)
-    exec("INSERT INTO StringIds VALUES(" + std::to_string(i + 1) + ",'void compute_kernel_" + std::to_string(i) +
-         "<float, 128>(float const*, float*, int)')");
-  exec("INSERT INTO StringIds VALUES(100,'ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)')");
+    exec("INSERT INTO StringIds VALUES(" + std::to_string(i + 1) + ",'void compute_kernel_" +
+         std::to_string(i) + "<float, 128>(float const*, float*, int)')");
+  exec(
+      "INSERT INTO StringIds "
+      "VALUES(100,'ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)')");
   exec("INSERT INTO StringIds VALUES(101,'cudaLaunchKernel_v7000')");
   exec("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES(1700000000000000000,'','')");
   const int64_t pid = 4242, gpid = pid << 24, gtid = gpid | pid;
   sqlite3_stmt *k = nullptr, *r = nullptr, *v = nullptr;
-  sqlite3_prepare_v2(db,
-                     "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,"
-                     "globalPid,demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,"
-                     "staticSharedMemory,dynamicSharedMemory,localMemoryPerThread,localMemoryTotal,gridId) "
-                     "VALUES(?,?,0,1,?,?,?,?,?,32,64,1,1,128,1,1,0,0,0,0,?)",
-                     -1, &k, nullptr);
-  sqlite3_prepare_v2(db,
-                     "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,correlationId,nameId,"
-                     "returnValue) VALUES(?,?,1,?,?,101,0)",
-                     -1, &r, nullptr);
-  sqlite3_prepare_v2(db, "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES(?,?,59,?,?)", -1, &v,
-                     nullptr);
+  sqlite3_prepare_v2(
+      db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,"
+      "globalPid,demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,"
+      "staticSharedMemory,dynamicSharedMemory,localMemoryPerThread,localMemoryTotal,gridId) "
+      "VALUES(?,?,0,1,?,?,?,?,?,32,64,1,1,128,1,1,0,0,0,0,?)",
+      -1, &k, nullptr);
+  sqlite3_prepare_v2(
+      db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,correlationId,nameId,"
+      "returnValue) VALUES(?,?,1,?,?,101,0)",
+      -1, &r, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES(?,?,59,?,?)",
+                     -1, &v, nullptr);
   int64_t t = 1000;
   for (long i = 0; i < n; ++i) {
     const bool nccl = i % 10 == 9;
@@ -110,10 +113,11 @@ size_t sqliteFloor(const std::filesystem::path& path) {
   sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   size_t rows = 0;
   int64_t sum = 0;
-  for (const char* sql : {"SELECT rowid,start,end,deviceId,streamId,demangledName,correlationId,globalPid FROM "
-                          "CUPTI_ACTIVITY_KIND_KERNEL",
-                          "SELECT rowid,start,end,globalTid,nameId,correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-                          "SELECT rowid,start,globalTid,end,eventType,textId,text FROM NVTX_EVENTS"}) {
+  for (const char* sql :
+       {"SELECT rowid,start,end,deviceId,streamId,demangledName,correlationId,globalPid FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "SELECT rowid,start,end,globalTid,nameId,correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        "SELECT rowid,start,globalTid,end,eventType,textId,text FROM NVTX_EVENTS"}) {
     sqlite3_stmt* s = nullptr;
     sqlite3_prepare_v2(db, sql, -1, &s, nullptr);
     while (sqlite3_step(s) == SQLITE_ROW) {
@@ -165,7 +169,8 @@ int main(int argc, char** argv) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const double bytes = static_cast<double>(std::filesystem::file_size(path));
-  const double kept = mode == "nsys-floor" ? std::stod(r->metadata().at("rows")) : static_cast<double>(r->eventCount());
+  const double kept =
+      mode == "nsys-floor" ? std::stod(r->metadata().at("rows")) : static_cast<double>(r->eventCount());
   std::printf(
       "{\"mode\":\"%s\",\"file\":\"%s\",\"bytes\":%.0f,\"events\":%.0f,\"wall_s\":%.3f,\"cpu_s\":%.3f,"
       "\"mb_per_cpu_s\":%.1f,\"events_per_cpu_s\":%.0f,\"peak_rss_mb\":%.1f}\n",

@@ -67,7 +67,8 @@ void addImportCommand(CLI::App& app, Runner& run) {
                                      "Import Chrome trace / PyTorch profiler (Kineto) JSON files (plain or "
                                      ".gz) or Nsight Systems SQLite exports (nsys export --type sqlite; "
                                      "one per rank, or a directory) into one .tsdb session");
-  cmd->add_option("IN", opts->in, "Trace files (.json, .json.gz, nsys .sqlite) or directories of them; a .nsys-rep "
+  cmd->add_option("IN", opts->in,
+                  "Trace files (.json, .json.gz, nsys .sqlite) or directories of them; a .nsys-rep "
                   "must be exported first (nsys export --type sqlite)")
       ->required();
   cmd->add_option("--out,-o", opts->out, "Session file to write (.tsdb)")->required();

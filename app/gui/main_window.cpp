@@ -144,9 +144,10 @@ void MainWindow::buildMenus() {
   });
   open->setShortcut(QKeySequence::Open);
   file->addAction(tr("&Import Chrome / PyTorch JSON or Nsight Systems SQLite…"), this, [this] {
-    const QStringList paths = QFileDialog::getOpenFileNames(
-        this, tr("Import traces (one per rank)"), {},
-        tr("Traces (*.json *.json.gz *.sqlite);;Nsight Systems export (*.sqlite);;Chrome trace JSON (*.json *.json.gz)"));
+    const QStringList paths =
+        QFileDialog::getOpenFileNames(this, tr("Import traces (one per rank)"), {},
+                                      tr("Traces (*.json *.json.gz *.sqlite);;Nsight Systems export "
+                                         "(*.sqlite);;Chrome trace JSON (*.json *.json.gz)"));
     if (!paths.isEmpty()) openFiles(paths);
   });
   recentMenu_ = file->addMenu(tr("Open &Recent"));
@@ -425,12 +426,14 @@ SessionView* MainWindow::addView(const QString& title) {
   return v;
 }
 
-void MainWindow::openFile(const QString& path) { openFiles({path}); }
+void MainWindow::openFile(const QString& path) {
+  openFiles({path});
+}
 
 void MainWindow::openFiles(const QStringList& paths) {
   if (paths.isEmpty()) return;
-  const QString name = paths.size() == 1 ? QFileInfo(paths.first()).fileName()
-                                         : tr("%1 files").arg(paths.size());
+  const QString name =
+      paths.size() == 1 ? QFileInfo(paths.first()).fileName() : tr("%1 files").arg(paths.size());
   SessionView* v = addView(tr("Opening %1…").arg(name));
   statusSource_->setText(tr("Opening %1…").arg(paths.join(", ")));
   v->openFiles(paths);

@@ -64,7 +64,9 @@ void SessionView::onJobDone() {
   }
 }
 
-void SessionView::openFile(const QString& path) { openFiles({path}); }
+void SessionView::openFile(const QString& path) {
+  openFiles({path});
+}
 
 void SessionView::openFiles(const QStringList& paths) {
   if (watcher_.isRunning() || paths.isEmpty()) return;
