@@ -383,6 +383,8 @@ class TstNsysImport : public QObject {
     // The session says how the clocks were related and where each rank came from.
     auto loaded = importTraceFiles({out.toStdString()});
     QVERIFY(!loaded);  // a .tsdb is not a trace to import (SQLite, but not nsys's tables)
+    QVERIFY2(loaded.status().message().find("a Trainscope session (.tsdb)") != std::string::npos,
+             loaded.status().message().c_str());
   }
 
   // Without utcEpochNs on every file, the ranks are aligned on their first NCCL collective.

@@ -287,6 +287,9 @@ Result<TraceStore> Reader::run() {
   if (Status st = readVersion(); !st) return st;
   const bool any = tables_.count(kKernel) || tables_.count(kMemcpy) || tables_.count(kMemset) ||
                    tables_.count(kRuntime) || tables_.count(kNvtx);
+  if (!any && tables_.count("meta") && tables_.count("events") && tables_.count("tracks"))
+    return Status(ErrorCode::BadTrace, name_ + ": a Trainscope session (.tsdb), not an Nsight Systems export: "
+                                               "open it directly (trainscope-cli info/analyze, the GUI)");
   if (!any)
     return Status(ErrorCode::BadTrace, name_ +
                                            ": no Nsight Systems activity tables (CUPTI_ACTIVITY_KIND_KERNEL, "
