@@ -521,6 +521,21 @@ class TstNsysImport : public QObject {
     QVERIFY2(cli.out.contains("skipped 4 invalid events (--partial)"), qPrintable(cli.out));
   }
 
+  // Timestamps that adding utcEpochNs would overflow are bad rows, not undefined behaviour.
+  void timestampOutOfRange() {
+    const QString path = dir_.filePath("far.sqlite");
+    {
+      NsysFile f(path);
+      writeRank1(f, kEpoch, 0);
+      f.exec("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end=9000000000000000000 WHERE rowid=1");
+    }
+    auto r = importNsysSqlite(path.toStdString());
+    QVERIFY(!r);
+    QVERIFY2(r.status().message().find("CUPTI_ACTIVITY_KIND_KERNEL rowid 1: timestamp out of range") !=
+                 std::string::npos,
+             r.status().message().c_str());
+  }
+
   void truncatedFile() {
     const QString path = dir_.filePath("cut.sqlite");
     {

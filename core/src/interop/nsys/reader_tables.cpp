@@ -52,7 +52,11 @@ TrackId Reader::gpuTrack(int64_t pid, int64_t device, int64_t stream) {
   return it->second;
 }
 
-// Shared row checks: start/end integers, end >= start; times get the session base added.
+// Timestamps are kept within +-2^62 ns (146 years) so that adding the time base (< 2^62) cannot
+// overflow.
+static bool timeOk(int64_t t) { return t > -(int64_t{1} << 62) && t < (int64_t{1} << 62); }
+
+// A bad row: an error, or under --partial skipped and counted.
 #define NSYS_ROW_CHECK(table, cond)                                     \
   if (!(cond)) {                                                        \
     if (Status st = rowError(table, tsdb::col64(s, 0)); !st) return st; \
@@ -73,6 +77,7 @@ Status Reader::readNvtx() {
     NSYS_ROW_CHECK(kNvtx, intAt(s, 0, *q, true, start, p) && intAt(s, 1, *q, true, tid, p) &&
                               intAt(s, 2, *q, false, end, hasEnd) && intAt(s, 3, *q, false, type, hasType) &&
                               intAt(s, 4, *q, false, textId, hasTextId));
+    NSYS_ROW_CHECK(kNvtx, (timeOk(start) && (!hasEnd || timeOk(end))) || (err_ = "timestamp out of range", false));
     const bool mark = hasType ? type == kNvtxMark : !hasEnd;
     if (hasType && type != kNvtxMark && type != kNvtxPushPop && type != kNvtxStartEnd) {
       ++skipped_;  // domain / category registrations, payload-only events
@@ -123,6 +128,7 @@ Status Reader::readRuntime() {
     NSYS_ROW_CHECK(kRuntime, intAt(s, 0, *q, true, start, p) && intAt(s, 1, *q, true, end, p) &&
                                  intAt(s, 2, *q, true, tid, p) && intAt(s, 3, *q, true, nameId, p) &&
                                  intAt(s, 4, *q, false, corr, hasCorr) && nameOf(nameId, name));
+    NSYS_ROW_CHECK(kRuntime, (timeOk(start) && timeOk(end)) || (err_ = "timestamp out of range", false));
     NSYS_ROW_CHECK(kRuntime, end >= start || (err_ = "end before start", false));
     size_t n = 0;
     if (hasCorr && corr != 0) {
@@ -157,6 +163,7 @@ Status Reader::readKernels() {
                                 intAt(s, 2, *q, true, dev, p) && intAt(s, 3, *q, true, stream, p) &&
                                 intAt(s, 4, *q, true, nameId, p) && intAt(s, 5, *q, false, corr, hasCorr) &&
                                 intAt(s, 6, *q, false, gpid, hasPid) && nameOf(nameId, name));
+    NSYS_ROW_CHECK(kKernel, (timeOk(start) && timeOk(end)) || (err_ = "timestamp out of range", false));
     NSYS_ROW_CHECK(kKernel, end >= start || (err_ = "end before start", false));
     const int64_t pid = hasPid ? pidOf(gpid) : onlyPid_.value_or(0);
     const TrackId track = gpuTrack(pid, dev, stream);
@@ -207,6 +214,7 @@ Status Reader::readCopies(bool memset) {
                               intAt(s, 4, *q, true, bytes, p) && (memset || intAt(s, 5, *q, true, kind, p)) &&
                               intAt(s, c0, *q, false, corr, hasCorr) &&
                               intAt(s, c0 + 1, *q, false, gpid, hasPid));
+    NSYS_ROW_CHECK(table, (timeOk(start) && timeOk(end)) || (err_ = "timestamp out of range", false));
     NSYS_ROW_CHECK(table, end >= start || (err_ = "end before start", false));
     const int64_t pid = hasPid ? pidOf(gpid) : onlyPid_.value_or(0);
     StringId name = memsetName;
