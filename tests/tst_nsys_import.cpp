@@ -270,6 +270,8 @@ class TstNsysImport : public QObject {
       if (k.kind(i) == EventKind::Memcpy) {
         ++copies;
         QCOMPARE(s.str(k.name(i)), std::string_view("Memcpy HtoD"));
+        QCOMPARE(customString(s, *compute, i, "copy_kind"),
+                 QString("Host-to-Device"));  // ENUM_CUDA_MEMCPY_OPER
         QCOMPARE(attrOf(s, *compute, i, AttrKey::Bytes)->asInt(), int64_t{4096});
       }
       if (k.kind(i) == EventKind::Memset) {

@@ -75,4 +75,21 @@ std::string_view memcpyKindShort(int64_t k) {
   return k >= 0 && k < static_cast<int64_t>(kNames.size()) ? kNames[static_cast<size_t>(k)] : "Unknown";
 }
 
+std::string memcpyKindFromEnum(std::string_view symbol) {
+  if (symbol.starts_with("CUDA_MEMCPY_KIND_")) symbol.remove_prefix(17);
+  std::string out;
+  for (size_t pos = 0; pos <= symbol.size();) {
+    const size_t next = std::min(symbol.find('_', pos), symbol.size());
+    std::string_view t = symbol.substr(pos, next - pos);
+    std::string word(t);
+    if (t.size() == 4 && t.substr(1, 2) == "TO")  // HTOD -> HtoD
+      word = std::string(1, t[0]) + "to" + t[3];
+    else if (t == "UNKNOWN")
+      word = "Unknown";
+    if (!word.empty()) out += (out.empty() ? "" : " ") + word;
+    pos = next + 1;
+  }
+  return out.empty() ? std::string("Unknown") : out;
+}
+
 }  // namespace trainscope::core::nsys

@@ -24,5 +24,8 @@ std::optional<int64_t> parseStepName(std::string_view name);
 
 // ENUM_CUDA_MEMCPY_OPER id -> "HtoD", "DtoH", ... ("Unknown" outside the documented 0..13).
 std::string_view memcpyKindShort(int64_t copyKind);
+// ENUM_CUDA_MEMCPY_OPER's symbol -> the same short form: CUDA_MEMCPY_KIND_HTOD -> "HtoD",
+// CUDA_MEMCPY_KIND_UVM_DTOH -> "UVM DtoH", CUDA_MEMCPY_KIND_UNKNOWN -> "Unknown".
+std::string memcpyKindFromEnum(std::string_view symbol);
 
 }  // namespace trainscope::core::nsys

@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "session/sqlite.h"
@@ -92,6 +93,8 @@ class Reader {
   std::unordered_map<int64_t, StringId> interned_;        // StringIds id -> our id, on first use
   std::unordered_map<int64_t, std::string> threadNames_;  // (pid << 24 | tid) -> name
   std::string host_;
+  // ENUM_CUDA_MEMCPY_OPER, when the export has it: id -> (short name "HtoD", label "Host-to-Device").
+  std::unordered_map<int64_t, std::pair<std::string, std::string>> copyKinds_;
   std::optional<int64_t> base_;  // utcEpochNs
   std::map<int64_t, RankId> rankOfPid_;
   std::unordered_map<int64_t, TrackId> cpuTracks_;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "interop/nsys/names.h"
 #include "interop/nsys/reader.h"
 #include "trainscope/core/interop/nsys/nsys_import.h"
 
@@ -240,6 +241,15 @@ void Reader::readSessionInfo() {
         const int64_t v = tsdb::col64(s, 1);
         if (v > 0 && v < (int64_t{1} << 62)) base_ = v;
       }
+    }
+  }
+  if (tables_.count("ENUM_CUDA_MEMCPY_OPER")) {  // the export's own names for copyKind
+    if (auto q = select("ENUM_CUDA_MEMCPY_OPER", {"id", "name", "label"}, {}); q) {
+      sqlite3_stmt* s = q->stmt.get();
+      while (sqlite3_step(s) == SQLITE_ROW)
+        if (sqlite3_column_type(s, 1) == SQLITE_INTEGER)
+          copyKinds_[tsdb::col64(s, 1)] = {nsys::memcpyKindFromEnum(tsdb::columnText(s, 2)),
+                                           std::string(tsdb::columnText(s, 3))};
     }
   }
   if (tables_.count("TARGET_INFO_SYSTEM_ENV")) {

@@ -54,7 +54,9 @@ TrackId Reader::gpuTrack(int64_t pid, int64_t device, int64_t stream) {
 
 // Timestamps are kept within +-2^62 ns (146 years) so that adding the time base (< 2^62) cannot
 // overflow.
-static bool timeOk(int64_t t) { return t > -(int64_t{1} << 62) && t < (int64_t{1} << 62); }
+static bool timeOk(int64_t t) {
+  return t > -(int64_t{1} << 62) && t < (int64_t{1} << 62);
+}
 
 // A bad row: an error, or under --partial skipped and counted.
 #define NSYS_ROW_CHECK(table, cond)                                     \
@@ -77,7 +79,8 @@ Status Reader::readNvtx() {
     NSYS_ROW_CHECK(kNvtx, intAt(s, 0, *q, true, start, p) && intAt(s, 1, *q, true, tid, p) &&
                               intAt(s, 2, *q, false, end, hasEnd) && intAt(s, 3, *q, false, type, hasType) &&
                               intAt(s, 4, *q, false, textId, hasTextId));
-    NSYS_ROW_CHECK(kNvtx, (timeOk(start) && (!hasEnd || timeOk(end))) || (err_ = "timestamp out of range", false));
+    NSYS_ROW_CHECK(kNvtx,
+                   (timeOk(start) && (!hasEnd || timeOk(end))) || (err_ = "timestamp out of range", false));
     const bool mark = hasType ? type == kNvtxMark : !hasEnd;
     if (hasType && type != kNvtxMark && type != kNvtxPushPop && type != kNvtxStartEnd) {
       ++skipped_;  // domain / category registrations, payload-only events
@@ -203,7 +206,8 @@ Status Reader::readCopies(bool memset) {
   const int64_t base = base_.value_or(0);
   const int c0 = memset ? 5 : 6;  // first optional column
   const StringId memsetName = store_.intern("Memset");
-  std::unordered_map<int64_t, StringId> copyNames;
+  std::unordered_map<int64_t, std::pair<StringId, StringId>> copyNames;  // kind -> (name, label)
+  const StringId copyKindKey = store_.intern("copy_kind");
   std::vector<Attr> attrs;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -217,13 +221,20 @@ Status Reader::readCopies(bool memset) {
     NSYS_ROW_CHECK(table, (timeOk(start) && timeOk(end)) || (err_ = "timestamp out of range", false));
     NSYS_ROW_CHECK(table, end >= start || (err_ = "end before start", false));
     const int64_t pid = hasPid ? pidOf(gpid) : onlyPid_.value_or(0);
-    StringId name = memsetName;
+    StringId name = memsetName, label = kEmptyString;
     if (!memset) {
       auto [it, added] = copyNames.try_emplace(kind);
-      if (added) it->second = store_.intern("Memcpy " + std::string(nsys::memcpyKindShort(kind)));
-      name = it->second;
+      if (added) {
+        auto e = copyKinds_.find(kind);  // the export's enum, else the documented ids 0..13
+        const std::string shortName =
+            e != copyKinds_.end() ? e->second.first : std::string(nsys::memcpyKindShort(kind));
+        it->second = {store_.intern("Memcpy " + shortName),
+                      e != copyKinds_.end() ? store_.intern(e->second.second) : kEmptyString};
+      }
+      std::tie(name, label) = it->second;
     }
     attrs.clear();
+    if (label != kEmptyString) attrs.push_back(Attr::custom(copyKindKey, AttrType::String, label));
     attrs.push_back(Attr::ofInt(AttrKey::Bytes, bytes));
     attrs.push_back(Attr::ofInt(AttrKey::Device, dev));
     attrs.push_back(Attr::ofInt(AttrKey::Stream, stream));
@@ -296,8 +307,9 @@ Result<TraceStore> Reader::run() {
   const bool any = tables_.count(kKernel) || tables_.count(kMemcpy) || tables_.count(kMemset) ||
                    tables_.count(kRuntime) || tables_.count(kNvtx);
   if (!any && tables_.count("meta") && tables_.count("events") && tables_.count("tracks"))
-    return Status(ErrorCode::BadTrace, name_ + ": a Trainscope session (.tsdb), not an Nsight Systems export: "
-                                               "open it directly (trainscope-cli info/analyze, the GUI)");
+    return Status(ErrorCode::BadTrace, name_ +
+                                           ": a Trainscope session (.tsdb), not an Nsight Systems export: "
+                                           "open it directly (trainscope-cli info/analyze, the GUI)");
   if (!any)
     return Status(ErrorCode::BadTrace, name_ +
                                            ": no Nsight Systems activity tables (CUPTI_ACTIVITY_KIND_KERNEL, "
