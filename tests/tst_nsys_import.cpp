@@ -389,6 +389,44 @@ class TstNsysImport : public QObject {
              loaded.status().message().c_str());
   }
 
+  // NVTX names through textId; registrations (eventType 75, a domain) and a range without an
+  // end are skipped and counted. Files named without a rank get ranks in the order given, and a
+  // file is known for an nsys export by its SQLite header whatever its name.
+  void textIdsOrderAndHeader() {
+    const QString a = dir_.filePath("b_node.db"), b = dir_.filePath("a_node.db");
+    {
+      NsysFile f(a), g(b);
+      writeRank1(f, kEpoch, 0);
+      writeRank1(g, kEpoch, 0);
+      f.string(40, "registered range");
+      f.exec(QString("INSERT INTO NVTX_EVENTS (start,end,eventType,textId,globalTid) VALUES(10,20,59,40,%1)")
+                 .arg(gtid(1001, 1001)));
+      f.exec(
+          QString(
+              "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES(5,NULL,75,'my domain',%1)")
+              .arg(gtid(1001, 1001)));
+      f.exec(
+          QString("INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES(30,NULL,59,'open',%1)")
+              .arg(gtid(1001, 1001)));
+    }
+    auto one = importNsysSqlite(a.toStdString());
+    QVERIFY2(one, one ? "" : one.status().message().c_str());
+    QCOMPARE(one->metadata().at("import_skipped_events"), std::string("2"));
+    auto cpu = findTrack(*one, 0, TrackKind::CpuThread, "python3");
+    QVERIFY(cpu);
+    bool found = false;
+    for (size_t i = 0; i < one->events(*cpu).size(); ++i)
+      found = found || (one->str(one->events(*cpu).name(i)) == "registered range" &&
+                        one->events(*cpu).kind(i) == EventKind::Range);
+    QVERIFY(found);
+
+    const QString out = dir_.filePath("order.tsdb");
+    auto cli = runCli({"import", a, b, "--out", out});  // .db: told by the header
+    QVERIFY2(cli.code == 0, qPrintable(cli.err));
+    QVERIFY2(cli.out.contains("b_node.db -> rank 0 (from order)"), qPrintable(cli.out));
+    QVERIFY2(cli.out.contains("a_node.db -> rank 1 (from order)"), qPrintable(cli.out));
+  }
+
   // Without utcEpochNs on every file, the ranks are aligned on their first NCCL collective.
   void alignOnFirstCollective() {
     const QString r0 = dir_.filePath("al_rank0.sqlite"), r1 = dir_.filePath("al_rank1.sqlite");
