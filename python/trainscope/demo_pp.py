@@ -144,7 +144,7 @@ def main(argv=None):
             state["opt"].step()
         state["opt"].zero_grad(set_to_none=True)
         if losses:
-            lv = float(sum(float(l) for l in losses) / len(losses))
+            lv = float(sum(float(l.detach()) for l in losses) / len(losses))
             if ts is not None:
                 ts.counter("loss", lv)
         if ts is not None:
