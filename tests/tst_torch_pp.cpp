@@ -225,7 +225,8 @@ class TstTorchPp : public QObject {
         std::map<std::tuple<int, int64_t, int64_t>, int> count;  // (op, mb, chunk) -> times
         for (const Op& op : ops) {
           QVERIFY2(op.stage == rank, qPrintable(who + QString("Stage %1").arg(op.stage)));
-          ++count[{op.kind == EventKind::MicroBatchF ? 0 : op.kind == EventKind::MicroBatchB ? 1 : 2, op.mb, op.chunk}];
+          ++count[std::make_tuple(op.kind == EventKind::MicroBatchF ? 0 : op.kind == EventKind::MicroBatchB ? 1 : 2,
+                                  op.mb, op.chunk)];
         }
         const size_t want = static_cast<size_t>(m * chunks * (split ? 3 : 2));
         QVERIFY2(count.size() == want,
@@ -234,10 +235,11 @@ class TstTorchPp : public QObject {
                                       .arg(split ? ", W" : "")));
         for (int op = 0; op < (split ? 3 : 2); ++op)
           for (int mb = 0; mb < m; ++mb)
-            for (int c = 0; c < chunks; ++c)
-              QVERIFY2(count[{op, mb, c}] == 1,
-                       qPrintable(who + QString("step %1: op %2 mb %3 chunk %4 x%5").arg(step).arg(op).arg(mb).arg(c)
-                                            .arg(count[{op, mb, c}])));
+            for (int c = 0; c < chunks; ++c) {
+              const int times = count[std::make_tuple(op, int64_t{mb}, int64_t{c})];
+              QVERIFY2(times == 1, qPrintable(who + QString("step %1: op %2 mb %3 chunk %4 x%5")
+                                                        .arg(step).arg(op).arg(mb).arg(c).arg(times)));
+            }
         ++checked;
         seen.insert(step >= kZb ? 3 : step >= kM8 ? 2 : step >= kInter ? 1 : 0);
       }
