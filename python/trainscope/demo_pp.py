@@ -40,6 +40,7 @@ def parse(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-trainscope", action="store_true", help="baseline: the plain PyTorch schedule")
+    p.add_argument("--time-out", default="", help="rank 0 writes 'wall_ms cpu_ms' of every step to this file")
     return p.parse_args(argv)
 
 
@@ -129,7 +130,10 @@ def main(argv=None):
             world, nblocks, sum(p.numel() for b in blocks for p in b.parameters()), torch.__version__, a.schedule,
             a.microbatches), flush=True)
     lv = float("nan")
+    times = []
     for s in range(a.steps):
+        t0 = time.perf_counter()
+        c0 = time.process_time()
         if ts is not None:
             ts.step_begin(s)
         x = torch.randn(a.batch, a.width, generator=gen)
@@ -149,10 +153,14 @@ def main(argv=None):
                 ts.counter("loss", lv)
         if ts is not None:
             ts.step_end(s)
+        times.append(((time.perf_counter() - t0) * 1000.0, (time.process_time() - c0) * 1000.0))
         if a.step_delay_ms > 0:
             time.sleep(a.step_delay_ms / 1000.0)
         if a.log_every > 0 and (s % a.log_every == 0 or s == a.steps - 1) and losses:
             print("rank %d step %d loss %.5f" % (rank, s, lv), flush=True)
+    if a.time_out and rank == 0:
+        with open(a.time_out, "w") as f:
+            f.write("\n".join("%.4f %.4f" % t for t in times) + "\n")
     print("rank %d done steps=%d loss=%.5f" % (rank, a.steps, lv), flush=True)
     dist.barrier()
     if ts is not None:
