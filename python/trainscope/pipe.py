@@ -121,6 +121,8 @@ def _patch_p2p():
         finally:
             _in_batch[0] = False
         if recvs:
+            if len(_recv_waits) > 4096:  # batches never waited on (a failed step): keep memory bounded
+                _recv_waits.clear()
             _recv_waits[id(works)] = (sum(_nbytes(op) for op in recvs), int(recvs[0].peer), works)
         return works
 
