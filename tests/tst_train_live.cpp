@@ -93,7 +93,7 @@ class TstTrainLive : public QObject {
   void demoRefusesOtherModes() {
     const Run r = cli({"demo", "--mode", "tp"});
     QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains("must be dp, pp, hybrid, disco or torch-ddp"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("must be dp, pp, hybrid, disco, torch-ddp or torch-pp"), qPrintable(r.err));
   }
 
   void demoStartsAJob() {

@@ -1,8 +1,10 @@
-// `trainscope-cli demo [--ranks N] [--mode dp|pp|hybrid|disco|torch-ddp] [--steps S] [-- ARGS]`:
+// `trainscope-cli demo [--ranks N] [--mode dp|pp|hybrid|disco|torch-ddp|torch-pp] [--steps S] [-- ARGS]`:
 // starts the reference job (trainscope-train, CPU backend) with the agent under mpirun -- or, in
 // torch-ddp mode, the PyTorch DDP demo (python/trainscope/demo_ddp.py, gloo on the CPU, started
-// torch-style with Debian's /usr/bin/python3 or $TRAINSCOPE_PYTHON) -- in the background, prints
-// its job id and returns once every rank is discoverable and lists its knobs.
+// torch-style with Debian's /usr/bin/python3 or $TRAINSCOPE_PYTHON), in torch-pp mode the
+// torch.distributed.pipelining demo (python/trainscope/demo_pp.py; PyTorch >= 2.4: build/torch2-venv
+// from `make torch2-venv`, or $TRAINSCOPE_TORCH2_PYTHON) -- in the background, prints its job id
+// and returns once every rank is discoverable and lists its knobs.
 //
 // The launcher (the same code as `launch`) runs in a detached child -- its own session, output
 // to <runtime dir>/<job>.log -- that waits for mpirun and cleans up after it. Stop the job with
@@ -29,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct DemoOptions {
-  int ranks = 0;  // 0: the mode's default (4; torch-ddp 2)
+  int ranks = 0;  // 0: the mode's default (4; torch-ddp, torch-pp 2)
   std::string mode = "dp";
   long long steps = 1000000;
   double waitSeconds = 0;  // 0: the mode's default (30 s; torch modes 90 s: importing torch is slow)
@@ -68,6 +70,34 @@ std::string torchPython() {
   return fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3" : "python3";
 }
 
+// A Python with PyTorch >= 2.4 (torch.distributed.pipelining) for torch-pp:
+// $TRAINSCOPE_TORCH2_PYTHON, else the venv `make torch2-venv` makes next to this build
+// (build/torch2-venv), else the torch-ddp interpreter. Empty with `why` set when none imports it.
+std::string torch2Python(std::string* why) {
+  std::vector<std::string> tried;
+  if (const char* p = std::getenv("TRAINSCOPE_TORCH2_PYTHON"); p && *p) {
+    tried.emplace_back(p);
+  } else {
+    std::error_code ec;
+    const fs::path venv = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "torch2-venv/bin/python";
+    if (!ec && fs::exists(venv, ec)) tried.push_back(venv.string());
+    tried.push_back(torchPython());
+  }
+  for (const std::string& py : tried) {
+    std::string quoted = "'";
+    for (char c : py) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    const std::string cmd = quoted + " -c 'import torch.distributed.pipelining' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  std::string list;
+  for (const std::string& py : tried) list += (list.empty() ? "" : ", ") + py;
+  *why = "demo --mode torch-pp needs PyTorch >= 2.4 (torch.distributed.pipelining), which " + list +
+         " cannot import. Make a venv with it: `make torch2-venv` (build/torch2-venv, torch from PyPI), "
+         "or point TRAINSCOPE_TORCH2_PYTHON at a python that has it";
+  return {};
+}
+
 core::Status torchDemoCommand(const DemoOptions& o, LaunchOptions& lo) {
   const std::string py = pythonPackageDir();
   if (py.empty())
@@ -75,6 +105,14 @@ core::Status torchDemoCommand(const DemoOptions& o, LaunchOptions& lo) {
         core::ErrorCode::NotFound,
         "the trainscope Python package is not next to trainscope-cli (build/python); rebuild");
   lo.starter = LaunchOptions::Starter::Torch;
+  if (o.mode == "torch-pp") {
+    std::string why;
+    const std::string python = torch2Python(&why);
+    if (python.empty()) return core::Status(core::ErrorCode::NotFound, why);
+    lo.command = {python, "-m", "trainscope.demo_pp", "--steps", std::to_string(o.steps), "--log-every", "100"};
+    lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
+    return {};
+  }
   lo.command = {torchPython(), "-m", "trainscope.demo_ddp", "--steps", std::to_string(o.steps),
                 "--log-every", "100"};
   lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
@@ -82,16 +120,10 @@ core::Status torchDemoCommand(const DemoOptions& o, LaunchOptions& lo) {
 }
 
 int runDemo(DemoOptions o) {
-  if (o.mode == "torch-pp") {
-    std::fprintf(
-        stderr,
-        "trainscope-cli: demo --mode torch-pp (torch.distributed.pipelining) is not implemented yet; "
-        "see docs/PYTHON.md\n");
-    return kExitUsage;
-  }
-  const bool torch = o.mode == "torch-ddp";
+  const bool torch = o.mode == "torch-ddp" || o.mode == "torch-pp";
   if (o.mode != "dp" && o.mode != "pp" && o.mode != "hybrid" && o.mode != "disco" && !torch) {
-    std::fprintf(stderr, "trainscope-cli: demo --mode must be dp, pp, hybrid, disco or torch-ddp, not '%s'\n",
+    std::fprintf(stderr,
+                 "trainscope-cli: demo --mode must be dp, pp, hybrid, disco, torch-ddp or torch-pp, not '%s'\n",
                  o.mode.c_str());
     return kExitUsage;
   }
@@ -105,7 +137,7 @@ int runDemo(DemoOptions o) {
   lo.ranks = o.ranks;
   if (torch) {
     if (core::Status s = torchDemoCommand(o, lo); !s.isOk()) return fail(s);
-    return startDetached(o, lo, "dp.compression");
+    return startDetached(o, lo, o.mode == "torch-pp" ? "pp.schedule" : "dp.compression");
   }
   std::error_code ec;
   const fs::path trainer = fs::read_symlink("/proc/self/exe", ec).parent_path() / "trainscope-train";
@@ -175,11 +207,12 @@ void addDemoCommand(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "demo",
       "Start the reference training job (CPU, MPI) with the agent in the background; prints its job id");
-  cmd->add_option("--ranks", opts->ranks, "Number of ranks (default 4; torch-ddp 2)");
+  cmd->add_option("--ranks", opts->ranks, "Number of ranks (default 4; torch-ddp, torch-pp 2)");
   cmd->add_option(
          "--mode", opts->mode,
          "dp | pp (one pipeline over all ranks) | hybrid (2 pipeline stages x ranks/2 replicas) | disco "
-         "(feature-split MLP) | torch-ddp (PyTorch DDP with the trainscope hook, gloo, CPU)")
+         "(feature-split MLP) | torch-ddp (PyTorch DDP with the trainscope hook, gloo, CPU) | torch-pp "
+         "(torch.distributed.pipelining, one pipeline over all ranks, gloo, CPU; PyTorch >= 2.4: make torch2-venv)")
       ->capture_default_str();
   cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")
       ->capture_default_str();
@@ -187,7 +220,8 @@ void addDemoCommand(CLI::App& app, Runner& run) {
                   "Seconds to wait for every rank to come up (default 30; torch 90)");
   cmd->add_option(
       "TRAINER_ARGS", opts->trainerArgs,
-      "More trainscope-train options (torch-ddp: python3 -m trainscope.demo_ddp options) after --");
+      "More trainscope-train options (torch-ddp / torch-pp: python -m trainscope.demo_ddp / demo_pp options) "
+      "after --");
   cmd->callback([opts, &run] { run = [opts] { return runDemo(*opts); }; });
 }
 

@@ -24,7 +24,7 @@ __all__ = [
     "init", "shutdown", "is_active", "library_path", "step", "step_begin", "step_end", "hook_optimizer",
     "range", "range_push", "range_pop", "marker", "counter", "phase", "microbatch", "comm",
     "knob_int", "knob_float", "knob_bool", "knob_enum", "Knob", "set_agree_group", "dropped_events",
-    "attach_ddp", "ddp_hook", "DdpState",
+    "attach_ddp", "ddp_hook", "DdpState", "attach_pipeline",
 ]
 
 _lib, _lib_path, _lib_why = _L.load()
@@ -436,6 +436,18 @@ def ddp_hook(state, bucket):
     """model.register_comm_hook(trainscope.DdpState(model.process_group), trainscope.ddp_hook)"""
     from . import ddp
     return ddp.ddp_hook(state, bucket)
+
+
+# ---- torch.distributed.pipelining (PyTorch >= 2.4; imports torch only when used) ---------------
+
+def attach_pipeline(stages, loss_fn, schedule="1f1b", microbatches=4, batch_size=None, restage=None,
+                    virtual_stages=2, verbose=True, schedule_kwargs=None):
+    """Instruments the rank's PipelineStage(s) (F/B/W per micro-batch, sends, receives), declares
+    pp.schedule and pp.microbatches and builds the schedule; returns a trainscope.pipe.Pipeline
+    whose step() replaces schedule.step(). See trainscope.pipe."""
+    from . import pipe
+    return pipe.attach_pipeline(stages, loss_fn, schedule, microbatches, batch_size, restage, virtual_stages,
+                                verbose, schedule_kwargs)
 
 
 def __getattr__(name):

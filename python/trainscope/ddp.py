@@ -7,7 +7,8 @@ compression (knob dp.compression, dp.topk_ratio) switched at a step all ranks ag
 Per bucket and step: a Collective event `bucket allreduce` on the comm track (Bucket = DDP's
 bucket index, Bytes = the bytes this rank sends for it, Algorithm = what ran, e.g.
 `allreduce+fp16`), from the collective's start to its completion; a counter `bucket <k> params`
-(scalar parameters in the bucket). Per step, at the last bucket: counters `dp_wire_bytes`
+(scalar parameters in the bucket; recorded when it changes, i.e. at step 0 and after DDP's
+rebuild of its buckets). Per step, at the last bucket: counters `dp_wire_bytes`
 (sent) and `dp_recv_bytes` (received). Bytes follow gloo's algorithms: ring allreduce sends and
 receives 2(n-1)/n of the buffer, ring allgather (n-1) times this rank's buffer.
 
@@ -62,6 +63,10 @@ class DdpState(object):
         self._lib = _ts._lib
         self._algo_ids = [_ts._name(a) for a in _ALGO]
         self._param_names = {}
+        self._param_counts = {}  # bucket index -> the parameter count last recorded
+        # The process group object itself: its allreduce/allgather skip torch.distributed's
+        # Python wrappers (argument checks, group look-ups), a few microseconds per bucket.
+        self._pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
         self._n_sent = _ts._name("dp_wire_bytes")
         self._n_recv = _ts._name("dp_recv_bytes")
         self.compression.on_change(self._on_compression)
@@ -91,7 +96,7 @@ class DdpState(object):
 
 def _allgather(state, t):
     outs = [torch.empty_like(t) for _ in range(state.world)]
-    fut = dist.all_gather(outs, t, group=state.group, async_op=True).get_future()
+    fut = state._pg.allgather([outs], [t]).get_future()
     return fut, outs
 
 
@@ -103,7 +108,8 @@ def ddp_hook(state, bucket):
     w = state.world
     mode = state.mode
     lib = state._lib
-    if lib is not None:
+    if lib is not None and state._param_counts.get(idx) != n:  # DDP's buckets change once, after step 0
+        state._param_counts[idx] = n
         lib.ts_counter(state._params_counter(idx), float(n))
     if mode == NONE or mode == FP16:
         t = buf.div_(w) if mode == NONE else buf.to(torch.float16).div_(w)
@@ -111,7 +117,7 @@ def ddp_hook(state, bucket):
         sent = recv = 2 * (w - 1) * nbytes // w
         if lib is not None:
             lib.ts_bucket_comm_begin2(idx, sent, state._algo_ids[mode])
-        fut = dist.all_reduce(t, group=state.group, async_op=True).get_future()
+        fut = state._pg.allreduce([t]).get_future()
 
         def done(f, buf=buf, idx=idx, mode=mode):
             r = f.value()[0]
