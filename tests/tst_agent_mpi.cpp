@@ -3,6 +3,7 @@
 // the same step (the job prints it), shows up in the step times, and a refused change leaves
 // the old value on every rank.
 #include <QtTest>
+#include <csignal>
 
 #include <unistd.h>
 
@@ -418,6 +419,103 @@ class TstAgentMpi : public QObject {
     auto applied = js.value()->setKnobs({{"test.work_us", "444"}}, 20000);
     QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
     QCOMPARE(applied->front().changeSeq, lastSeq + 1);
+  }
+
+  // A job ended by SIGTERM (mpirun forwards it to the ranks) leaves no socket and no discovery
+  // entry behind: the agent's SIGTERM handler (installed only where SIGTERM had its default
+  // action) removes them, then the rank still dies of SIGTERM.
+  void sigtermLeavesNoFilesBehind() {
+    MpiJob job;
+    job.start("tst-mpi-term", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    QCOMPARE(files(job.rt, ".sock").size(), size_t{4});
+    job.proc.terminate();
+    QVERIFY(job.proc.waitForFinished(20000));
+    for (int i = 0; i < 50 && !ranksGone(job); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    QVERIFY(ranksGone(job));
+    QVERIFY2(files(job.rt, ".sock").empty(), qPrintable(files(job.rt, ".sock").join(' ')));
+    QVERIFY2(files(job.rt, ".agent").empty(), qPrintable(files(job.rt, ".agent").join(' ')));
+  }
+
+  // A rank killed outright (SIGKILL: nothing runs) leaves its files; the next reader that lists
+  // the runtime directory sees the pid gone, finds nobody listening on the socket and removes
+  // both. Entries of live ranks are untouched.
+  void readersRemoveWhatAKilledRankLeft() {
+    MpiJob job;
+    job.start("tst-mpi-kill", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    const auto victim = job.entries[2];
+    QCOMPARE(::kill(static_cast<pid_t>(victim.pid), SIGKILL), 0);
+    while (::kill(static_cast<pid_t>(victim.pid), 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const QString sock = QString::fromStdString(victim.endpoint.substr(5));
+    QVERIFY(QFileInfo::exists(sock));  // left behind
+    QVERIFY(QFileInfo::exists(QString::fromStdString(victim.file.string())));
+    for (const auto& e : discovery::listEntries()) QVERIFY(e.rank != 2 || e.jobId != job.jobId);
+    QVERIFY(!QFileInfo::exists(sock));
+    QVERIFY(!QFileInfo::exists(QString::fromStdString(victim.file.string())));
+  }
+
+  // A rank stopped (SIGSTOP) for longer than the client's request timeout and then continued
+  // (SIGCONT) streams again into the same live session: its steps after the stop arrive and
+  // every rank is connected.
+  void aStoppedRankComesBackToALiveSession() {
+    MpiJob job;
+    job.start("tst-mpi-stop", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    trainscope::core::TraceStore store;
+    std::shared_mutex mu;
+    trainscope::core::LiveOptions o;
+    o.client.timeoutMs = 1000;
+    o.resyncSeconds = 0.5;  // pings time out while the rank is stopped
+    o.rediscoverSeconds = 0.2;
+    trainscope::core::LiveSession live(job.entries, o);
+    trainscope::core::LiveSession::StoreTarget t;
+    t.store = &store;
+    t.mutex = &mu;
+    live.setStore(t);
+    live.start();
+    auto rank1Events = [&] {
+      for (const auto& r : live.snapshot().ranks)
+        if (r.rank == 1) return r.events;
+      return uint64_t{0};
+    };
+    for (int i = 0; i < 100 && rank1Events() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    QVERIFY(rank1Events() > 0);
+    const pid_t pid = static_cast<pid_t>(job.entries[1].pid);
+    QCOMPARE(::kill(pid, SIGSTOP), 0);
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    const uint64_t during = rank1Events();
+    QCOMPARE(::kill(pid, SIGCONT), 0);
+    bool back = false;
+    for (int i = 0; i < 150 && !back; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto snap = live.snapshot();
+      back = rank1Events() > during + 100 && snap.ranksConnected == 4;
+    }
+    const auto snap = live.snapshot();
+    std::string why = "state " + std::string(trainscope::core::liveStateName(snap.state)) + ", " +
+                      std::to_string(snap.ranksConnected) + " ranks connected, rank 1 events " +
+                      std::to_string(rank1Events()) + " (during the stop " + std::to_string(during) + "): " +
+                      snap.message;
+    live.detach();
+    QVERIFY2(back, why.c_str());
+  }
+
+ private:
+  static QStringList files(const fs::path& dir, const std::string& ext) {
+    QStringList out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ext) out << QString::fromStdString(it->path().filename().string());
+    return out;
+  }
+  static bool ranksGone(const MpiJob& job) {
+    for (const auto& e : job.entries)
+      if (::kill(static_cast<pid_t>(e.pid), 0) == 0) return false;
+    return true;
   }
 };
 

@@ -192,7 +192,50 @@ class TstAgentServer : public QObject {
       const wire::Challenge ch = c.hello();
       QVERIFY(ch.authRequired);
       c.send(wire::Auth{clientNonce, wire::authMac(secret, ch.agentNonce, clientNonce)});
+      // Mutual: the Welcome carries a MAC under the session key only a holder of the secret
+      // can derive (recv fails on a missing or wrong one).
+      c.startSession(wire::sessionKey(secret, ch.agentNonce, clientNonce));
       QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+      c.send(wire::Ping{5});
+      auto pong = c.recvAs<wire::Pong>();
+      QVERIFY(pong.has_value());
+      QCOMPARE(pong->clientSendNs, int64_t{5});
+    }
+    // A sealed session: a frame with a flipped bit, a frame without a MAC, or a replayed sealed
+    // frame (a man in the middle resending a request) each close the connection.
+    auto openSession = [&](uint8_t tag, RawClient& c) {
+      if (!c.connectTo(entry->endpoint)) return false;
+      const wire::Challenge ch = c.hello();
+      wire::Nonce n{};
+      n[0] = tag;
+      c.send(wire::Auth{n, wire::authMac(secret, ch.agentNonce, n)});
+      c.startSession(wire::sessionKey(secret, ch.agentNonce, n));
+      return c.recvAs<wire::JobInfo>().has_value();
+    };
+    {
+      RawClient t;
+      QVERIFY(openSession(100, t));
+      std::vector<uint8_t> f = t.frame(wire::SetKnob{1, "srv.x", "7"});
+      f[f.size() - wire::kMacSize - 1] ^= 0x01;  // the value's last byte: "7" becomes "6"
+      t.sendRaw(f);
+      QVERIFY(t.peerClosedWithin(2000));
+    }
+    {
+      RawClient t;
+      QVERIFY(openSession(101, t));
+      std::vector<uint8_t> f;
+      wire::encode(wire::Message{wire::StatsRequest{}}, f);  // no MAC at all
+      t.sendRaw(f);
+      QVERIFY(t.peerClosedWithin(2000));
+    }
+    {
+      RawClient t;
+      QVERIFY(openSession(102, t));
+      const std::vector<uint8_t> f = t.frame(wire::Ping{9});
+      t.sendRaw(f);
+      QVERIFY(t.recvAs<wire::Pong>().has_value());
+      t.sendRaw(f);  // the same sealed bytes again: sequence 0 where 1 is due
+      QVERIFY(t.peerClosedWithin(2000));
     }
     {
       RawClient replay;  // same client nonce, correct MAC for the new challenge: still refused
@@ -233,7 +276,7 @@ class TstAgentServer : public QObject {
     const std::string ep = ourEntry()->endpoint;
     auto header = [](wire::MsgType type, uint32_t length, uint32_t flags) {
       std::vector<uint8_t> f;
-      wire::encode(wire::Message{wire::Hello{1, 1, "x"}}, f);
+      wire::encode(wire::Message{wire::Hello{}}, f);
       f.resize(wire::kHeaderSize);
       const uint16_t t = static_cast<uint16_t>(type);
       std::memcpy(f.data() + 6, &t, 2);

@@ -614,7 +614,7 @@ class TstWire : public QObject {
     QVERIFY(a != c);
     const Mac base = authMac(bytesOf(secret), a, c);
     // The documented transcript.
-    const std::string label = "trainscope-auth-v1";
+    const std::string label = "trainscope-auth-v2";
     std::vector<uint8_t> msg(label.begin(), label.end());
     msg.insert(msg.end(), a.begin(), a.end());
     msg.insert(msg.end(), c.begin(), c.end());
@@ -632,6 +632,72 @@ class TstWire : public QObject {
     m2[31] ^= 1;
     QVERIFY(!constantTimeEqual(base, m2));
     QVERIFY(!constantTimeEqual(std::span<const uint8_t>(base).first(31), base));
+  }
+
+  // TCP sessions: the session key's documented transcript, and the decoder's MAC checks --
+  // sealed frames pass in order; a flipped bit, a replayed or reordered frame, a missing MAC,
+  // or a MAC on a connection without a session are refused before decoding.
+  void sessionMacs() {
+    const std::string secret = "the job's secret";
+    Nonce a{}, c{};
+    a[0] = 1;
+    c[31] = 2;
+    const SessionKey key = sessionKey(bytesOf(secret), a, c);
+    const std::string label = "trainscope-session-v2";
+    std::vector<uint8_t> msg(label.begin(), label.end());
+    msg.insert(msg.end(), a.begin(), a.end());
+    msg.insert(msg.end(), c.begin(), c.end());
+    QVERIFY(key == hmacSha256(bytesOf(secret), msg));
+    QVERIFY(key != authMac(bytesOf(secret), a, c));  // a different label: never the same value
+
+    FrameSealer sealer;
+    sealer.start(key, MacDirection::ClientToAgent);
+    std::vector<std::vector<uint8_t>> frames;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<uint8_t> f;
+      encode(Message{Ping{i}}, f);
+      sealer.seal(f);
+      QCOMPARE(f.size(), kHeaderSize + 8 + kMacSize);
+      frames.push_back(f);
+    }
+    auto decodeWith = [&](const std::vector<std::vector<uint8_t>>& in, MacDirection dir) {
+      FrameDecoder d;
+      d.requireMac(key, dir);
+      std::string err;
+      int ok = 0;
+      for (const auto& f : in) {
+        d.feed(f);
+        auto m = d.next();
+        if (!m) return std::make_pair(ok, m.status().message());
+        if (m.value()) ++ok;
+      }
+      return std::make_pair(ok, err);
+    };
+    QCOMPARE(decodeWith(frames, MacDirection::ClientToAgent).first, 3);
+    // The other direction's key stream: a reflected frame is refused.
+    QVERIFY(decodeWith(frames, MacDirection::AgentToClient).second.find("wrong MAC") != std::string::npos);
+    auto tampered = frames;
+    tampered[1][kHeaderSize] ^= 1;
+    auto r = decodeWith(tampered, MacDirection::ClientToAgent);
+    QCOMPARE(r.first, 1);
+    QVERIFY2(r.second.find("frame 1 has a wrong MAC") != std::string::npos, r.second.c_str());
+    r = decodeWith({frames[0], frames[0]}, MacDirection::ClientToAgent);  // replayed
+    QCOMPARE(r.first, 1);
+    r = decodeWith({frames[1]}, MacDirection::ClientToAgent);  // out of order
+    QCOMPARE(r.first, 0);
+    std::vector<uint8_t> plain;
+    encode(Message{Ping{1}}, plain);
+    r = decodeWith({plain}, MacDirection::ClientToAgent);
+    QVERIFY2(r.second.find("without a MAC") != std::string::npos, r.second.c_str());
+    std::vector<uint8_t> refusal;
+    encode(Message{ErrorMsg{1, "authentication failed"}}, refusal);
+    r = decodeWith({refusal}, MacDirection::ClientToAgent);
+    QCOMPARE(r.second, std::string("peer refused: authentication failed"));
+    FrameDecoder noSession;
+    noSession.feed(frames[0]);
+    auto m = noSession.next();
+    QVERIFY(!m);
+    QVERIFY(m.status().message().find("without a session key") != std::string::npos);
   }
 
   void discoveryWriteListStale() {

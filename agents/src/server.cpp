@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "clock.h"
 #include "log.h"
@@ -90,6 +91,14 @@ struct Server::Client {
   wire::FrameDecoder decoder;
   wire::Nonce agentNonce{};
   std::shared_ptr<OutQueue> out;
+  // TCP after the handshake: every outgoing frame gets a MAC as it is written (frames in `out`
+  // may be shared with other clients, so they are sealed into `sealed`, one at a time, in the
+  // order they go out). The first `unsealedBytes` of `out` were queued before the session key
+  // existed (the Challenge) and go out as they are.
+  wire::FrameSealer sealer;
+  std::vector<uint8_t> sealed;
+  size_t sealedOff = 0;
+  size_t unsealedBytes = 0;
   bool subscribed = false;
   int64_t connectedNs = 0;
   int64_t lastMessageNs = 0;
@@ -325,7 +334,7 @@ bool Server::readClient(Client& c) {
       if (!wasOpen && c.state == Client::State::Open) c.decoder.setLimits(kOpenMaxPayload, false);
     }
     // A peer that keeps us buffering without completing a frame is not a client we want.
-    if (c.decoder.buffered() > c.decoder.maxPayload() + wire::kHeaderSize) {
+    if (c.decoder.buffered() > c.decoder.maxFrameBytes()) {
       budgetedLog("dropping %s: oversized frame", c.name.c_str());
       return false;
     }
@@ -335,15 +344,41 @@ bool Server::readClient(Client& c) {
 
 bool Server::writeClient(Client& c) {
   for (;;) {
-    auto [p, n] = c.out->front();
-    if (!p) return true;
+    const uint8_t* p = nullptr;
+    size_t n = 0;
+    const bool sealing = c.sealer.active() && c.unsealedBytes == 0;
+    if (sealing) {
+      if (c.sealedOff == c.sealed.size()) {
+        // The next whole frame (sealing only ever starts on a frame boundary, so front() is one).
+        auto [fp, fn] = c.out->front();
+        if (!fp) {
+          if (c.sealed.capacity() > kReadChunk * 16) std::vector<uint8_t>().swap(c.sealed);
+          return true;
+        }
+        c.sealed.assign(fp, fp + fn);
+        c.out->consumed(fn);
+        c.sealer.seal(c.sealed);
+        c.sealedOff = 0;
+      }
+      p = c.sealed.data() + c.sealedOff;
+      n = c.sealed.size() - c.sealedOff;
+    } else {
+      std::tie(p, n) = c.out->front();
+      if (!p) return true;
+      if (c.sealer.active()) n = std::min(n, c.unsealedBytes);
+    }
     const ssize_t w = ::send(c.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR) continue;
       return false;
     }
-    c.out->consumed(static_cast<size_t>(w));
+    if (sealing) {
+      c.sealedOff += static_cast<size_t>(w);
+    } else {
+      c.out->consumed(static_cast<size_t>(w));
+      if (c.sealer.active()) c.unsealedBytes -= static_cast<size_t>(w);
+    }
   }
 }
 
@@ -399,6 +434,12 @@ bool Server::handle(Client& c, wire::Message& m) {
       seenNonces_.erase(nonceOrder_.front());
       nonceOrder_.pop_front();
     }
+    // From here on both directions carry MACs under a key only holders of the secret can
+    // derive; the sealed Welcome is the agent's half of the mutual authentication.
+    const wire::SessionKey key = wire::sessionKey(secret_, c.agentNonce, a->clientNonce);
+    c.unsealedBytes = c.out->bytes();
+    c.sealer.start(key, wire::MacDirection::AgentToClient);
+    c.decoder.requireMac(key, wire::MacDirection::ClientToAgent);
     c.state = Client::State::Open;
     send(c, hooks_.jobInfo());
     return true;
@@ -442,7 +483,7 @@ void Server::run() {
     fds.push_back({wakeFd_, POLLIN, 0});
     for (auto& c : clients_) {
       short ev = POLLIN;
-      if (c->out->bytes() > 0) ev |= POLLOUT;
+      if (c->out->bytes() > 0 || c->sealedOff < c->sealed.size()) ev |= POLLOUT;
       fds.push_back({c->fd, ev, 0});
     }
     const int n = ::poll(fds.data(), fds.size(), 200);
@@ -494,7 +535,7 @@ void Server::run() {
         dropClient(i, nullptr);
         continue;
       }
-      pending |= clients_[i]->out->bytes() > 0;
+      pending |= clients_[i]->out->bytes() > 0 || clients_[i]->sealedOff < clients_[i]->sealed.size();
     }
     if (!pending) break;
     ::usleep(2000);
