@@ -93,7 +93,8 @@ def handshake(ep, secret=None, nonce=None):
     agent_nonce, auth_required = body[:32], body[32]
     if auth_required:
         nonce = nonce or os.urandom(32)
-        mac = hmac.new(secret, b"trainscope-auth-v2" + agent_nonce + nonce, hashlib.sha256).digest()
+        label = b"trainscope-auth-v%d" % VERSION
+        mac = hmac.new(secret, label + agent_nonce + nonce, hashlib.sha256).digest()
         s.sendall(frame(AUTH, nonce + mac))
     mtype, _ = recv_frame(s)
     assert mtype == WELCOME, mtype
@@ -213,7 +214,9 @@ def attack(name, ep, secret, log_path):
 
 def start_job(build, listen, rt, log):
     env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=rt, TRAINSCOPE_LISTEN=listen,
-               TRAINSCOPE_JOB_ID="attack-" + listen)
+               TRAINSCOPE_JOB_ID="attack-" + listen, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader", OMPI_MCA_oob_tcp_if_include="lo",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
     cmd = ["mpirun", "-np", "2", "--oversubscribe", os.path.join(build, "bin", "trainscope-testjob"),
            "--steps", "1000000", "--step-ms", "5"]
     p = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
@@ -228,14 +231,22 @@ def start_job(build, listen, rt, log):
 
 
 def main():
+    global VERSION
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--json")
+    ap.add_argument("--protocol", type=int, default=VERSION, help="wire protocol version of the build under test")
+    ap.add_argument("--only", help="comma-separated attacks to run (default: all)")
     args = ap.parse_args()
+    VERSION = args.protocol
     results = []
     rt = tempfile.mkdtemp(prefix="ts-attack-")
     os.chmod(rt, 0o700)
     plan = {"tcp": ["tcp-frames", "nonce-flood", "idle"], "unix": ["unix-frames", "idle", "flood", "knob-value"]}
+    if args.only:
+        keep = set(args.only.split(","))
+        plan = {k: [a for a in v if a in keep] for k, v in plan.items()}
+        plan = {k: v for k, v in plan.items() if v}
     try:
         for listen, attacks in plan.items():
             log_path = os.path.join(rt, f"{listen}.log")

@@ -421,19 +421,24 @@ class TstAgentMpi : public QObject {
     QCOMPARE(applied->front().changeSeq, lastSeq + 1);
   }
 
-  // A job ended by SIGTERM (mpirun forwards it to the ranks) leaves no socket and no discovery
-  // entry behind: the agent's SIGTERM handler (installed only where SIGTERM had its default
-  // action) removes them, then the rank still dies of SIGTERM.
+  // Ranks ended by SIGTERM (as a batch scheduler ends every task of a job) leave no socket and
+  // no discovery entry behind: the agent's SIGTERM handler (installed only where SIGTERM had its
+  // default action) removes them, then the rank still dies of SIGTERM, as mpirun reports.
+  // (SIGTERM to mpirun itself makes Open MPI SIGKILL most ranks at once: nothing can run in
+  // them, and readersRemoveWhatAKilledRankLeft shows who cleans up then.)
   void sigtermLeavesNoFilesBehind() {
     MpiJob job;
     job.start("tst-mpi-term", {"--steps", "1000000", "--step-ms", "2"});
     if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
     QCOMPARE(job.entries.size(), size_t{4});
     QCOMPARE(files(job.rt, ".sock").size(), size_t{4});
-    job.proc.terminate();
-    QVERIFY(job.proc.waitForFinished(20000));
+    for (const auto& e : job.entries) ::kill(static_cast<pid_t>(e.pid), SIGTERM);
+    job.proc.waitForFinished(20000);
+    QCOMPARE(int(job.proc.state()), int(QProcess::NotRunning));
     for (int i = 0; i < 50 && !ranksGone(job); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     QVERIFY(ranksGone(job));
+    const QString out = QString::fromUtf8(job.proc.readAllStandardOutput() + job.proc.readAllStandardError());
+    QVERIFY2(out.contains("exited on signal 15"), qPrintable(out.right(2000)));
     QVERIFY2(files(job.rt, ".sock").empty(), qPrintable(files(job.rt, ".sock").join(' ')));
     QVERIFY2(files(job.rt, ".agent").empty(), qPrintable(files(job.rt, ".agent").join(' ')));
   }
