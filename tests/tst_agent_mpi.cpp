@@ -3,6 +3,9 @@
 // the same step (the job prints it), shows up in the step times, and a refused change leaves
 // the old value on every rank.
 #include <QtTest>
+#include <sys/socket.h>
+#include <cstring>
+#include <fstream>
 #include <csignal>
 
 #include <unistd.h>
@@ -509,7 +512,70 @@ class TstAgentMpi : public QObject {
     QVERIFY2(back, why.c_str());
   }
 
+  // The worst memory attack of issue 19 (64 maximal 16 MiB frames after the handshake on the
+  // Unix socket: 1.46 GB peak, 530 MB kept, before the frame caps): a real rank's RSS, sampled
+  // every 10 ms, never rises more than 64 MiB above where it was (a generous bound: the caps
+  // allow one 64 KiB frame plus a 16 KiB read per connection), and every connection is closed.
+  void maximalFramesDoNotGrowARank() {
+    MpiJob job;
+    job.start("tst-mpi-rss", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    const pid_t pid = static_cast<pid_t>(job.entries[0].pid);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const int64_t base = rssBytes(pid);
+    QVERIFY(base > 0);
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> peak{base};
+    std::thread sampler([&] {
+      while (!stop) {
+        peak = std::max<int64_t>(peak, rssBytes(pid));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 64; ++i) {
+      auto c = std::make_unique<RawClient>();
+      if (!c->connectTo(job.entries[0].endpoint)) break;
+      c->hello();
+      if (!c->recvAs<wire::JobInfo>()) break;
+      clients.push_back(std::move(c));
+    }
+    const size_t opened = clients.size();
+    int refused = 0;
+    const std::vector<uint8_t> chunk(1u << 20, 0);
+    for (auto& c : clients) {
+      const timeval tv{2, 0};
+      ::setsockopt(c->fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      std::vector<uint8_t> head;
+      wire::encode(wire::Message{wire::SetKnob{1, "test.mode", ""}}, head);
+      head.resize(wire::kHeaderSize);
+      const uint32_t len = 16u << 20;
+      std::memcpy(head.data() + 8, &len, 4);
+      bool failed = ::send(c->fd(), head.data(), head.size(), MSG_NOSIGNAL) < 0;
+      for (int k = 0; k < 16 && !failed; ++k) failed = ::send(c->fd(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0;
+      refused += c->peerClosedWithin(3000);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    stop = true;
+    sampler.join();
+    const int64_t after = rssBytes(pid);
+    qInfo("rank 0 RSS: %.1f MiB before, %.1f MiB peak, %.1f MiB after 64 x 16 MiB frames (%d of %zu closed)",
+          base / 1048576.0, peak / 1048576.0, after / 1048576.0, refused, opened);
+    QCOMPARE(opened, size_t{64});
+    QCOMPARE(refused, 64);
+    QVERIFY2(peak - base < (64 << 20), qPrintable(QString("peak %1 MiB above").arg((peak - base) >> 20)));
+    QVERIFY2(after - base < (64 << 20), qPrintable(QString("%1 MiB kept").arg((after - base) >> 20)));
+  }
+
  private:
+  static int64_t rssBytes(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+    return -1;
+  }
   static QStringList files(const fs::path& dir, const std::string& ext) {
     QStringList out;
     std::error_code ec;
