@@ -508,6 +508,10 @@ class TstAgentMpi : public QObject {
                       std::to_string(snap.ranksConnected) + " ranks connected, rank 1 events " +
                       std::to_string(rank1Events()) + " (during the stop " + std::to_string(during) + "): " +
                       snap.message;
+    for (const auto& r : snap.ranks)
+      if (r.rank == 1)
+        qInfo("rank 1 after SIGSTOP/SIGCONT: attaches %d, events %llu, last problem: %s", r.attaches,
+              static_cast<unsigned long long>(r.events), r.problem.empty() ? "none" : r.problem.c_str());
     live.detach();
     QVERIFY2(back, why.c_str());
   }
