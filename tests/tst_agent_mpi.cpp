@@ -572,6 +572,47 @@ class TstAgentMpi : public QObject {
     QVERIFY2(after - base < (64 << 20), qPrintable(QString("%1 MiB kept").arg((after - base) >> 20)));
   }
 
+  // A rank that is stopped when a live session attaches times out (its handshake cannot
+  // complete), is retried at every rediscovery, and joins once it is continued.
+  void aRankStoppedAtAttachJoinsWhenContinued() {
+    MpiJob job;
+    job.start("tst-mpi-stop2", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    const pid_t pid = static_cast<pid_t>(job.entries[1].pid);
+    QCOMPARE(::kill(pid, SIGSTOP), 0);
+    trainscope::core::TraceStore store;
+    std::shared_mutex mu;
+    trainscope::core::LiveOptions o;
+    o.client.timeoutMs = 1000;
+    o.rediscoverSeconds = 0.2;
+    trainscope::core::LiveSession live(job.entries, o);
+    trainscope::core::LiveSession::StoreTarget t;
+    t.store = &store;
+    t.mutex = &mu;
+    live.setStore(t);
+    live.start();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const auto stopped = live.snapshot();
+    QCOMPARE(::kill(pid, SIGCONT), 0);
+    auto rank1 = [&] {
+      for (const auto& r : live.snapshot().ranks)
+        if (r.rank == 1) return r;
+      return trainscope::core::LiveRankStatus{};
+    };
+    for (int i = 0; i < 150 && !(rank1().connected && rank1().events > 0); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto r1 = rank1();
+    qInfo("while rank 1 was stopped: %d of 4 ranks connected (%s); after SIGCONT: connected %d, events %llu, "
+          "attaches %d",
+          stopped.ranksConnected, stopped.message.c_str(), int(r1.connected),
+          static_cast<unsigned long long>(r1.events), r1.attaches);
+    live.detach();
+    QCOMPARE(stopped.ranksConnected, 3);
+    QVERIFY(r1.connected);
+    QVERIFY(r1.events > 0);
+  }
+
  private:
   static int64_t rssBytes(pid_t pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
