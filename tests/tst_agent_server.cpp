@@ -340,6 +340,44 @@ class TstAgentServer : public QObject {
     QVERIFY2(closed >= 70, qPrintable(QString("%1 of 80 silent connections closed").arg(closed)));
   }
 
+  // 64 authenticated clients that stay silent hold the whole table, but not for long: when a new
+  // client comes, the idlest of them (silent for over 2 s, not subscribed) gives way -- except
+  // one that waits for its knob change to apply.
+  void idleAuthenticatedClientsGiveWay() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    ts_knob_int("srv.idle", 0, 10, 3, "idle test", 0);
+    const std::string ep = ourEntry()->endpoint;
+    RawClient waiting;  // the oldest: it proposes a change that cannot apply (no step ends here)
+    QVERIFY(waiting.connectTo(ep));
+    waiting.hello();
+    QVERIFY(waiting.recvAs<wire::JobInfo>().has_value());
+    waiting.send(wire::KnobListRequest{});
+    auto list = waiting.recvAs<wire::KnobList>();
+    QVERIFY(list.has_value());
+    waiting.send(wire::SetKnob{list->lastChangeSeq + 1, "srv.idle", "5"});
+    auto ack = waiting.recvAs<wire::KnobAck>();
+    QVERIFY(ack && ack->accepted && !ack->applied);
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 63; ++i) {
+      idle.push_back(std::make_unique<RawClient>());
+      QVERIFY(idle.back()->connectTo(ep));
+      idle.back()->hello();
+      QVERIFY(idle.back()->recvAs<wire::JobInfo>().has_value());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // all silent for over 2 s
+    RawClient late;
+    QVERIFY(late.connectTo(ep));
+    late.hello();
+    QVERIFY2(late.recvAs<wire::JobInfo>().has_value(), "a new client was locked out by idle ones");
+    waiting.send(wire::Ping{11});
+    auto pong = waiting.recvAs<wire::Pong>();
+    QVERIFY2(pong.has_value(), "the client waiting for its change to apply lost its slot");
+    int closed = 0;
+    for (auto& c : idle) closed += c->closedWithin(20);
+    QCOMPARE(closed, 1);  // exactly one gave way
+  }
+
   void secretFileMustBePrivate() {
     const std::string path = std::string(std::getenv("TRAINSCOPE_RUNTIME_DIR")) + "/open.secret";
     { std::ofstream(path) << "0123456789abcdef"; }

@@ -42,9 +42,11 @@ constexpr uint32_t kPreAuthMaxPayload = 4 * 1024;
 constexpr uint32_t kOpenMaxPayload = 64 * 1024;
 // A connection that has not completed the handshake by then is dropped.
 constexpr int64_t kHandshakeTimeoutNs = 5'000'000'000LL;
-// A client that is not subscribed and has sent nothing for this long may lose its slot to a new
-// connection when every slot is taken.
-constexpr int64_t kIdleNs = 30'000'000'000LL;
+// A client that is not subscribed, waits for no knob change to apply, and has sent nothing for
+// this long may lose its slot to a new connection when every slot is taken. Real clients either
+// stream (subscribed: never evicted) or talk continuously (a CLI command); one waiting for its
+// change to apply is kept until that change's ack goes out.
+constexpr int64_t kIdleNs = 2'000'000'000LL;
 // Client nonces remembered against replay (FIFO); the agent nonce is fresh per connection and
 // part of the MAC, so an old nonce cannot be replayed into a new handshake anyway.
 constexpr size_t kMaxNonces = 4096;
@@ -102,6 +104,7 @@ struct Server::Client {
   bool subscribed = false;
   int64_t connectedNs = 0;
   int64_t lastMessageNs = 0;
+  bool awaitingApply = false;  // sent a SetKnob that was accepted and has not applied yet
   std::string name = "client";
 };
 
@@ -282,7 +285,7 @@ void Server::acceptClients() {
       if (k.state != Client::State::Open) {
         ++pending;
         if (oldestPending == SIZE_MAX || k.connectedNs < clients_[oldestPending]->connectedNs) oldestPending = i;
-      } else if (!k.subscribed && now - k.lastMessageNs > kIdleNs &&
+      } else if (!k.subscribed && !k.awaitingApply && now - k.lastMessageNs > kIdleNs &&
                  (idlest == SIZE_MAX || k.lastMessageNs < clients_[idlest]->lastMessageNs)) {
         idlest = i;
       }
@@ -450,6 +453,7 @@ bool Server::handle(Client& c, wire::Message& m) {
     send(c, hooks_.knobList());
   } else if (auto* s = std::get_if<wire::SetKnob>(&m)) {
     wire::KnobAck ack = hooks_.setKnob(*s);
+    if (ack.accepted && !ack.applied) c.awaitingApply = true;
     ack.reason = clip(std::move(ack.reason));
     send(c, ack);
   } else if (auto* p = std::get_if<wire::Ping>(&m)) {
@@ -493,9 +497,14 @@ void Server::run() {
         uint64_t v;
         [[maybe_unused]] ssize_t r = ::read(wakeFd_, &v, sizeof v);
       }
-      for (const auto& m : Outbox::instance().take())
-        for (auto& c : clients_)
-          if (c->state == Client::State::Open) send(*c, m);
+      for (const auto& m : Outbox::instance().take()) {
+        const auto* ack = std::get_if<wire::KnobAck>(&m);
+        for (auto& c : clients_) {
+          if (c->state != Client::State::Open) continue;
+          send(*c, m);
+          if (ack && (ack->applied || !ack->accepted)) c->awaitingApply = false;
+        }
+      }
       // Clients: iterate by index from the back so dropping one keeps the others' indices.
       const size_t nc = clients_.size();
       for (size_t i = nc; i-- > 0;) {
