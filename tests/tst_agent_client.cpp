@@ -318,7 +318,8 @@ class TstAgentClient : public QObject {
     QVERIFY2(c.isOk(), c.status().toString().c_str());
     auto list = c.value()->knobList();  // the reply has one payload bit flipped after sealing
     QVERIFY(!list.isOk());
-    QVERIFY2(list.status().message().find("wrong MAC") != std::string::npos, list.status().toString().c_str());
+    QVERIFY2(list.status().message().find("wrong MAC") != std::string::npos,
+             list.status().toString().c_str());
     QVERIFY(c.value()->closed());
   }
 

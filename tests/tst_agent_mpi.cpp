@@ -2,29 +2,28 @@
 // client per rank. A knob change sent to every rank is acknowledged by all, applied by all at
 // the same step (the job prints it), shows up in the step times, and a refused change leaves
 // the old value on every rank.
-#include <QtTest>
 #include <sys/socket.h>
-#include <cstring>
-#include <fstream>
-#include <csignal>
-
 #include <unistd.h>
 
+#include <QtTest>
 #include <algorithm>
-#include <chrono>
-#include <filesystem>
 #include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
-#include <optional>
-#include <shared_mutex>
 #include <memory>
+#include <optional>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 
+#include "agent_raw_client.h"
 #include "agent_test_support.h"
 #include "trainscope/core/live/live_session.h"
 #include "trainscope/core/wire/discovery.h"
-#include "agent_raw_client.h"
 
 using namespace agent_test;
 namespace fs = std::filesystem;
@@ -368,8 +367,10 @@ class TstAgentMpi : public QObject {
     std::thread a(client, 1000), b(client, 2000);
     a.join();
     b.join();
-    qInfo("two clients, 100 changes: %d applied at one step on all ranks, %d refused", ok.load(), refused.load());
-    QVERIFY2(ok + refused == 100, qPrintable(QString("%1 applied, %2 refused").arg(ok.load()).arg(refused.load())));
+    qInfo("two clients, 100 changes: %d applied at one step on all ranks, %d refused", ok.load(),
+          refused.load());
+    QVERIFY2(ok + refused == 100,
+             qPrintable(QString("%1 applied, %2 refused").arg(ok.load()).arg(refused.load())));
     QVERIFY2(ok >= 50, qPrintable(QString("only %1 of 100 applied").arg(ok.load())));
     auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
     QVERIFY(js.isOk());
@@ -438,7 +439,8 @@ class TstAgentMpi : public QObject {
     for (const auto& e : job.entries) ::kill(static_cast<pid_t>(e.pid), SIGTERM);
     job.proc.waitForFinished(20000);
     QCOMPARE(int(job.proc.state()), int(QProcess::NotRunning));
-    for (int i = 0; i < 50 && !ranksGone(job); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 50 && !ranksGone(job); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     QVERIFY(ranksGone(job));
     const QString out = QString::fromUtf8(job.proc.readAllStandardOutput() + job.proc.readAllStandardError());
     QVERIFY2(out.contains("exited on signal 15"), qPrintable(out.right(2000)));
@@ -456,7 +458,8 @@ class TstAgentMpi : public QObject {
     QCOMPARE(job.entries.size(), size_t{4});
     const auto victim = job.entries[2];
     QCOMPARE(::kill(static_cast<pid_t>(victim.pid), SIGKILL), 0);
-    while (::kill(static_cast<pid_t>(victim.pid), 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (::kill(static_cast<pid_t>(victim.pid), 0) == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const QString sock = QString::fromStdString(victim.endpoint.substr(5));
     QVERIFY(QFileInfo::exists(sock));  // left behind
     QVERIFY(QFileInfo::exists(QString::fromStdString(victim.file.string())));
@@ -490,7 +493,8 @@ class TstAgentMpi : public QObject {
         if (r.rank == 1) return r.events;
       return uint64_t{0};
     };
-    for (int i = 0; i < 100 && rank1Events() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 100 && rank1Events() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     QVERIFY(rank1Events() > 0);
     const pid_t pid = static_cast<pid_t>(job.entries[1].pid);
     QCOMPARE(::kill(pid, SIGSTOP), 0);
@@ -506,8 +510,8 @@ class TstAgentMpi : public QObject {
     const auto snap = live.snapshot();
     std::string why = "state " + std::string(trainscope::core::liveStateName(snap.state)) + ", " +
                       std::to_string(snap.ranksConnected) + " ranks connected, rank 1 events " +
-                      std::to_string(rank1Events()) + " (during the stop " + std::to_string(during) + "): " +
-                      snap.message;
+                      std::to_string(rank1Events()) + " (during the stop " + std::to_string(during) +
+                      "): " + snap.message;
     for (const auto& r : snap.ranks)
       if (r.rank == 1)
         qInfo("rank 1 after SIGSTOP/SIGCONT: attaches %d, events %llu, last problem: %s", r.attaches,
@@ -557,7 +561,8 @@ class TstAgentMpi : public QObject {
       const uint32_t len = 16u << 20;
       std::memcpy(head.data() + 8, &len, 4);
       bool failed = ::send(c->fd(), head.data(), head.size(), MSG_NOSIGNAL) < 0;
-      for (int k = 0; k < 16 && !failed; ++k) failed = ::send(c->fd(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0;
+      for (int k = 0; k < 16 && !failed; ++k)
+        failed = ::send(c->fd(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0;
       refused += c->peerClosedWithin(3000);
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -603,10 +608,11 @@ class TstAgentMpi : public QObject {
     for (int i = 0; i < 150 && !(rank1().connected && rank1().events > 0); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const auto r1 = rank1();
-    qInfo("while rank 1 was stopped: %d of 4 ranks connected (%s); after SIGCONT: connected %d, events %llu, "
-          "attaches %d",
-          stopped.ranksConnected, stopped.message.c_str(), int(r1.connected),
-          static_cast<unsigned long long>(r1.events), r1.attaches);
+    qInfo(
+        "while rank 1 was stopped: %d of 4 ranks connected (%s); after SIGCONT: connected %d, events %llu, "
+        "attaches %d",
+        stopped.ranksConnected, stopped.message.c_str(), int(r1.connected),
+        static_cast<unsigned long long>(r1.events), r1.attaches);
     live.detach();
     QCOMPARE(stopped.ranksConnected, 3);
     QVERIFY(r1.connected);

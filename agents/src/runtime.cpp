@@ -61,7 +61,8 @@ void armTermCleanup(const std::string& entry, const std::string& socket, const s
   const std::string* in[3] = {&entry, &socket, &secret};
   for (int i = 0; i < 3; ++i) {
     g_term.paths[i][0] = '\0';
-    if (in[i]->size() < sizeof g_term.paths[i]) std::memcpy(g_term.paths[i], in[i]->c_str(), in[i]->size() + 1);
+    if (in[i]->size() < sizeof g_term.paths[i])
+      std::memcpy(g_term.paths[i], in[i]->c_str(), in[i]->size() + 1);
   }
   g_termArmed.store(true);
   if (g_termInstalled.load()) return;

@@ -99,8 +99,10 @@ Status AgentClient::handshake(const Options& options) {
       waitFor([](const Message& m) { return std::holds_alternative<JobInfo>(m); }, timeoutMs_, "Welcome");
   if (!welcome) {
     if (challenge.authRequired && welcome.status().message().find("MAC") != std::string::npos)
-      return Status(welcome.status().code(), "the agent did not prove that it knows the job's secret (an "
-                                             "impostor on the port?): " + welcome.status().message());
+      return Status(welcome.status().code(),
+                    "the agent did not prove that it knows the job's secret (an "
+                    "impostor on the port?): " +
+                        welcome.status().message());
     return welcome.status();
   }
   job_ = std::get<JobInfo>(welcome.value());

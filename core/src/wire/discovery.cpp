@@ -257,7 +257,7 @@ std::vector<Entry> listEntries() {
     std::string text;
     if (!readSmallFile(p, text)) continue;
     auto e = parseEntry(text, p);
-    if (!e) continue;  // unreadable: skip
+    if (!e) continue;         // unreadable: skip
     if (!pidAlive(e->pid)) {  // stale (the agent died without cleaning up)
       removeStale(dir.value(), e.value());
       continue;

@@ -273,9 +273,10 @@ Result<std::optional<Message>> FrameDecoder::next() {
   if (mac_) {
     const Mac want = frameMac(key_, dir_, seq_, std::span<const uint8_t>(h, kHeaderSize), payload);
     if (!constantTimeEqual(want, std::span<const uint8_t>(h + kHeaderSize + length, kMacSize))) {
-      error_ = wireError(ErrorCode::InvalidArgument,
-                         "frame " + std::to_string(seq_) +
-                             " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)");
+      error_ =
+          wireError(ErrorCode::InvalidArgument,
+                    "frame " + std::to_string(seq_) +
+                        " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)");
       buf_.clear();
       pos_ = 0;
       return error_;
