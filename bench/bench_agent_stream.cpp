@@ -19,6 +19,7 @@
 //
 //   bench_agent_stream [--seconds 5] [--reps 2] [--modes count,ingest] [--rate 0]
 //                      [--ring-kb 16384] [--buffer-mb 512] [--anchor-mib 0 (= the measured volume)]
+//                      [--listen unix|tcp (TCP: authenticated, a MAC on every frame)]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -56,6 +57,7 @@ struct Options {
   long ringKb = 16384;
   long bufferMb = 512;
   double anchorMib = 0;
+  std::string listen = "unix";  // or "tcp": authenticated, every frame carries a MAC
 };
 
 double nowS() {
@@ -127,7 +129,7 @@ struct ProducerReport {
   ::setenv("TRAINSCOPE_RUNTIME_DIR", rtDir.c_str(), 1);
   ::setenv("TRAINSCOPE_RING_KB", std::to_string(o.ringKb).c_str(), 1);
   ::setenv("TRAINSCOPE_BUFFER_MB", std::to_string(o.bufferMb).c_str(), 1);
-  ::setenv("TRAINSCOPE_LISTEN", "unix", 1);
+  ::setenv("TRAINSCOPE_LISTEN", o.listen.c_str(), 1);
   ts_init_params p = TS_INIT_PARAMS_DEFAULT;
   p.job_id = job.c_str();
   p.rank = 0;
@@ -206,13 +208,17 @@ bool runStream(const Options& o, const std::string& mode, int run, StreamResult&
   char c = 0;
   if (!readAll(up[0], &c, 1) || c != 'R') return fail("producer: ts_init failed");
   std::string endpoint;
+  core::AgentClient::Options copt;
   for (int i = 0; i < 200 && endpoint.empty(); ++i) {
     for (const auto& e : core::discovery::listEntries())
-      if (e.jobId == job) endpoint = e.endpoint;
+      if (e.jobId == job) {
+        endpoint = e.endpoint;
+        copt.secretFile = e.secretFile;
+      }
     if (endpoint.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (endpoint.empty()) return fail("no discovery entry");
-  auto cl = core::AgentClient::connect(endpoint);
+  auto cl = core::AgentClient::connect(endpoint, copt);
   if (!cl) return fail(cl.status().message().c_str());
   core::AgentClient& client = *cl.value();
   if (!client.subscribe(false).isOk()) return fail("subscribe");
@@ -357,6 +363,7 @@ int main(int argc, char** argv) {
     else if (a == "--ring-kb") o.ringKb = std::atol(v);
     else if (a == "--buffer-mb") o.bufferMb = std::atol(v);
     else if (a == "--anchor-mib") o.anchorMib = std::atof(v);
+    else if (a == "--listen") o.listen = v;
     else {
       std::fprintf(stderr, "unknown option %s (see the comment at the top of bench_agent_stream.cpp)\n", argv[i]);
       return 2;
@@ -366,6 +373,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unset TRAINSCOPE_JOB_ID: the client process must not start an agent\n");
     return 2;
   }
+  std::printf("# transport: %s\n", o.listen.c_str());
   std::printf("# producer: %.1f s of ranges per run, %s; ring %ld KiB, budget %ld MiB; nproc %u\n", o.seconds,
               o.rate > 0 ? (std::to_string(o.rate / 1e6) + " M events/s").c_str() : "as fast as possible",
               o.ringKb, o.bufferMb, std::thread::hardware_concurrency());

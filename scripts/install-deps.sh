@@ -8,6 +8,7 @@ PKGS=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6sql6-sqlite libqt6opengl6-dev libgl-dev
   libsqlite3-dev sqlite3
   nlohmann-json3-dev libcli11-dev libzstd-dev
+  libsodium-dev  # HMAC-SHA256/SHA-256/randomness of the control channel (static, hidden in the agent)
   zlib1g-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev

@@ -42,10 +42,32 @@ class RawClient {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     return ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
-  void send(const trainscope::core::wire::Message& m) {
+  void send(const trainscope::core::wire::Message& m) { sendRaw(frame(m)); }
+  // One encoded frame, sealed when a TCP session is on (advances the send sequence).
+  std::vector<uint8_t> frame(const trainscope::core::wire::Message& m) {
     std::vector<uint8_t> f;
     trainscope::core::wire::encode(m, f);
-    sendRaw(f);
+    if (sealer_.active()) sealer_.seal(f);
+    return f;
+  }
+  // TCP after a successful Auth: MACs on everything sent, and required on everything received.
+  void startSession(const trainscope::core::wire::SessionKey& key) {
+    sealer_.start(key, trainscope::core::wire::MacDirection::ClientToAgent);
+    dec_.requireMac(key, trainscope::core::wire::MacDirection::AgentToClient);
+  }
+  // Whether the peer closes the connection within ms (bytes before the close are ignored).
+  bool peerClosedWithin(int ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      uint8_t buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;
+    }
   }
   void sendRaw(const std::vector<uint8_t>& f) {
     [[maybe_unused]] ssize_t n = ::send(fd_, f.data(), f.size(), MSG_NOSIGNAL);
@@ -57,7 +79,8 @@ class RawClient {
       auto m = dec_.next();
       if (!m) return std::nullopt;
       if (m.value()) return *m.value();
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
@@ -86,7 +109,8 @@ class RawClient {
     return closed_;
   }
   trainscope::core::wire::Challenge hello() {
-    send(trainscope::core::wire::Hello{1, 1, "tst_agent_server"});
+    using trainscope::core::wire::kProtocolVersion;
+    send(trainscope::core::wire::Hello{kProtocolVersion, kProtocolVersion, "tst_agent_server"});
     auto c = recvAs<trainscope::core::wire::Challenge>();
     return c ? *c : trainscope::core::wire::Challenge{};
   }
@@ -97,6 +121,7 @@ class RawClient {
  private:
   int fd_ = -1;
   trainscope::core::wire::FrameDecoder dec_;
+  trainscope::core::wire::FrameSealer sealer_;
   bool closed_ = false;
   std::vector<trainscope::core::wire::Message> skipped_;
 };

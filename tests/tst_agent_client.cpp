@@ -38,6 +38,8 @@ struct FakeConfig {
   bool refuseAll = false;       // refuse every SetKnob
   bool ignoreStats = false;     // never answer StatsRequest (timeout test)
   bool batchBeforeAck = false;  // stream a batch between SetKnob and its KnobAck
+  bool impostor = false;        // accept any Auth and seal with its own (wrong) secret
+  bool tamper = false;          // after the Welcome, flip one payload byte of every sealed frame
 };
 
 // One fake agent: listens on a Unix socket and serves connections one after another.
@@ -73,6 +75,7 @@ class FakeAgent {
     return {};
   }
   int authFailures() const { return authFailures_; }
+  int frameErrors() const { return frameErrors_; }
 
   // The batches the agent streams on Subscribe (agent clock timestamps).
   static std::vector<EventBatch> batches(int32_t rank) {
@@ -117,6 +120,10 @@ class FakeAgent {
   void send(int fd, const Message& m) {
     std::vector<uint8_t> out;
     encode(m, out);
+    if (sealer_.active()) {
+      sealer_.seal(out);
+      if (cfg_.tamper && std::holds_alternative<KnobList>(m)) out[kHeaderSize] ^= 1;
+    }
     size_t done = 0;
     while (done < out.size()) {
       const ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
@@ -133,6 +140,7 @@ class FakeAgent {
 
   void serve(int fd) {
     FrameDecoder d;
+    sealer_ = FrameSealer{};
     Nonce nonce{};
     (void)randomBytes(nonce);
     bool subscribed = false;
@@ -145,7 +153,11 @@ class FakeAgent {
       d.feed({buf, static_cast<size_t>(n)});
       for (;;) {
         auto r = d.next();
-        if (!r || !r.value()) break;
+        if (!r) {
+          ++frameErrors_;
+          return;
+        }
+        if (!r.value()) break;
         const Message& m = *r.value();
         if (std::holds_alternative<Hello>(m)) {
           send(fd, Challenge{nonce, cfg_.authRequired});
@@ -154,11 +166,14 @@ class FakeAgent {
           const std::span<const uint8_t> key(reinterpret_cast<const uint8_t*>(cfg_.secret.data()),
                                              cfg_.secret.size());
           const Mac want = authMac(key, nonce, au->clientNonce);
-          if (!constantTimeEqual(want, au->mac)) {
+          if (!cfg_.impostor && !constantTimeEqual(want, au->mac)) {
             ++authFailures_;
             send(fd, ErrorMsg{1, "authentication failed"});
             return;
           }
+          const SessionKey sk = sessionKey(key, nonce, au->clientNonce);
+          sealer_.start(sk, MacDirection::AgentToClient);
+          d.requireMac(sk, MacDirection::ClientToAgent);
           send(fd, jobInfo());
         } else if (std::holds_alternative<KnobListRequest>(m)) {
           std::lock_guard<std::mutex> g(mu_);
@@ -211,6 +226,8 @@ class FakeAgent {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int> authFailures_{0};
+  std::atomic<int> frameErrors_{0};
+  FrameSealer sealer_;
   std::mutex mu_;
   KnobList knobs_;
 };
@@ -269,6 +286,41 @@ class TstAgentClient : public QObject {
     auto none = AgentClient::connect(agent.endpoint(), opts());
     QVERIFY(!none.isOk());
     QVERIFY2(none.status().message().find("secret") != std::string::npos, none.status().toString().c_str());
+  }
+
+  // Mutual authentication: the Welcome must carry a MAC under the session key, which only a
+  // holder of the secret can derive; every later frame too.
+  void authenticatedSessionCarriesMacsBothWays() {
+    const std::string secret = "0123456789abcdef0123456789abcdef";
+    FakeAgent agent(dir(), {.authRequired = true, .secret = secret, .lastChangeSeq = 3});
+    auto c = AgentClient::connect(agent.endpoint(), opts(writeSecret("mutual", secret)));
+    QVERIFY2(c.isOk(), c.status().toString().c_str());
+    auto list = c.value()->knobList();  // a sealed request, a sealed reply
+    QVERIFY2(list.isOk(), list.status().toString().c_str());
+    QCOMPARE(list->lastChangeSeq, uint64_t{3});
+    QCOMPARE(agent.frameErrors(), 0);
+  }
+
+  void anImpostorAgentIsDetected() {
+    // Listens where the agent should be, accepts any Auth, but does not know the secret.
+    FakeAgent impostor(dir(), {.authRequired = true, .secret = "not the job's secret", .impostor = true});
+    auto c = AgentClient::connect(impostor.endpoint(), opts(writeSecret("real", "the job's secret")));
+    QVERIFY(!c.isOk());
+    QVERIFY2(c.status().message().find("did not prove that it knows the job's secret") != std::string::npos,
+             c.status().toString().c_str());
+    // Over TCP, a peer that does not even ask for authentication is refused by the client.
+  }
+
+  void aTamperedFrameFromTheAgentClosesTheConnection() {
+    const std::string secret = "fedcba9876543210fedcba9876543210";
+    FakeAgent agent(dir(), {.authRequired = true, .secret = secret, .tamper = true});
+    auto c = AgentClient::connect(agent.endpoint(), opts(writeSecret("tamper", secret)));
+    QVERIFY2(c.isOk(), c.status().toString().c_str());
+    auto list = c.value()->knobList();  // the reply has one payload bit flipped after sealing
+    QVERIFY(!list.isOk());
+    QVERIFY2(list.status().message().find("wrong MAC") != std::string::npos,
+             list.status().toString().c_str());
+    QVERIFY(c.value()->closed());
   }
 
   void connectFailures() {

@@ -2,25 +2,28 @@
 // client per rank. A knob change sent to every rank is acknowledged by all, applied by all at
 // the same step (the job prints it), shows up in the step times, and a refused change leaves
 // the old value on every rank.
-#include <QtTest>
-
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <QtTest>
 #include <algorithm>
-#include <chrono>
-#include <filesystem>
 #include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
-#include <optional>
-#include <shared_mutex>
 #include <memory>
+#include <optional>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 
+#include "agent_raw_client.h"
 #include "agent_test_support.h"
 #include "trainscope/core/live/live_session.h"
 #include "trainscope/core/wire/discovery.h"
-#include "agent_raw_client.h"
 
 using namespace agent_test;
 namespace fs = std::filesystem;
@@ -364,8 +367,10 @@ class TstAgentMpi : public QObject {
     std::thread a(client, 1000), b(client, 2000);
     a.join();
     b.join();
-    qInfo("two clients, 100 changes: %d applied at one step on all ranks, %d refused", ok.load(), refused.load());
-    QVERIFY2(ok + refused == 100, qPrintable(QString("%1 applied, %2 refused").arg(ok.load()).arg(refused.load())));
+    qInfo("two clients, 100 changes: %d applied at one step on all ranks, %d refused", ok.load(),
+          refused.load());
+    QVERIFY2(ok + refused == 100,
+             qPrintable(QString("%1 applied, %2 refused").arg(ok.load()).arg(refused.load())));
     QVERIFY2(ok >= 50, qPrintable(QString("only %1 of 100 applied").arg(ok.load())));
     auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
     QVERIFY(js.isOk());
@@ -418,6 +423,221 @@ class TstAgentMpi : public QObject {
     auto applied = js.value()->setKnobs({{"test.work_us", "444"}}, 20000);
     QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
     QCOMPARE(applied->front().changeSeq, lastSeq + 1);
+  }
+
+  // Ranks ended by SIGTERM (as a batch scheduler ends every task of a job) leave no socket and
+  // no discovery entry behind: the agent's SIGTERM handler (installed only where SIGTERM had its
+  // default action) removes them, then the rank still dies of SIGTERM, as mpirun reports.
+  // (SIGTERM to mpirun itself makes Open MPI SIGKILL most ranks at once: nothing can run in
+  // them, and readersRemoveWhatAKilledRankLeft shows who cleans up then.)
+  void sigtermLeavesNoFilesBehind() {
+    MpiJob job;
+    job.start("tst-mpi-term", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    QCOMPARE(files(job.rt, ".sock").size(), size_t{4});
+    for (const auto& e : job.entries) ::kill(static_cast<pid_t>(e.pid), SIGTERM);
+    job.proc.waitForFinished(20000);
+    QCOMPARE(int(job.proc.state()), int(QProcess::NotRunning));
+    for (int i = 0; i < 50 && !ranksGone(job); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    QVERIFY(ranksGone(job));
+    const QString out = QString::fromUtf8(job.proc.readAllStandardOutput() + job.proc.readAllStandardError());
+    QVERIFY2(out.contains("exited on signal 15"), qPrintable(out.right(2000)));
+    QVERIFY2(files(job.rt, ".sock").empty(), qPrintable(files(job.rt, ".sock").join(' ')));
+    QVERIFY2(files(job.rt, ".agent").empty(), qPrintable(files(job.rt, ".agent").join(' ')));
+  }
+
+  // A rank killed outright (SIGKILL: nothing runs) leaves its files; the next reader that lists
+  // the runtime directory sees the pid gone, finds nobody listening on the socket and removes
+  // both. Entries of live ranks are untouched.
+  void readersRemoveWhatAKilledRankLeft() {
+    MpiJob job;
+    job.start("tst-mpi-kill", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    const auto victim = job.entries[2];
+    QCOMPARE(::kill(static_cast<pid_t>(victim.pid), SIGKILL), 0);
+    while (::kill(static_cast<pid_t>(victim.pid), 0) == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const QString sock = QString::fromStdString(victim.endpoint.substr(5));
+    QVERIFY(QFileInfo::exists(sock));  // left behind
+    QVERIFY(QFileInfo::exists(QString::fromStdString(victim.file.string())));
+    for (const auto& e : discovery::listEntries()) QVERIFY(e.rank != 2 || e.jobId != job.jobId);
+    QVERIFY(!QFileInfo::exists(sock));
+    QVERIFY(!QFileInfo::exists(QString::fromStdString(victim.file.string())));
+  }
+
+  // A rank stopped (SIGSTOP) for longer than the client's request timeout and then continued
+  // (SIGCONT) streams again into the same live session: its steps after the stop arrive and
+  // every rank is connected.
+  void aStoppedRankComesBackToALiveSession() {
+    MpiJob job;
+    job.start("tst-mpi-stop", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    trainscope::core::TraceStore store;
+    std::shared_mutex mu;
+    trainscope::core::LiveOptions o;
+    o.client.timeoutMs = 1000;
+    o.resyncSeconds = 0.5;  // pings time out while the rank is stopped
+    o.rediscoverSeconds = 0.2;
+    trainscope::core::LiveSession live(job.entries, o);
+    trainscope::core::LiveSession::StoreTarget t;
+    t.store = &store;
+    t.mutex = &mu;
+    live.setStore(t);
+    live.start();
+    auto rank1Events = [&] {
+      for (const auto& r : live.snapshot().ranks)
+        if (r.rank == 1) return r.events;
+      return uint64_t{0};
+    };
+    for (int i = 0; i < 100 && rank1Events() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    QVERIFY(rank1Events() > 0);
+    const pid_t pid = static_cast<pid_t>(job.entries[1].pid);
+    QCOMPARE(::kill(pid, SIGSTOP), 0);
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    const uint64_t during = rank1Events();
+    QCOMPARE(::kill(pid, SIGCONT), 0);
+    bool back = false;
+    for (int i = 0; i < 150 && !back; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto snap = live.snapshot();
+      back = rank1Events() > during + 100 && snap.ranksConnected == 4;
+    }
+    const auto snap = live.snapshot();
+    std::string why = "state " + std::string(trainscope::core::liveStateName(snap.state)) + ", " +
+                      std::to_string(snap.ranksConnected) + " ranks connected, rank 1 events " +
+                      std::to_string(rank1Events()) + " (during the stop " + std::to_string(during) +
+                      "): " + snap.message;
+    for (const auto& r : snap.ranks)
+      if (r.rank == 1)
+        qInfo("rank 1 after SIGSTOP/SIGCONT: attaches %d, events %llu, last problem: %s", r.attaches,
+              static_cast<unsigned long long>(r.events), r.problem.empty() ? "none" : r.problem.c_str());
+    live.detach();
+    QVERIFY2(back, why.c_str());
+  }
+
+  // The worst memory attack of issue 19 (64 maximal 16 MiB frames after the handshake on the
+  // Unix socket: 1.46 GB peak, 530 MB kept, before the frame caps): a real rank's RSS, sampled
+  // every 10 ms, never rises more than 64 MiB above where it was (a generous bound: the caps
+  // allow one 64 KiB frame plus a 16 KiB read per connection), and every connection is closed.
+  void maximalFramesDoNotGrowARank() {
+    MpiJob job;
+    job.start("tst-mpi-rss", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    const pid_t pid = static_cast<pid_t>(job.entries[0].pid);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const int64_t base = rssBytes(pid);
+    QVERIFY(base > 0);
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> peak{base};
+    std::thread sampler([&] {
+      while (!stop) {
+        peak = std::max<int64_t>(peak, rssBytes(pid));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 64; ++i) {
+      auto c = std::make_unique<RawClient>();
+      if (!c->connectTo(job.entries[0].endpoint)) break;
+      c->hello();
+      if (!c->recvAs<wire::JobInfo>()) break;
+      clients.push_back(std::move(c));
+    }
+    const size_t opened = clients.size();
+    int refused = 0;
+    const std::vector<uint8_t> chunk(1u << 20, 0);
+    for (auto& c : clients) {
+      const timeval tv{2, 0};
+      ::setsockopt(c->fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      std::vector<uint8_t> head;
+      wire::encode(wire::Message{wire::SetKnob{1, "test.mode", ""}}, head);
+      head.resize(wire::kHeaderSize);
+      const uint32_t len = 16u << 20;
+      std::memcpy(head.data() + 8, &len, 4);
+      bool failed = ::send(c->fd(), head.data(), head.size(), MSG_NOSIGNAL) < 0;
+      for (int k = 0; k < 16 && !failed; ++k)
+        failed = ::send(c->fd(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0;
+      refused += c->peerClosedWithin(3000);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    stop = true;
+    sampler.join();
+    const int64_t after = rssBytes(pid);
+    qInfo("rank 0 RSS: %.1f MiB before, %.1f MiB peak, %.1f MiB after 64 x 16 MiB frames (%d of %zu closed)",
+          base / 1048576.0, peak / 1048576.0, after / 1048576.0, refused, opened);
+    QCOMPARE(opened, size_t{64});
+    QCOMPARE(refused, 64);
+    QVERIFY2(peak - base < (64 << 20), qPrintable(QString("peak %1 MiB above").arg((peak - base) >> 20)));
+    QVERIFY2(after - base < (64 << 20), qPrintable(QString("%1 MiB kept").arg((after - base) >> 20)));
+  }
+
+  // A rank that is stopped when a live session attaches times out (its handshake cannot
+  // complete), is retried at every rediscovery, and joins once it is continued.
+  void aRankStoppedAtAttachJoinsWhenContinued() {
+    MpiJob job;
+    job.start("tst-mpi-stop2", {"--steps", "1000000", "--step-ms", "2"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    const pid_t pid = static_cast<pid_t>(job.entries[1].pid);
+    QCOMPARE(::kill(pid, SIGSTOP), 0);
+    trainscope::core::TraceStore store;
+    std::shared_mutex mu;
+    trainscope::core::LiveOptions o;
+    o.client.timeoutMs = 1000;
+    o.rediscoverSeconds = 0.2;
+    trainscope::core::LiveSession live(job.entries, o);
+    trainscope::core::LiveSession::StoreTarget t;
+    t.store = &store;
+    t.mutex = &mu;
+    live.setStore(t);
+    live.start();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const auto stopped = live.snapshot();
+    QCOMPARE(::kill(pid, SIGCONT), 0);
+    auto rank1 = [&] {
+      for (const auto& r : live.snapshot().ranks)
+        if (r.rank == 1) return r;
+      return trainscope::core::LiveRankStatus{};
+    };
+    for (int i = 0; i < 150 && !(rank1().connected && rank1().events > 0); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto r1 = rank1();
+    qInfo(
+        "while rank 1 was stopped: %d of 4 ranks connected (%s); after SIGCONT: connected %d, events %llu, "
+        "attaches %d",
+        stopped.ranksConnected, stopped.message.c_str(), int(r1.connected),
+        static_cast<unsigned long long>(r1.events), r1.attaches);
+    live.detach();
+    QCOMPARE(stopped.ranksConnected, 3);
+    QVERIFY(r1.connected);
+    QVERIFY(r1.events > 0);
+  }
+
+ private:
+  static int64_t rssBytes(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+    return -1;
+  }
+  static QStringList files(const fs::path& dir, const std::string& ext) {
+    QStringList out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ext) out << QString::fromStdString(it->path().filename().string());
+    return out;
+  }
+  static bool ranksGone(const MpiJob& job) {
+    for (const auto& e : job.entries)
+      if (::kill(static_cast<pid_t>(e.pid), 0) == 0) return false;
+    return true;
   }
 };
 

@@ -192,7 +192,50 @@ class TstAgentServer : public QObject {
       const wire::Challenge ch = c.hello();
       QVERIFY(ch.authRequired);
       c.send(wire::Auth{clientNonce, wire::authMac(secret, ch.agentNonce, clientNonce)});
+      // Mutual: the Welcome carries a MAC under the session key only a holder of the secret
+      // can derive (recv fails on a missing or wrong one).
+      c.startSession(wire::sessionKey(secret, ch.agentNonce, clientNonce));
       QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+      c.send(wire::Ping{5});
+      auto pong = c.recvAs<wire::Pong>();
+      QVERIFY(pong.has_value());
+      QCOMPARE(pong->clientSendNs, int64_t{5});
+    }
+    // A sealed session: a frame with a flipped bit, a frame without a MAC, or a replayed sealed
+    // frame (a man in the middle resending a request) each close the connection.
+    auto openSession = [&](uint8_t tag, RawClient& c) {
+      if (!c.connectTo(entry->endpoint)) return false;
+      const wire::Challenge ch = c.hello();
+      wire::Nonce n{};
+      n[0] = tag;
+      c.send(wire::Auth{n, wire::authMac(secret, ch.agentNonce, n)});
+      c.startSession(wire::sessionKey(secret, ch.agentNonce, n));
+      return c.recvAs<wire::JobInfo>().has_value();
+    };
+    {
+      RawClient t;
+      QVERIFY(openSession(100, t));
+      std::vector<uint8_t> f = t.frame(wire::SetKnob{1, "srv.x", "7"});
+      f[f.size() - wire::kMacSize - 1] ^= 0x01;  // the value's last byte: "7" becomes "6"
+      t.sendRaw(f);
+      QVERIFY(t.peerClosedWithin(2000));
+    }
+    {
+      RawClient t;
+      QVERIFY(openSession(101, t));
+      std::vector<uint8_t> f;
+      wire::encode(wire::Message{wire::StatsRequest{}}, f);  // no MAC at all
+      t.sendRaw(f);
+      QVERIFY(t.peerClosedWithin(2000));
+    }
+    {
+      RawClient t;
+      QVERIFY(openSession(102, t));
+      const std::vector<uint8_t> f = t.frame(wire::Ping{9});
+      t.sendRaw(f);
+      QVERIFY(t.recvAs<wire::Pong>().has_value());
+      t.sendRaw(f);  // the same sealed bytes again: sequence 0 where 1 is due
+      QVERIFY(t.peerClosedWithin(2000));
     }
     {
       RawClient replay;  // same client nonce, correct MAC for the new challenge: still refused
@@ -233,7 +276,7 @@ class TstAgentServer : public QObject {
     const std::string ep = ourEntry()->endpoint;
     auto header = [](wire::MsgType type, uint32_t length, uint32_t flags) {
       std::vector<uint8_t> f;
-      wire::encode(wire::Message{wire::Hello{1, 1, "x"}}, f);
+      wire::encode(wire::Message{wire::Hello{}}, f);
       f.resize(wire::kHeaderSize);
       const uint16_t t = static_cast<uint16_t>(type);
       std::memcpy(f.data() + 6, &t, 2);
@@ -295,6 +338,44 @@ class TstAgentServer : public QObject {
     int closed = 0;
     for (auto& s : silent) closed += s->closedWithin(50);
     QVERIFY2(closed >= 70, qPrintable(QString("%1 of 80 silent connections closed").arg(closed)));
+  }
+
+  // 64 authenticated clients that stay silent hold the whole table, but not for long: when a new
+  // client comes, the idlest of them (silent for over 2 s, not subscribed) gives way -- except
+  // one that waits for its knob change to apply.
+  void idleAuthenticatedClientsGiveWay() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    ts_knob_int("srv.idle", 0, 10, 3, "idle test", 0);
+    const std::string ep = ourEntry()->endpoint;
+    RawClient waiting;  // the oldest: it proposes a change that cannot apply (no step ends here)
+    QVERIFY(waiting.connectTo(ep));
+    waiting.hello();
+    QVERIFY(waiting.recvAs<wire::JobInfo>().has_value());
+    waiting.send(wire::KnobListRequest{});
+    auto list = waiting.recvAs<wire::KnobList>();
+    QVERIFY(list.has_value());
+    waiting.send(wire::SetKnob{list->lastChangeSeq + 1, "srv.idle", "5"});
+    auto ack = waiting.recvAs<wire::KnobAck>();
+    QVERIFY(ack && ack->accepted && !ack->applied);
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 63; ++i) {
+      idle.push_back(std::make_unique<RawClient>());
+      QVERIFY(idle.back()->connectTo(ep));
+      idle.back()->hello();
+      QVERIFY(idle.back()->recvAs<wire::JobInfo>().has_value());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // all silent for over 2 s
+    RawClient late;
+    QVERIFY(late.connectTo(ep));
+    late.hello();
+    QVERIFY2(late.recvAs<wire::JobInfo>().has_value(), "a new client was locked out by idle ones");
+    waiting.send(wire::Ping{11});
+    auto pong = waiting.recvAs<wire::Pong>();
+    QVERIFY2(pong.has_value(), "the client waiting for its change to apply lost its slot");
+    int closed = 0;
+    for (auto& c : idle) closed += c->closedWithin(20);
+    QCOMPARE(closed, 1);  // exactly one gave way
   }
 
   void secretFileMustBePrivate() {

@@ -189,6 +189,38 @@ class TstLayering : public QObject {
     QVERIFY2(out.contains("NEEDED"), qPrintable("readelf printed no dependencies: " + out));
     QVERIFY2(!out.contains("libQt"), qPrintable(out));
   }
+
+  // libsodium is linked statically and hidden: the .so needs no libsodium at run time, exports
+  // none of its symbols (nor anything but the C API and the plugin entry points: a host's own
+  // libsodium, or anything else, can never bind to our copies), and really contains it.
+  void agentLibraryExportsOnlyItsApi() {
+    const QString lib = QString(TRAINSCOPE_LIB_DIR) + "/libtrainscope_agent.so";
+    QVERIFY2(QFileInfo::exists(lib), qPrintable(lib + " not built"));
+    auto run = [](const QString& prog, const QStringList& args) {
+      QProcess p;
+      p.start(prog, args);
+      p.waitForFinished(60000);
+      return QString::fromUtf8(p.readAllStandardOutput());
+    };
+    const QString needed = run("readelf", {"-d", lib});
+    QVERIFY2(!needed.contains("libsodium"), qPrintable(needed));
+    const QString dyn = run("nm", {"-D", "--defined-only", lib});
+    QVERIFY2(dyn.contains(" ts_init"), qPrintable("nm -D printed no ts_init: " + dyn.left(2000)));
+    const QRegularExpression allowed("^(ts_|InitializeInjection$|ncclProfiler_v|ncclTunerPlugin_v)");
+    QStringList leaked;
+    for (const QString& line : dyn.split('\n', Qt::SkipEmptyParts)) {
+      const QStringList f = line.split(' ', Qt::SkipEmptyParts);
+      if (f.size() < 3) continue;
+      const QString name = f[2].section('@', 0, 0);
+      if (name.startsWith("sodium_") || name.startsWith("crypto_") || name.startsWith("randombytes") ||
+          !allowed.match(name).hasMatch())
+        leaked << name;
+    }
+    QVERIFY2(leaked.isEmpty(), qPrintable("exported beyond the C API: " + leaked.join(' ')));
+    const QString all = run("nm", {lib});  // the full symbol table: local symbols included
+    QVERIFY2(all.contains(" t crypto_auth_hmacsha256_init") || all.contains(" t sodium_init"),
+             "libsodium's code is not inside the agent library (static link expected)");
+  }
 };
 
 QTEST_GUILESS_MAIN(TstLayering)

@@ -152,34 +152,35 @@ std::vector<Message> fullMessages() {
 
 // Frames of fullMessages(), captured from the hand-paired encoder/decoder functions of commit
 // 041ceee (protocol version 1). Agents and clients of other builds send exactly these bytes:
-// never edit them to make a test pass.
+// never edit them to make a test pass. Protocol version 2 (mutual authentication and frame MACs
+// on TCP) changed no payload: only the header's version field (bytes 4-5: 0100 -> 0200).
 const char* const kGoldenFrames[] = {
-    "54535750010001000b000000000000000201040303000000636c69",
-    "545357500100020021000000000000000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2001",
-    "54535750010003004000000000000000a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf40414243"
+    "54535750020001000b000000000000000201040303000000636c69",
+    "545357500200020021000000000000000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2001",
+    "54535750020003004000000000000000a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf40414243"
     "4445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",
-    "54535750010004003b00000000000000030000006a6f62feffffff040000000300000001000000689785ffffffffffff85afc6d8"
+    "54535750020004003b00000000000000030000006a6f62feffffff040000000300000001000000689785ffffffffffff85afc6d8"
     "73fbffff0700000003000000302e31040000006d6f6e6f",
-    "54535750010005000b000000000000000403020103000000626164",
-    "5453575001000600010000000000000001",
-    "5453575001000700be00000000000000fdffffff8877665544332211012a00000000000000020000000100000003000000667764"
+    "54535750020005000b000000000000000403020103000000626164",
+    "5453575002000600010000000000000001",
+    "5453575002000700be00000000000000fdffffff8877665544332211012a00000000000000020000000100000003000000667764"
     "0200008002000000c3a90200000007000000046eefffffffffffff01000000740800000002630000000000000004000000636f6d"
     "6d020000000800000003ffffffffffffffff08070605040302010200008003000000010000000000f0ffffffffffff0e00000001"
     "000000000000d03f04000100020100000000000000070000000f050000000000000005000000000000000100000000000000",
-    "54535750010008000000000000000000",
-    "5453575001000900a800000000000000110000000000000006ffffffffffffff02000000010000006b03000000000000f8bf0000"
+    "54535750020008000000000000000000",
+    "5453575002000900a800000000000000110000000000000006ffffffffffffff02000000010000006b03000000000000f8bf0000"
     "00a2941a6d42020000000100000061020000006263010000006102000000626301000000640101000000660195d626e80b2e113e"
     "000000000000f03f0000000003000000302e3504000000302e323500000000000f00000000000000020000001000000000000000"
     "010000006b0100000061110000000000000001000000660100000031",
-    "5453575001000a0013000000000000001200000000000000010000006b020000006263",
-    "5453575001000b00190000000000000012000000000000000101f1feffffffffffff03000000776879",
-    "5453575001000c000800000000000000eb32a4f8ffffffff",
-    "5453575001000d001000000000000000eb32a4f8ffffffffb112f47e5fdab40d",
-    "5453575001000e000000000000000000",
-    "5453575001000f004400000000000000010000000000000002000000000000000300000000000000040000000000000005000000"
+    "5453575002000a0013000000000000001200000000000000010000006b020000006263",
+    "5453575002000b00190000000000000012000000000000000101f1feffffffffffff03000000776879",
+    "5453575002000c000800000000000000eb32a4f8ffffffff",
+    "5453575002000d001000000000000000eb32a4f8ffffffffb112f47e5fdab40d",
+    "5453575002000e000000000000000000",
+    "5453575002000f004400000000000000010000000000000002000000000000000300000000000000040000000000000005000000"
     "000000000600000000000000040302010800000000000000f7ffffffffffffff",
-    "54535750010010000000000000000000",
-    "54535750010011000000000000000000",
+    "54535750020010000000000000000000",
+    "54535750020011000000000000000000",
 };
 
 std::vector<uint8_t> unhex(std::string_view h) {
@@ -289,7 +290,7 @@ class TstWire : public QObject {
     QVERIFY(!std::get<Subscribe>(back[5]).history);
   }
 
-  // Every message type encodes to exactly the bytes of protocol version 1 (see kGoldenFrames).
+  // Every message type encodes to exactly the pinned bytes (see kGoldenFrames).
   void goldenBytes() {
     const auto msgs = fullMessages();
     QCOMPARE(msgs.size(), std::size(kGoldenFrames));
@@ -427,8 +428,10 @@ class TstWire : public QObject {
 
   void unknownFlags() {
     auto f = frameOf(Ping{1});
-    f[12] = 0x02;
+    f[12] = 0x04;
     QVERIFY(errorOf(f).find("flags") != std::string::npos);
+    f[12] = 0x02;  // kFlagMac: known, but meaningless without a session key
+    QVERIFY(errorOf(f).find("without a session key") != std::string::npos);
   }
 
   void truncatedPayload() {
@@ -614,7 +617,7 @@ class TstWire : public QObject {
     QVERIFY(a != c);
     const Mac base = authMac(bytesOf(secret), a, c);
     // The documented transcript.
-    const std::string label = "trainscope-auth-v1";
+    const std::string label = "trainscope-auth-v2";
     std::vector<uint8_t> msg(label.begin(), label.end());
     msg.insert(msg.end(), a.begin(), a.end());
     msg.insert(msg.end(), c.begin(), c.end());
@@ -632,6 +635,72 @@ class TstWire : public QObject {
     m2[31] ^= 1;
     QVERIFY(!constantTimeEqual(base, m2));
     QVERIFY(!constantTimeEqual(std::span<const uint8_t>(base).first(31), base));
+  }
+
+  // TCP sessions: the session key's documented transcript, and the decoder's MAC checks --
+  // sealed frames pass in order; a flipped bit, a replayed or reordered frame, a missing MAC,
+  // or a MAC on a connection without a session are refused before decoding.
+  void sessionMacs() {
+    const std::string secret = "the job's secret";
+    Nonce a{}, c{};
+    a[0] = 1;
+    c[31] = 2;
+    const SessionKey key = sessionKey(bytesOf(secret), a, c);
+    const std::string label = "trainscope-session-v2";
+    std::vector<uint8_t> msg(label.begin(), label.end());
+    msg.insert(msg.end(), a.begin(), a.end());
+    msg.insert(msg.end(), c.begin(), c.end());
+    QVERIFY(key == hmacSha256(bytesOf(secret), msg));
+    QVERIFY(key != authMac(bytesOf(secret), a, c));  // a different label: never the same value
+
+    FrameSealer sealer;
+    sealer.start(key, MacDirection::ClientToAgent);
+    std::vector<std::vector<uint8_t>> frames;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<uint8_t> f;
+      encode(Message{Ping{i}}, f);
+      sealer.seal(f);
+      QCOMPARE(f.size(), kHeaderSize + 8 + kMacSize);
+      frames.push_back(f);
+    }
+    auto decodeWith = [&](const std::vector<std::vector<uint8_t>>& in, MacDirection dir) {
+      FrameDecoder d;
+      d.requireMac(key, dir);
+      std::string err;
+      int ok = 0;
+      for (const auto& f : in) {
+        d.feed(f);
+        auto m = d.next();
+        if (!m) return std::make_pair(ok, m.status().message());
+        if (m.value()) ++ok;
+      }
+      return std::make_pair(ok, err);
+    };
+    QCOMPARE(decodeWith(frames, MacDirection::ClientToAgent).first, 3);
+    // The other direction's key stream: a reflected frame is refused.
+    QVERIFY(decodeWith(frames, MacDirection::AgentToClient).second.find("wrong MAC") != std::string::npos);
+    auto tampered = frames;
+    tampered[1][kHeaderSize] ^= 1;
+    auto r = decodeWith(tampered, MacDirection::ClientToAgent);
+    QCOMPARE(r.first, 1);
+    QVERIFY2(r.second.find("frame 1 has a wrong MAC") != std::string::npos, r.second.c_str());
+    r = decodeWith({frames[0], frames[0]}, MacDirection::ClientToAgent);  // replayed
+    QCOMPARE(r.first, 1);
+    r = decodeWith({frames[1]}, MacDirection::ClientToAgent);  // out of order
+    QCOMPARE(r.first, 0);
+    std::vector<uint8_t> plain;
+    encode(Message{Ping{1}}, plain);
+    r = decodeWith({plain}, MacDirection::ClientToAgent);
+    QVERIFY2(r.second.find("without a MAC") != std::string::npos, r.second.c_str());
+    std::vector<uint8_t> refusal;
+    encode(Message{ErrorMsg{1, "authentication failed"}}, refusal);
+    r = decodeWith({refusal}, MacDirection::ClientToAgent);
+    QCOMPARE(r.second, std::string("peer refused: authentication failed"));
+    FrameDecoder noSession;
+    noSession.feed(frames[0]);
+    auto m = noSession.next();
+    QVERIFY(!m);
+    QVERIFY(m.status().message().find("without a session key") != std::string::npos);
   }
 
   void discoveryWriteListStale() {

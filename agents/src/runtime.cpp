@@ -1,9 +1,12 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "capture.h"
@@ -26,6 +29,64 @@ Globals& globals() {
 
 namespace {
 HubConfig hubConfig(const Config& c) { return {c.rank, c.flightBytes, c.flightNs}; }
+
+// --- files left behind by SIGTERM --------------------------------------------------------------
+// A job ended by SIGTERM (mpirun, torchrun, a scheduler) never runs atexit, so the socket, the
+// discovery entry and a generated secret would stay behind. When, and only when, SIGTERM still
+// has its default action (the process is about to die anyway), the agent installs a handler
+// that unlinks those files -- unlink(2) is async-signal-safe, the paths are fixed buffers
+// filled beforehand -- then restores the default action and re-raises, so the process still
+// dies of SIGTERM with the status its launcher expects. A host that handles SIGTERM itself is
+// left alone (readers remove what a dead agent left: discovery::listEntries), and a handler the
+// host installs later simply replaces ours.
+struct TermCleanup {
+  char paths[3][1024] = {};
+  struct sigaction previous {};
+};
+TermCleanup g_term;
+std::atomic<bool> g_termArmed{false};
+std::atomic<bool> g_termInstalled{false};
+
+void onTerm(int sig) {
+  if (g_termArmed.exchange(false))
+    for (const char* p : g_term.paths)
+      if (p[0]) ::unlink(p);
+  // Default action again, then die of the same signal (it is blocked while we run, so it is
+  // delivered as soon as the handler returns).
+  ::sigaction(sig, &g_term.previous, nullptr);
+  ::raise(sig);
+}
+
+void armTermCleanup(const std::string& entry, const std::string& socket, const std::string& secret) {
+  const std::string* in[3] = {&entry, &socket, &secret};
+  for (int i = 0; i < 3; ++i) {
+    g_term.paths[i][0] = '\0';
+    if (in[i]->size() < sizeof g_term.paths[i])
+      std::memcpy(g_term.paths[i], in[i]->c_str(), in[i]->size() + 1);
+  }
+  g_termArmed.store(true);
+  if (g_termInstalled.load()) return;
+  struct sigaction current {};
+  if (::sigaction(SIGTERM, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) return;  // the host's
+  struct sigaction ours {};
+  ours.sa_handler = onTerm;
+  sigemptyset(&ours.sa_mask);
+  ours.sa_flags = SA_RESTART;
+  g_term.previous = current;
+  if (::sigaction(SIGTERM, &ours, nullptr) == 0) g_termInstalled.store(true);
+}
+
+// Normal shutdown: the files are gone already; give SIGTERM back its default action unless
+// the host has installed its own handler since.
+void disarmTermCleanup() {
+  g_termArmed.store(false);
+  if (!g_termInstalled.exchange(false)) return;
+  struct sigaction current {};
+  if (::sigaction(SIGTERM, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+      current.sa_handler == onTerm)
+    ::sigaction(SIGTERM, &g_term.previous, nullptr);
+}
 }  // namespace
 
 Runtime::Runtime(Config cfg)
@@ -72,14 +133,20 @@ int Runtime::start() {
   entry_.startTimeNs = startNs_;
   entry_.endpoint = server_.endpoint();
   entry_.secretFile = server_.endpoint().rfind("tcp:", 0) == 0 ? server_.secretFile() : std::string();
-  if (core::Status s = core::discovery::writeEntry(entry_); !s)
+  if (core::Status s = core::discovery::writeEntry(entry_); !s) {
     logLine("discovery file not written: %s", s.toString().c_str());
-  else
+  } else {
     entryWritten_ = true;
+    std::string entryPath;
+    if (auto dir = core::discovery::runtimeDir())
+      entryPath = (dir.value() / core::discovery::entryFileName(entry_.jobId, entry_.rank)).string();
+    armTermCleanup(entryPath, server_.socketPath(), server_.ownSecretPath());
+  }
   return TS_OK;
 }
 
 void Runtime::stop() {
+  disarmTermCleanup();
   gpuBeforeStop();  // CUPTI's last buffers, then cuptiFinalize: the job is not left slower
   Capture::instance().setActive(false);
   drain_.stop();   // the last records become the last batch, queued to subscribers
@@ -126,6 +193,7 @@ bool g_forkedChild = false;
 void afterForkInChild() {
   // The child has none of our threads: record nothing and never touch the parent's files.
   g_forkedChild = true;
+  g_termArmed.store(false);  // the files are the parent's
   Capture::instance().setActive(false);
   g_runtime = nullptr;  // leaked on purpose; its threads do not exist here
 }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "clock.h"
 #include "log.h"
@@ -41,9 +42,11 @@ constexpr uint32_t kPreAuthMaxPayload = 4 * 1024;
 constexpr uint32_t kOpenMaxPayload = 64 * 1024;
 // A connection that has not completed the handshake by then is dropped.
 constexpr int64_t kHandshakeTimeoutNs = 5'000'000'000LL;
-// A client that is not subscribed and has sent nothing for this long may lose its slot to a new
-// connection when every slot is taken.
-constexpr int64_t kIdleNs = 30'000'000'000LL;
+// A client that is not subscribed, waits for no knob change to apply, and has sent nothing for
+// this long may lose its slot to a new connection when every slot is taken. Real clients either
+// stream (subscribed: never evicted) or talk continuously (a CLI command); one waiting for its
+// change to apply is kept until that change's ack goes out.
+constexpr int64_t kIdleNs = 2'000'000'000LL;
 // Client nonces remembered against replay (FIFO); the agent nonce is fresh per connection and
 // part of the MAC, so an old nonce cannot be replayed into a new handshake anyway.
 constexpr size_t kMaxNonces = 4096;
@@ -90,9 +93,18 @@ struct Server::Client {
   wire::FrameDecoder decoder;
   wire::Nonce agentNonce{};
   std::shared_ptr<OutQueue> out;
+  // TCP after the handshake: every outgoing frame gets a MAC as it is written (frames in `out`
+  // may be shared with other clients, so they are sealed into `sealed`, one at a time, in the
+  // order they go out). The first `unsealedBytes` of `out` were queued before the session key
+  // existed (the Challenge) and go out as they are.
+  wire::FrameSealer sealer;
+  std::vector<uint8_t> sealed;
+  size_t sealedOff = 0;
+  size_t unsealedBytes = 0;
   bool subscribed = false;
   int64_t connectedNs = 0;
   int64_t lastMessageNs = 0;
+  bool awaitingApply = false;  // sent a SetKnob that was accepted and has not applied yet
   std::string name = "client";
 };
 
@@ -273,7 +285,7 @@ void Server::acceptClients() {
       if (k.state != Client::State::Open) {
         ++pending;
         if (oldestPending == SIZE_MAX || k.connectedNs < clients_[oldestPending]->connectedNs) oldestPending = i;
-      } else if (!k.subscribed && now - k.lastMessageNs > kIdleNs &&
+      } else if (!k.subscribed && !k.awaitingApply && now - k.lastMessageNs > kIdleNs &&
                  (idlest == SIZE_MAX || k.lastMessageNs < clients_[idlest]->lastMessageNs)) {
         idlest = i;
       }
@@ -325,7 +337,7 @@ bool Server::readClient(Client& c) {
       if (!wasOpen && c.state == Client::State::Open) c.decoder.setLimits(kOpenMaxPayload, false);
     }
     // A peer that keeps us buffering without completing a frame is not a client we want.
-    if (c.decoder.buffered() > c.decoder.maxPayload() + wire::kHeaderSize) {
+    if (c.decoder.buffered() > c.decoder.maxFrameBytes()) {
       budgetedLog("dropping %s: oversized frame", c.name.c_str());
       return false;
     }
@@ -335,15 +347,41 @@ bool Server::readClient(Client& c) {
 
 bool Server::writeClient(Client& c) {
   for (;;) {
-    auto [p, n] = c.out->front();
-    if (!p) return true;
+    const uint8_t* p = nullptr;
+    size_t n = 0;
+    const bool sealing = c.sealer.active() && c.unsealedBytes == 0;
+    if (sealing) {
+      if (c.sealedOff == c.sealed.size()) {
+        // The next whole frame (sealing only ever starts on a frame boundary, so front() is one).
+        auto [fp, fn] = c.out->front();
+        if (!fp) {
+          if (c.sealed.capacity() > kReadChunk * 16) std::vector<uint8_t>().swap(c.sealed);
+          return true;
+        }
+        c.sealed.assign(fp, fp + fn);
+        c.out->consumed(fn);
+        c.sealer.seal(c.sealed);
+        c.sealedOff = 0;
+      }
+      p = c.sealed.data() + c.sealedOff;
+      n = c.sealed.size() - c.sealedOff;
+    } else {
+      std::tie(p, n) = c.out->front();
+      if (!p) return true;
+      if (c.sealer.active()) n = std::min(n, c.unsealedBytes);
+    }
     const ssize_t w = ::send(c.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       if (errno == EINTR) continue;
       return false;
     }
-    c.out->consumed(static_cast<size_t>(w));
+    if (sealing) {
+      c.sealedOff += static_cast<size_t>(w);
+    } else {
+      c.out->consumed(static_cast<size_t>(w));
+      if (c.sealer.active()) c.unsealedBytes -= static_cast<size_t>(w);
+    }
   }
 }
 
@@ -399,6 +437,12 @@ bool Server::handle(Client& c, wire::Message& m) {
       seenNonces_.erase(nonceOrder_.front());
       nonceOrder_.pop_front();
     }
+    // From here on both directions carry MACs under a key only holders of the secret can
+    // derive; the sealed Welcome is the agent's half of the mutual authentication.
+    const wire::SessionKey key = wire::sessionKey(secret_, c.agentNonce, a->clientNonce);
+    c.unsealedBytes = c.out->bytes();
+    c.sealer.start(key, wire::MacDirection::AgentToClient);
+    c.decoder.requireMac(key, wire::MacDirection::ClientToAgent);
     c.state = Client::State::Open;
     send(c, hooks_.jobInfo());
     return true;
@@ -409,6 +453,7 @@ bool Server::handle(Client& c, wire::Message& m) {
     send(c, hooks_.knobList());
   } else if (auto* s = std::get_if<wire::SetKnob>(&m)) {
     wire::KnobAck ack = hooks_.setKnob(*s);
+    if (ack.accepted && !ack.applied) c.awaitingApply = true;
     ack.reason = clip(std::move(ack.reason));
     send(c, ack);
   } else if (auto* p = std::get_if<wire::Ping>(&m)) {
@@ -442,7 +487,7 @@ void Server::run() {
     fds.push_back({wakeFd_, POLLIN, 0});
     for (auto& c : clients_) {
       short ev = POLLIN;
-      if (c->out->bytes() > 0) ev |= POLLOUT;
+      if (c->out->bytes() > 0 || c->sealedOff < c->sealed.size()) ev |= POLLOUT;
       fds.push_back({c->fd, ev, 0});
     }
     const int n = ::poll(fds.data(), fds.size(), 200);
@@ -452,9 +497,14 @@ void Server::run() {
         uint64_t v;
         [[maybe_unused]] ssize_t r = ::read(wakeFd_, &v, sizeof v);
       }
-      for (const auto& m : Outbox::instance().take())
-        for (auto& c : clients_)
-          if (c->state == Client::State::Open) send(*c, m);
+      for (const auto& m : Outbox::instance().take()) {
+        const auto* ack = std::get_if<wire::KnobAck>(&m);
+        for (auto& c : clients_) {
+          if (c->state != Client::State::Open) continue;
+          send(*c, m);
+          if (ack && (ack->applied || !ack->accepted)) c->awaitingApply = false;
+        }
+      }
       // Clients: iterate by index from the back so dropping one keeps the others' indices.
       const size_t nc = clients_.size();
       for (size_t i = nc; i-- > 0;) {
@@ -494,7 +544,7 @@ void Server::run() {
         dropClient(i, nullptr);
         continue;
       }
-      pending |= clients_[i]->out->bytes() > 0;
+      pending |= clients_[i]->out->bytes() > 0 || clients_[i]->sealedOff < clients_[i]->sealed.size();
     }
     if (!pending) break;
     ::usleep(2000);

@@ -36,6 +36,9 @@ class Server {
   void stop();            // flushes pending output briefly, says Bye, closes everything
   std::string endpoint() const { return endpoint_; }
   std::string secretFile() const { return secretPath_; }
+  // The files this server created and stop() removes (for the SIGTERM cleanup in runtime.cpp).
+  std::string socketPath() const { return socketPath_; }
+  std::string ownSecretPath() const { return secretGenerated_ ? secretPath_ : std::string(); }
   uint32_t clientCount() const { return clientCount_.load(); }
   void wake();
 

@@ -73,6 +73,12 @@ Status AgentClient::handshake(const Options& options) {
       waitFor([](const Message& m) { return std::holds_alternative<Challenge>(m); }, timeoutMs_, "Challenge");
   if (!ch) return ch.status();
   const Challenge challenge = std::get<Challenge>(ch.value());
+  // Over TCP anyone may be listening on the port: an agent that does not ask us to authenticate
+  // cannot prove it knows the secret either, so it is not ours.
+  if (!challenge.authRequired && endpoint_.rfind("tcp:", 0) == 0)
+    return Status(ErrorCode::InvalidArgument,
+                  "the peer did not ask for authentication over TCP; it is not a Trainscope agent of this "
+                  "job (an impostor on the port?)");
   if (challenge.authRequired) {
     if (options.secretFile.empty())
       return Status(ErrorCode::InvalidArgument,
@@ -83,10 +89,22 @@ Status AgentClient::handshake(const Options& options) {
     if (Status s = randomBytes(auth.clientNonce); !s.isOk()) return s;
     auth.mac = authMac(secret.value(), challenge.agentNonce, auth.clientNonce);
     if (Status s = send(auth); !s.isOk()) return s;
+    // Every later frame, both ways, carries a MAC under the session key; the Welcome's is the
+    // agent's proof that it knows the secret (mutual authentication).
+    const SessionKey key = sessionKey(secret.value(), challenge.agentNonce, auth.clientNonce);
+    sealer_.start(key, MacDirection::ClientToAgent);
+    decoder_.requireMac(key, MacDirection::AgentToClient);
   }
   auto welcome =
       waitFor([](const Message& m) { return std::holds_alternative<JobInfo>(m); }, timeoutMs_, "Welcome");
-  if (!welcome) return welcome.status();
+  if (!welcome) {
+    if (challenge.authRequired && welcome.status().message().find("MAC") != std::string::npos)
+      return Status(welcome.status().code(),
+                    "the agent did not prove that it knows the job's secret (an "
+                    "impostor on the port?): " +
+                        welcome.status().message());
+    return welcome.status();
+  }
   job_ = std::get<JobInfo>(welcome.value());
   return Status::ok();
 }
@@ -95,6 +113,7 @@ Status AgentClient::send(const Message& m) {
   if (fd_ < 0) return Status(ErrorCode::Io, "connection to the agent is closed");
   std::vector<uint8_t> frame;
   encode(m, frame);
+  if (sealer_.active()) sealer_.seal(frame);
   Status s = net::sendAll(fd_, frame, timeoutMs_);
   if (!s.isOk()) shutdown();
   return s;

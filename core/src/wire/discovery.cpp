@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +202,49 @@ Result<Entry> parseEntry(const std::string& text, const fs::path& file) {
   return e;
 }
 
+namespace {
+// Whether something accepts connections on the Unix socket at path (a live agent, maybe one
+// that just re-bound the same name for a new run of the same job and rank).
+bool someoneListens(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) return true;  // cannot tell: keep it
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return true;
+  const bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 &&
+                       (errno == ECONNREFUSED || errno == ENOENT);
+  ::close(fd);
+  return !refused;
+}
+
+bool inside(const fs::path& dir, const std::string& path) {
+  return !path.empty() && fs::path(path).parent_path() == dir;
+}
+
+// An agent killed by a signal it could not clean up after (SIGKILL, or SIGTERM in a process
+// that handles SIGTERM itself) leaves its entry, socket and secret behind; the first reader
+// that finds its pid gone removes them. Only files in our own runtime directory, only when the
+// entry still names the dead pid (re-read just before), and a socket only when nobody listens
+// on it any more: a new run of the same job and rank may already have bound the same name.
+void removeStale(const fs::path& dir, const Entry& e) {
+  std::string again;
+  if (!readSmallFile(e.file, again)) return;
+  auto now = parseEntry(again, e.file);
+  if (!now || now->pid != e.pid || pidAlive(now->pid)) return;
+  if (e.endpoint.rfind("unix:", 0) == 0) {
+    const std::string sock = e.endpoint.substr(5);
+    if (inside(dir, sock) && !someoneListens(sock)) ::unlink(sock.c_str());
+  }
+  // Only the secret this rank's agent generated for itself; a job-wide one (launch --tcp's
+  // <job>.secret) still serves the job's other ranks.
+  if (inside(dir, e.secretFile) &&
+      fs::path(e.secretFile).filename() == e.jobId + "." + std::to_string(e.rank) + ".secret")
+    ::unlink(e.secretFile.c_str());
+  ::unlink(e.file.c_str());
+}
+}  // namespace
+
 std::vector<Entry> listEntries() {
   std::vector<Entry> out;
   auto dir = runtimeDir();
@@ -212,7 +257,11 @@ std::vector<Entry> listEntries() {
     std::string text;
     if (!readSmallFile(p, text)) continue;
     auto e = parseEntry(text, p);
-    if (!e || !pidAlive(e->pid)) continue;  // unreadable or stale (agent crashed): skip
+    if (!e) continue;         // unreadable: skip
+    if (!pidAlive(e->pid)) {  // stale (the agent died without cleaning up)
+      removeStale(dir.value(), e.value());
+      continue;
+    }
     out.push_back(std::move(e).value());
   }
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {

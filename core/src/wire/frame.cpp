@@ -80,7 +80,8 @@ Status checkHeader(const uint8_t* h) {
                                              " exceeds the limit of " + std::to_string(kMaxFramePayload) +
                                              " bytes");
   const uint32_t flags = le32(h + 12);
-  if ((flags & ~kFlagZstd) != 0) return wireError(ErrorCode::Corrupt, "unknown frame flags " + hex32(flags));
+  if ((flags & ~(kFlagZstd | kFlagMac)) != 0)
+    return wireError(ErrorCode::Corrupt, "unknown frame flags " + hex32(flags));
   return Status::ok();
 }
 
@@ -220,9 +221,24 @@ Status FrameDecoder::checkLimits(const uint8_t* h) const {
     return wireError(ErrorCode::InvalidArgument, "frame payload length " + std::to_string(length) +
                                                      " exceeds this connection's limit of " +
                                                      std::to_string(maxPayload_) + " bytes");
-  if ((le32(h + 12) & kFlagZstd) && !allowCompressed_)
+  const uint32_t flags = le32(h + 12);
+  if ((flags & kFlagZstd) && !allowCompressed_)
     return wireError(ErrorCode::InvalidArgument, "compressed frames are not accepted on this connection");
+  // Without a session a MAC means nothing to us; with one, only the peer's refusal (an
+  // ErrorMsg, which next() turns into an error) may come without it.
+  if ((flags & kFlagMac) && !mac_)
+    return wireError(ErrorCode::InvalidArgument, "a frame with a MAC on a connection without a session key");
+  if (mac_ && !(flags & kFlagMac) && le16(h + 6) != static_cast<uint16_t>(MsgType::Error))
+    return wireError(ErrorCode::InvalidArgument,
+                     "a frame without a MAC after authentication (tampered with, or not from the peer)");
   return Status::ok();
+}
+
+void FrameDecoder::requireMac(const SessionKey& key, MacDirection dir) {
+  mac_ = true;
+  key_ = key;
+  dir_ = dir;
+  seq_ = 0;
 }
 
 Result<std::optional<Message>> FrameDecoder::next() {
@@ -238,11 +254,38 @@ Result<std::optional<Message>> FrameDecoder::next() {
     return s;
   }
   const uint32_t length = le32(h + 8);
-  if (buffered() < kHeaderSize + length) return std::optional<Message>{};
+  uint32_t flags = le32(h + 12);
+  const size_t trailer = (flags & kFlagMac) ? kMacSize : 0;
+  if (buffered() < kHeaderSize + length + trailer) return std::optional<Message>{};
   const auto type = static_cast<MsgType>(le16(h + 6));
-  const uint32_t flags = le32(h + 12);
-  Result<Message> m = decodePayload(type, flags, std::span<const uint8_t>(h + kHeaderSize, length));
-  pos_ += kHeaderSize + length;
+  const std::span<const uint8_t> payload(h + kHeaderSize, length);
+  if (mac_ && !(flags & kFlagMac)) {
+    // checkLimits let only an ErrorMsg through: the peer refusing us, unauthenticated. It ends
+    // the stream either way, so it cannot be used to inject anything.
+    Result<Message> e = decodePayload(type, flags, payload);
+    const auto* err = e ? std::get_if<ErrorMsg>(&e.value()) : nullptr;
+    error_ = Status(ErrorCode::InvalidArgument,
+                    "peer refused: " + (err ? err->message.substr(0, 256) : std::string("(unreadable)")));
+    buf_.clear();
+    pos_ = 0;
+    return error_;
+  }
+  if (mac_) {
+    const Mac want = frameMac(key_, dir_, seq_, std::span<const uint8_t>(h, kHeaderSize), payload);
+    if (!constantTimeEqual(want, std::span<const uint8_t>(h + kHeaderSize + length, kMacSize))) {
+      error_ =
+          wireError(ErrorCode::InvalidArgument,
+                    "frame " + std::to_string(seq_) +
+                        " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)");
+      buf_.clear();
+      pos_ = 0;
+      return error_;
+    }
+    ++seq_;
+    flags &= ~kFlagMac;
+  }
+  Result<Message> m = decodePayload(type, flags, payload);
+  pos_ += kHeaderSize + length + trailer;
   if (pos_ == buf_.size()) {
     buf_.clear();
     pos_ = 0;

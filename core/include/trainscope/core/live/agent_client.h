@@ -90,6 +90,7 @@ class AgentClient {
   std::string endpoint_;
   int timeoutMs_ = 5000;
   wire::FrameDecoder decoder_;
+  wire::FrameSealer sealer_;  // TCP: MACs on what we send, once authenticated
   std::deque<wire::Message> queue_;
   wire::JobInfo job_;
 };

@@ -2,7 +2,11 @@
 //
 // A connection carries frames. Every frame is a 16-byte header followed by its payload:
 //   u32 magic 'TSWP' (0x50575354, little endian) | u16 protocol version | u16 message type
-//   u32 payload length (<= kMaxFramePayload)      | u32 flags (bit 0: payload is zstd-compressed)
+//   u32 payload length (<= kMaxFramePayload)      | u32 flags (bit 0: payload is zstd-compressed,
+//                                                     bit 1: a 32-byte MAC trailer follows)
+// On TCP, once the handshake is done, every frame in both directions carries kFlagMac and is
+// followed by HMAC-SHA256(session key, direction || u64 sequence || header || payload); a frame
+// with a missing or wrong MAC ends the connection (docs/SECURITY.md, "TCP").
 // Payloads are little-endian fixed-width integers, IEEE doubles, and strings/byte arrays
 // prefixed by a u32 length. Decoding never trusts a length: every read is bounds-checked and a
 // malformed frame yields an error Status, never a crash (fuzzed: tests/fuzz/fuzz_wire.cpp).
@@ -25,10 +29,13 @@
 namespace trainscope::core::wire {
 
 inline constexpr uint32_t kMagic = 0x50575354;  // "TSWP"
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: mutual authentication and per-frame MACs on TCP (libsodium's HMAC-SHA256).
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint32_t kMaxFramePayload = 16u << 20;  // hard cap; larger frames are refused
 inline constexpr uint32_t kFlagZstd = 1u;
+inline constexpr uint32_t kFlagMac = 2u;
+inline constexpr size_t kMacSize = 32;
 
 enum class MsgType : uint16_t {
   Hello = 1,       // client -> agent: versions it speaks, client name
@@ -68,8 +75,11 @@ struct Challenge {
   bool operator==(const Challenge&) const = default;
 };
 
-// mac = HMAC-SHA256(secret, "trainscope-auth-v1" || agentNonce || clientNonce). The agent
+// mac = HMAC-SHA256(secret, "trainscope-auth-v2" || agentNonce || clientNonce). The agent
 // refuses a clientNonce it has seen before (replay) and compares MACs in constant time.
+// Mutual: both sides then derive sessionKey(secret, agentNonce, clientNonce), and every later
+// frame carries a MAC under it -- the Welcome's MAC is the agent's proof that it knows the
+// secret too, so a client is not fooled by an impostor listening on the port.
 struct Auth {
   Nonce clientNonce{};
   Mac mac{};
@@ -241,6 +251,25 @@ MsgType typeOf(const Message& m);
 // EventBatch larger than a few KiB are zstd-compressed.
 void encode(const Message& m, std::vector<uint8_t>& out);
 
+using SessionKey = std::array<uint8_t, 32>;
+enum class MacDirection : uint8_t { ClientToAgent = 1, AgentToClient = 2 };
+
+// Seals the outgoing frames of one direction of a TCP session: each complete frame gets
+// kFlagMac in its header and a MAC trailer over the next sequence number.
+class FrameSealer {
+ public:
+  void start(const SessionKey& key, MacDirection dir);
+  bool active() const { return active_; }
+  // frame[start..] must be exactly one complete frame (as encode() appends it).
+  void seal(std::vector<uint8_t>& frame, size_t start = 0);
+
+ private:
+  bool active_ = false;
+  SessionKey key_{};
+  MacDirection dir_ = MacDirection::ClientToAgent;
+  uint64_t seq_ = 0;
+};
+
 // Incremental decoder for a byte stream: feed() what arrived, then next() until it returns
 // nullopt (needs more bytes). An error is sticky: the connection should be closed.
 class FrameDecoder {
@@ -254,6 +283,14 @@ class FrameDecoder {
   // (the agent's server: 4 KiB and no compression before authentication).
   void setLimits(uint32_t maxPayload, bool allowCompressed);
   uint32_t maxPayload() const { return maxPayload_; }
+  // From the next frame on, every frame must carry a valid MAC of direction dir under key, with
+  // sequence numbers 0, 1, 2, ...; anything else is a sticky error, checked before the payload
+  // is decompressed or decoded. An unauthenticated ErrorMsg (the peer refusing the handshake)
+  // becomes the error "peer refused: <message>".
+  void requireMac(const SessionKey& key, MacDirection dir);
+  bool macRequired() const { return mac_; }
+  // Bytes a frame of maxPayload() may occupy on the wire (header, payload, MAC trailer).
+  size_t maxFrameBytes() const { return kHeaderSize + maxPayload_ + (mac_ ? kMacSize : 0); }
 
  private:
   static constexpr size_t kKeepCapacity = 256 * 1024;
@@ -263,17 +300,27 @@ class FrameDecoder {
   Status error_;
   uint32_t maxPayload_ = kMaxFramePayload;
   bool allowCompressed_ = true;
+  bool mac_ = false;
+  SessionKey key_{};
+  MacDirection dir_ = MacDirection::ClientToAgent;
+  uint64_t seq_ = 0;
 };
 
 // Decodes exactly one frame's payload (used by FrameDecoder and the fuzzer).
 Result<Message> decodePayload(MsgType type, uint32_t flags, std::span<const uint8_t> payload);
 
-// --- authentication ---------------------------------------------------------------------------
+// --- authentication (libsodium, linked statically and hidden: docs/SECURITY.md) ---------------
 std::array<uint8_t, 32> sha256(std::span<const uint8_t> data);
 Mac hmacSha256(std::span<const uint8_t> key, std::span<const uint8_t> message);
+// The client's proof: HMAC-SHA256(secret, "trainscope-auth-v2" || agentNonce || clientNonce).
 Mac authMac(std::span<const uint8_t> secret, const Nonce& agentNonce, const Nonce& clientNonce);
+// HMAC-SHA256(secret, "trainscope-session-v2" || agentNonce || clientNonce): keys the frame MACs.
+SessionKey sessionKey(std::span<const uint8_t> secret, const Nonce& agentNonce, const Nonce& clientNonce);
+// HMAC-SHA256(key, direction || u64 seq (LE) || header || payload).
+Mac frameMac(const SessionKey& key, MacDirection dir, uint64_t seq, std::span<const uint8_t> header,
+             std::span<const uint8_t> payload);
 bool constantTimeEqual(std::span<const uint8_t> a, std::span<const uint8_t> b);
-// Cryptographically random bytes (getrandom(2)).
+// Cryptographically random bytes (libsodium's randombytes_buf: getrandom(2)).
 Status randomBytes(std::span<uint8_t> out);
 // Lower-case hex ("00ff..."), e.g. for secret files and job ids.
 std::string toHex(std::span<const uint8_t> bytes);
