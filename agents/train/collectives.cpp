@@ -33,7 +33,8 @@ std::string unsupportedCombination(Algorithm a, Compression c) {
 CommSet CommSet::make(Communicator& world, int ranksPerNode) {
   CommSet s;
   s.world = &world;
-  s.tagUb = std::max(32767, world.tagUpperBound());
+  // The transport's MPI_TAG_UB (MPI guarantees 32767), at least one bucket's tags.
+  s.tagUb = std::max(2 * world.size() + 1, world.tagUpperBound());
   for (int i = 0; i < 3; ++i) s.stage.push_back(world.dup());
   if (ranksPerNode > 0) {  // simulated nodes: consecutive ranks
     s.ranksPerNode = std::clamp(ranksPerNode, 1, world.size());
@@ -271,8 +272,8 @@ std::unique_ptr<BucketOp> ringCompressed(CommSet& cs, const OpParams& p) {
 // decode(lower rank's) + decode(higher rank's) -- the same bytes in the same order, so partners
 // hold equal values; ranks that hold equal values encode them with the same seed (sharedSeed,
 // round, group), so later partners agree too. The fold for p not a power of two: the even rank
-// hands its encoded vector to the odd one and gets the encoded result back, which the odd one
-// decodes as well.
+// hands its encoded vector to the odd one and gets the encoded result back; every other rank
+// decodes the same encoding of the result (no message), so all end equal.
 std::unique_ptr<BucketOp> recursiveDoublingCompressed(CommSet& cs, const OpParams& p) {
   Communicator& c = *cs.world;
   const int last = 2 * c.size() + 1;
@@ -351,14 +352,18 @@ std::unique_ptr<BucketOp> recursiveDoublingCompressed(CommSet& cs, const OpParam
                          p.codec.decodeAdd((lower ? st->theirs : st->mine).data(), p.n, p.data);
                        }});
     }
-    if (r < 2 * rem) {
-      wire += pay;
+    if (rem > 0) {
+      // The folded even ranks get the result encoded; so that every rank holds the same values,
+      // every rank replaces its result by decode(encode(result)) with the same seed (the same
+      // bytes everywhere), and the odd ranks of the fold send those bytes to their partner.
+      if (r < 2 * rem) wire += pay;
       steps.push_back({false,
                        [=, &c, &cs](std::vector<RequestPtr>& q) {
-                         encode(hashOf(p.sharedSeed, 0xf01d));
-                         q.push_back(c.isend(st->mine.data(), pay, r - 1, cs.tag(p.bucket, last)));
+                         st->v.assign(p.data, p.data + p.n);
+                         p.codec.encode(st->v.data(), p.n, hashOf(p.sharedSeed, 0xf01d), st->mine.data());
+                         if (r < 2 * rem) q.push_back(c.isend(st->mine.data(), pay, r - 1, cs.tag(p.bucket, last)));
                        },
-                       [=] {  // the even partner decodes these bytes: hold the same
+                       [=] {
                          std::fill(p.data, p.data + p.n, 0.0f);
                          p.codec.decodeAdd(st->mine.data(), p.n, p.data);
                        }});
