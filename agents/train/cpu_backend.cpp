@@ -118,7 +118,7 @@ class MpiCommunicator final : public Communicator {
   }
   RequestPtr iallgather(const void* send, void* recv, size_t bytesPerRank) override {
     const uint64_t others = bytesPerRank * static_cast<uint64_t>(size_ - 1);
-    auto r = std::make_unique<MpiRequest>(&traffic_, bytesPerRank, others, -1, false);
+    auto r = std::make_unique<MpiRequest>(&traffic_, others, others, -1, false);  // its block, to each other rank
     MPI_Iallgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
                    MPI_BYTE, comm_, r->handle());
     return r;
