@@ -391,7 +391,7 @@ std::unique_ptr<BucketOp> hierarchical(CommSet& cs, const OpParams& p) {
                    nullptr});
   steps.push_back({true,
                    [=](std::vector<RequestPtr>& q) {
-                     if (leaders) q.push_back(leaders->iallreduceSum(p.data, p.n));
+                     if (leaders && leaders->size() > 1) q.push_back(leaders->iallreduceSum(p.data, p.n));  // one node: nothing to do
                    },
                    nullptr});
   steps.push_back({true,
