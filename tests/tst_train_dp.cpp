@@ -196,6 +196,11 @@ class TstTrainDp : public QObject {
     QProcessEnvironment env = mpiEnv();
     env.insert("PMPI_COUNT_OUT", out);
     env.insert("LD_PRELOAD", lib);
+    // And Open MPI's own count (pml monitoring: E = the program's point-to-point messages,
+    // I = messages MPI's collectives send inside), written per rank at MPI_Finalize.
+    env.insert("OMPI_MCA_pml_monitoring_enable", "2");
+    env.insert("OMPI_MCA_pml_monitoring_enable_output", "3");
+    env.insert("OMPI_MCA_pml_monitoring_filename", out + "-mon");
     const Run r = trainscope::test::runProgram(
         QStandardPaths::findExecutable("mpirun"),
         QStringList{"-np", QString::number(ranks), "--oversubscribe", "-x", "LD_PRELOAD", "-x", "PMPI_COUNT_OUT",
@@ -216,6 +221,20 @@ class TstTrainDp : public QObject {
                        handed = m.captured(4).toULongLong();
       QCOMPARE(sent, pm["isend"] + pm["alltoall"] + pm["allgather"]);
       QCOMPARE(received, pm["irecv_completed"] + pm["alltoall"] + pm["allgather"]);
+      // Open MPI's count of the program's own messages equals ours.
+      QFile mon(out + "-mon." + m.captured(1) + ".prof");
+      if (mon.open(QIODevice::ReadOnly)) {
+        qulonglong external = 0, internal = 0;
+        for (const QString& l : QString::fromUtf8(mon.readAll()).split('\n', Qt::SkipEmptyParts)) {
+          const QStringList f = l.split('\t');
+          if (f.size() >= 4 && (f[0] == "E" || f[0] == "I"))
+            (f[0] == "E" ? external : internal) += f[3].section(' ', 0, 0).toULongLong();
+        }
+        QCOMPARE(external, pm["isend"]);
+        if (m.captured(1) == "0")
+          qInfo("%s+%s rank 0: Open MPI sent %llu bytes inside its collectives", qPrintable(algorithm),
+                qPrintable(compression), internal);
+      }
       if (algorithm == "allreduce" && compression == "none") {
         QVERIFY(sent == 0 && handed > 0);
         QCOMPARE(handed, pm["allreduce"]);  // handed over, and not claimed as sent
