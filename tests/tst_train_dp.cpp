@@ -226,9 +226,9 @@ class TstTrainDp : public QObject {
       if (mon.open(QIODevice::ReadOnly)) {
         qulonglong external = 0, internal = 0;
         for (const QString& l : QString::fromUtf8(mon.readAll()).split('\n', Qt::SkipEmptyParts)) {
-          const QStringList f = l.split('\t');
-          if (f.size() >= 4 && (f[0] == "E" || f[0] == "I"))
-            (f[0] == "E" ? external : internal) += f[3].section(' ', 0, 0).toULongLong();
+          const QStringList col = l.split('\t');
+          if (col.size() >= 4 && (col[0] == "E" || col[0] == "I"))
+            (col[0] == "E" ? external : internal) += col[3].section(' ', 0, 0).toULongLong();
         }
         QCOMPARE(external, pm["isend"]);
         if (m.captured(1) == "0")
