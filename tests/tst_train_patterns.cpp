@@ -39,6 +39,7 @@ struct Run {
   std::map<int, std::vector<float>> data, params;
   std::map<int, uint64_t> counted, countedRecv, formula;
   std::map<int, bool> opaque;
+  std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> perPeer;  // the world's Traffic
 };
 
 size_t chunkLen(size_t n, int j, int p) {
@@ -91,6 +92,7 @@ Run runOp(int p, size_t n, Algorithm a, Compression c, int nodeSize = 1, int ran
     out.countedRecv[r] = bop->bytesReceived();
     out.formula[r] = bop->wireBytes();
     out.opaque[r] = bop->opaque();
+    out.perPeer[r] = world.traffic().perPeer;
   });
   for (const Entry& e : f.log()) {
     if (e.op == "allreduce-max") continue;
@@ -187,6 +189,13 @@ class TstTrainPatterns : public QObject {
       total += sumBytes(s);
     }
     QCOMPARE(total, uint64_t(2 * (p - 1)) * 4 * n);  // 2(p-1)/p n per rank, summed
+    for (int r = 0; r < p; ++r) {  // the communicator's per-peer counts: right gets, left gives
+      const auto& pp = run.perPeer.at(r);
+      for (int q = 0; q < int(pp.size()); ++q) {
+        QCOMPARE(pp[size_t(q)].first, q == (r + 1) % p ? run.counted.at(r) : uint64_t{0});
+        QCOMPARE(pp[size_t(q)].second, q == (r - 1 + p) % p ? run.countedRecv.at(r) : uint64_t{0});
+      }
+    }
     checkCounts(run, p);
     checkMean(run, p, n, 1e-5);
   }

@@ -62,7 +62,6 @@ class GradSync {
   uint64_t receivedBytesThisStep() const { return recvBytes_; }
   uint64_t payloadBytesThisStep() const { return payloadBytes_; }
   bool countedThisStep() const { return !opaque_; }  // no MPI reduction among the buckets
-  const CommSet& comms() const { return comms_; }
   // Since the start: counted bytes sent/received by the buckets' operations, and the buffers
   // handed to MPI's own reductions (opaque: their messages are not visible).
   struct Totals {
