@@ -7,7 +7,8 @@
 // (ring+int8, decentralized+int8, scatter-reduce+int8); after decentralized, going back to
 // allreduce makes the ranks replicas again (equal held-out accuracy). A bad value is refused, and
 // so are combinations the job cannot run, with the reason (issue 18): hierarchical under a codec,
-// dp.topk_ratio under int8. The job is stopped with the pid `demo` printed.
+// dp.topk_ratio under int8; under topk-ef dp.topk_ratio=0.1 sends ~10x the bytes of 0.01 from its
+// acknowledged step. The job is stopped with the pid `demo` printed.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -139,13 +140,14 @@ class TstTrainLive : public QObject {
 
     const QString file = dir_.filePath("live.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "5", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "8", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(1000);
     std::map<QString, int64_t> stepOf;
     for (const QString& kv : {QString("dp.algorithm=ring"), QString("dp.compression=int8"),
                               QString("dp.bucket_bytes=100000000"), QString("dp.algorithm=decentralized"),
-                              QString("dp.algorithm=allreduce")}) {
+                              QString("dp.algorithm=allreduce"), QString("dp.compression=topk-ef"),
+                              QString("dp.topk_ratio=0.1")}) {
       const Run set = cli({"set", "--job", jobId_, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
@@ -170,8 +172,9 @@ class TstTrainLive : public QObject {
     const auto ranks = view(session.value());
     QCOMPARE(int(ranks.size()), kRanks);
     const int64_t kRingStart = stepOf["ring"], kInt8 = stepOf["int8"], kBig = stepOf["100000000"],
-                  kDec = stepOf["decentralized"], kRing = stepOf["allreduce"];
-    QVERIFY(kRingStart < kInt8 && kInt8 < kBig && kBig < kDec && kDec < kRing);
+                  kDec = stepOf["decentralized"], kRing = stepOf["allreduce"], kTopk = stepOf["topk-ef"],
+                  kRatio = stepOf["0.1"];
+    QVERIFY(kRingStart < kInt8 && kInt8 < kBig && kBig < kDec && kDec < kRing && kRing < kTopk && kTopk < kRatio);
     // Held-out accuracy (same held-out set everywhere) per step and rank: equal on all ranks
     // while they are replicas; decentralized lets them differ; leaving it re-synchronizes them.
     std::map<int64_t, std::map<RankId, double>> acc;
@@ -190,11 +193,22 @@ class TstTrainLive : public QObject {
       replicaChecks += step > kRing;
     }
     QVERIFY2(replicaChecks >= 1, "no held-out evaluation after the switch back to ring");
+    // dp.topk_ratio acts from its acknowledged step (now accepted: the codec is topk-ef): one big
+    // bucket, k = ceil(ratio x chunk) pairs per chunk, so 0.01 -> 0.1 sends ~10x more.
     for (const auto& [rank, v] : ranks) {
-      QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("int8"), kInt8));
+      std::map<int64_t, int64_t> sentAt;
+      for (const auto& c : v.comms)
+        if (c.step >= 0 && c.sent >= 0) sentAt[c.step] += c.sent;
+      QVERIFY2(sentAt.count(kRatio - 1) && sentAt.count(kRatio), "steps around the ratio change missing");
+      const double grow = double(sentAt[kRatio]) / double(sentAt[kRatio - 1]);
+      QVERIFY2(grow > 9.5 && grow < 10.5, qPrintable(QString("rank %1: topk_ratio 0.01 -> 0.1 sent %2x").arg(rank).arg(grow)));
+      QCOMPARE(v.knobs.at("dp.topk_ratio"), std::make_pair(std::string("0.1"), kRatio));
+    }
+    for (const auto& [rank, v] : ranks) {
+      QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("topk-ef"), kTopk));  // the last change
       QCOMPARE(v.knobs.at("dp.bucket_bytes"), std::make_pair(std::string("100000000"), kBig));
       QCOMPARE(v.knobs.at("dp.algorithm"), std::make_pair(std::string("allreduce"), kRing));
-      QVERIFY(!v.knobs.count("dp.topk_ratio"));  // refused: never applied
+      QVERIFY(v.knobs.at("dp.topk_ratio").second == kRatio);  // the refused 0.05 never applied
       // Per step: payload, counted bytes, buckets, algorithm.
       std::map<int64_t, int64_t> bytes, sent, buckets;
       std::map<int64_t, std::string> algo;
