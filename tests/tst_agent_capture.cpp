@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -401,6 +402,35 @@ class TstAgentCapture : public QObject {
     QCOMPARE(attrInt(changes[0], AttrKey::Step), int64_t{5});
     for (const auto& a : changes[0].attrs)
       if (a.key == static_cast<uint32_t>(AttrKey::KnobValue)) QCOMPARE(rec.name(a.asString()), std::string("500"));
+  }
+
+  // A job's check (ts_knob_set_check) refuses a change when it arrives, with the job's reason in
+  // the KnobAck, and the refused number changes nothing; an accepted value passes the check;
+  // fn = NULL removes the check.
+  void knobCheckRefusesWithReason() {
+    ScopedAgent agent(kNoServer);
+    auto& reg = ag::KnobRegistry::instance();
+    reg.resetChangesForTest();
+    ts_knob_t k = ts_knob_int("tst.checked", 0, 100, 10, "even values only", 0);
+    auto even = [](ts_knob_t, const char* value, char* reason, size_t size, void*) -> int {
+      if (std::atoi(value) % 2 == 0) return 0;
+      std::snprintf(reason, size, "tst.checked=%s: the job runs even values only", value);
+      return 1;
+    };
+    QCOMPARE(ts_knob_set_check(k, even, nullptr), 0);
+    QCOMPARE(ts_knob_set_check(nullptr, even, nullptr), -1);
+    ts_step_begin(20);
+    const wire::KnobAck odd = reg.receive(setKnob(1, "tst.checked", "7"), 1, false);
+    QVERIFY(!odd.accepted);
+    QCOMPARE(odd.reason, std::string("tst.checked=7: the job runs even values only"));
+    const wire::KnobAck ok = reg.receive(setKnob(2, "tst.checked", "8"), 1, false);
+    QVERIFY(ok.accepted);
+    ts_step_end(20);
+    ts_step_begin(21);
+    QCOMPARE(ts_knob_get_int(k), int64_t{8});
+    ts_step_end(21);
+    QCOMPARE(ts_knob_set_check(k, nullptr, nullptr), 0);  // removed: odd values pass again
+    QVERIFY(reg.receive(setKnob(3, "tst.checked", "9"), 1, false).accepted);
   }
 
   // The job puts a knob back after refusing a change (ts_knob_restore): the value reads and lists

@@ -11,6 +11,7 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <map>
 
 #include "train_test_support.h"
 
@@ -158,6 +159,8 @@ class TstTrainDp : public QObject {
     QTest::newRow("backend") << QStringList{"--backend", "tpu"} << "unknown backend 'tpu' (cpu|cuda)";  // cuda: tst_train_cuda
     QTest::newRow("no config") << QStringList{"--config", "/nonexistent.json"} << "cannot read config file";
     QTest::newRow("unknown option") << QStringList{"--learning-rate", "1"} << "learning-rate";
+    QTest::newRow("hierarchical codec") << QStringList{"--algorithm", "hierarchical", "--compression", "int8"}
+                                        << "cannot carry an encoded payload";
   }
   void invalidConfigsAreRefused() {
     QFETCH(QStringList, args);
@@ -167,6 +170,80 @@ class TstTrainDp : public QObject {
         args.contains("10") ? mpirunTrainer(3, args + QStringList{"--steps", "1"}) : runTrainer(args);
     QVERIFY2(r.code == 2 || (args.contains("10") && r.code != 0), qPrintable(r.out));
     QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  }
+
+  // The trainer's own byte counts (what its completed requests report) against an independent
+  // count: a PMPI interposer (tests/pmpi/pmpi_count.c, LD_PRELOAD) that adds up what the program
+  // hands to MPI_Isend / MPI_Ialltoall / MPI_Iallgather and what completed receives report.
+  void bytesMatchPmpi_data() {
+    QTest::addColumn<QString>("algorithm");
+    QTest::addColumn<QString>("compression");
+    QTest::addColumn<int>("ranks");
+    QTest::newRow("ring 4") << "ring" << "none" << 4;
+    QTest::newRow("ring+int8 3") << "ring" << "int8" << 3;
+    QTest::newRow("recursive-doubling+topk 5") << "recursive-doubling" << "topk-ef" << 5;
+    QTest::newRow("scatter-reduce+onebit 4") << "allreduce" << "onebit-ef" << 4;
+    QTest::newRow("decentralized+fp16 4") << "decentralized" << "fp16" << 4;
+    QTest::newRow("allreduce 4") << "allreduce" << "none" << 4;
+  }
+  void bytesMatchPmpi() {
+    QFETCH(QString, algorithm);
+    QFETCH(QString, compression);
+    QFETCH(int, ranks);
+    const QString lib = QStringLiteral(TRAINSCOPE_LIB_DIR "/libpmpi_count.so");
+    if (!QFileInfo::exists(lib)) QSKIP("libpmpi_count.so not built");
+    const QString out = dir_.filePath("pmpi-" + algorithm + compression);
+    QProcessEnvironment env = mpiEnv();
+    env.insert("PMPI_COUNT_OUT", out);
+    env.insert("LD_PRELOAD", lib);
+    // And Open MPI's own count (pml monitoring: E = the program's point-to-point messages,
+    // I = messages MPI's collectives send inside), written per rank at MPI_Finalize.
+    env.insert("OMPI_MCA_pml_monitoring_enable", "2");
+    env.insert("OMPI_MCA_pml_monitoring_enable_output", "3");
+    env.insert("OMPI_MCA_pml_monitoring_filename", out + "-mon");
+    const Run r = trainscope::test::runProgram(
+        QStandardPaths::findExecutable("mpirun"),
+        QStringList{"-np", QString::number(ranks), "--oversubscribe", "-x", "LD_PRELOAD", "-x", "PMPI_COUNT_OUT",
+                    trainer()} +
+            kSmallMlp + QStringList{"--batch", "60", "--algorithm", algorithm, "--compression", compression},
+        120000, env);
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+    const QRegularExpression line("rank (\\d+) dp bytes counted: sent (\\d+) received (\\d+) handed-to-mpi-reductions (\\d+)");
+    int seen = 0;
+    for (auto it = line.globalMatch(r.out); it.hasNext(); ++seen) {
+      const auto m = it.next();
+      QFile f(out + "." + m.captured(1));
+      QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(f.fileName()));
+      std::map<QString, qulonglong> pm;
+      for (const QString& l : QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts))
+        pm[l.section(' ', 0, 0)] = l.section(' ', 1, 1).toULongLong();
+      const qulonglong sent = m.captured(2).toULongLong(), received = m.captured(3).toULongLong(),
+                       handed = m.captured(4).toULongLong();
+      QCOMPARE(sent, pm["isend"] + pm["alltoall"] + pm["allgather"]);
+      QCOMPARE(received, pm["irecv_completed"] + pm["alltoall"] + pm["allgather"]);
+      // Open MPI's count of the program's own messages equals ours.
+      QFile mon(out + "-mon." + m.captured(1) + ".prof");
+      if (mon.open(QIODevice::ReadOnly)) {
+        qulonglong external = 0, internal = 0;
+        for (const QString& l : QString::fromUtf8(mon.readAll()).split('\n', Qt::SkipEmptyParts)) {
+          const QStringList col = l.split('\t');
+          if (col.size() >= 4 && (col[0] == "E" || col[0] == "I"))
+            (col[0] == "E" ? external : internal) += col[3].section(' ', 0, 0).toULongLong();
+        }
+        QCOMPARE(external, pm["isend"]);
+        if (m.captured(1) == "0")
+          qInfo("%s+%s rank 0: Open MPI sent %llu bytes inside its collectives", qPrintable(algorithm),
+                qPrintable(compression), internal);
+      }
+      if (algorithm == "allreduce" && compression == "none") {
+        QVERIFY(sent == 0 && handed > 0);
+        QCOMPARE(handed, pm["allreduce"]);  // handed over, and not claimed as sent
+      } else {
+        QVERIFY(sent > 0);
+        QCOMPARE(handed, qulonglong{0});
+      }
+    }
+    QCOMPARE(seen, ranks);
   }
 
   void configFile() {

@@ -1,10 +1,14 @@
 // Issue #4's "done when" through the real CLI: `trainscope-cli demo --ranks 4` starts the
-// reference job in the background; `record` captures it while `set` changes dp.compression,
-// dp.bucket_bytes and dp.algorithm; in the recorded .tsdb every change is applied at the
+// reference job in the background; `record` captures it while `set` changes dp.algorithm,
+// dp.compression and dp.bucket_bytes; in the recorded .tsdb every change is applied at the
 // acknowledged step on all 4 ranks and visibly changes the bucket collectives from that step on:
-// int8 cuts the bytes on the wire ~4x, one big bucket replaces several, the Algorithm attribute
-// switches; after decentralized, going back to ring makes the ranks replicas again (equal held-out
-// accuracy). A bad value is refused. The job is stopped with the pid `demo` printed.
+// ring's counted bytes (bytes_sent) are 2(p-1)/p of the payload, int8 cuts them ~4x while the
+// payload stays, one big bucket replaces several, the Algorithm attribute names what runs
+// (ring+int8, decentralized+int8, scatter-reduce+int8); after decentralized, going back to
+// allreduce makes the ranks replicas again (equal held-out accuracy). A bad value is refused, and
+// so are combinations the job cannot run, with the reason (issue 18): hierarchical under a codec,
+// dp.topk_ratio under int8; under topk-ef dp.topk_ratio=0.1 sends ~10x the bytes of 0.01 from its
+// acknowledged step. The job is stopped with the pid `demo` printed.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -27,6 +31,7 @@ constexpr int kRanks = 4;
 // One bucket collective as seen in the session.
 struct BucketComm {
   int64_t step = -1, bytes = 0;
+  int64_t sent = -1, received = -1;  // bytes_sent / bytes_received (-1: not counted)
   std::string algorithm;
 };
 
@@ -57,6 +62,12 @@ std::map<RankId, RankView> view(TraceStore& s) {
         BucketComm c;
         c.step = ev.start(i);  // resolved to a step number below
         c.bytes = ev.findAttr(i, AttrKey::Bytes)->asInt();
+        for (const Attr& a : ev.attrs(i)) {
+          if (!a.isCustom()) continue;
+          const std::string_view key = s.str(a.key - kCustomAttrBase);
+          if (key == "bytes_sent") c.sent = a.asInt();
+          if (key == "bytes_received") c.received = a.asInt();
+        }
         if (const Attr* a = ev.findAttr(i, AttrKey::Algorithm)) c.algorithm = s.str(a->asString());
         v.comms.push_back(c);
       }
@@ -129,18 +140,29 @@ class TstTrainLive : public QObject {
 
     const QString file = dir_.filePath("live.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "5", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "8", "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(1000);
     std::map<QString, int64_t> stepOf;
-    for (const QString& kv : {QString("dp.compression=int8"), QString("dp.bucket_bytes=100000000"),
-                              QString("dp.algorithm=decentralized"), QString("dp.algorithm=ring")}) {
+    for (const QString& kv : {QString("dp.algorithm=ring"), QString("dp.compression=int8"),
+                              QString("dp.bucket_bytes=100000000"), QString("dp.algorithm=decentralized"),
+                              QString("dp.algorithm=allreduce"), QString("dp.compression=topk-ef"),
+                              QString("dp.topk_ratio=0.1")}) {
       const Run set = cli({"set", "--job", jobId_, kv, "--json"});
       QVERIFY2(set.code == 0, qPrintable(set.out + set.err));
       const QJsonObject a = QJsonDocument::fromJson(set.out.toUtf8()).array().first().toObject();
       QVERIFY(a["same_step"].toBool());
       stepOf[kv.section('=', 1)] = a["step"].toInteger();
       QTest::qWait(700);
+      if (kv == "dp.compression=int8") {
+        // What the job cannot run is refused at once, with the reason, and changes nothing.
+        const Run hier = cli({"set", "--job", jobId_, "dp.algorithm=hierarchical"});
+        QCOMPARE(hier.code, 1);
+        QVERIFY2(hier.err.contains("cannot carry"), qPrintable(hier.out + hier.err));
+        const Run topk = cli({"set", "--job", jobId_, "dp.topk_ratio=0.05"});
+        QCOMPARE(topk.code, 1);
+        QVERIFY2(topk.err.contains("only under dp.compression=topk-ef"), qPrintable(topk.out + topk.err));
+      }
     }
     QVERIFY(rec.waitForFinished(60000));
     QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
@@ -149,9 +171,10 @@ class TstTrainLive : public QObject {
     QVERIFY2(session.isOk(), session.status().message().c_str());
     const auto ranks = view(session.value());
     QCOMPARE(int(ranks.size()), kRanks);
-    const int64_t kInt8 = stepOf["int8"], kBig = stepOf["100000000"], kDec = stepOf["decentralized"],
-                  kRing = stepOf["ring"];
-    QVERIFY(kInt8 < kBig && kBig < kDec && kDec < kRing);
+    const int64_t kRingStart = stepOf["ring"], kInt8 = stepOf["int8"], kBig = stepOf["100000000"],
+                  kDec = stepOf["decentralized"], kRing = stepOf["allreduce"], kTopk = stepOf["topk-ef"],
+                  kRatio = stepOf["0.1"];
+    QVERIFY(kRingStart < kInt8 && kInt8 < kBig && kBig < kDec && kDec < kRing && kRing < kTopk && kTopk < kRatio);
     // Held-out accuracy (same held-out set everywhere) per step and rank: equal on all ranks
     // while they are replicas; decentralized lets them differ; leaving it re-synchronizes them.
     std::map<int64_t, std::map<RankId, double>> acc;
@@ -170,29 +193,49 @@ class TstTrainLive : public QObject {
       replicaChecks += step > kRing;
     }
     QVERIFY2(replicaChecks >= 1, "no held-out evaluation after the switch back to ring");
+    // dp.topk_ratio acts from its acknowledged step (now accepted: the codec is topk-ef): one big
+    // bucket, k = ceil(ratio x chunk) pairs per chunk, so 0.01 -> 0.1 sends ~10x more.
     for (const auto& [rank, v] : ranks) {
-      QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("int8"), kInt8));
+      std::map<int64_t, int64_t> sentAt;
+      for (const auto& c : v.comms)
+        if (c.step >= 0 && c.sent >= 0) sentAt[c.step] += c.sent;
+      QVERIFY2(sentAt.count(kRatio - 1) && sentAt.count(kRatio), "steps around the ratio change missing");
+      const double grow = double(sentAt[kRatio]) / double(sentAt[kRatio - 1]);
+      QVERIFY2(grow > 9.5 && grow < 10.5, qPrintable(QString("rank %1: topk_ratio 0.01 -> 0.1 sent %2x").arg(rank).arg(grow)));
+      QCOMPARE(v.knobs.at("dp.topk_ratio"), std::make_pair(std::string("0.1"), kRatio));
+    }
+    for (const auto& [rank, v] : ranks) {
+      QCOMPARE(v.knobs.at("dp.compression"), std::make_pair(std::string("topk-ef"), kTopk));  // the last change
       QCOMPARE(v.knobs.at("dp.bucket_bytes"), std::make_pair(std::string("100000000"), kBig));
-      QCOMPARE(v.knobs.at("dp.algorithm"), std::make_pair(std::string("ring"), kRing));
-      // Per step: bytes on the wire, buckets, algorithm.
-      std::map<int64_t, int64_t> bytes, buckets;
+      QCOMPARE(v.knobs.at("dp.algorithm"), std::make_pair(std::string("allreduce"), kRing));
+      QVERIFY(v.knobs.at("dp.topk_ratio").second == kRatio);  // the refused 0.05 never applied
+      // Per step: payload, counted bytes, buckets, algorithm.
+      std::map<int64_t, int64_t> bytes, sent, buckets;
       std::map<int64_t, std::string> algo;
       for (const auto& c : v.comms) {
         if (c.step < 0) continue;
         bytes[c.step] += c.bytes;
+        if (c.sent >= 0) sent[c.step] += c.sent;
         ++buckets[c.step];
         algo[c.step] = c.algorithm;
       }
-      QVERIFY2(bytes.count(kInt8 - 1) && bytes.count(kInt8) && bytes.count(kBig) && bytes.count(kDec),
+      QVERIFY2(bytes.count(kRingStart - 1) && sent.count(kInt8 - 1) && sent.count(kInt8) && bytes.count(kBig) &&
+                   bytes.count(kDec),
                qPrintable(QString("rank %1 misses steps around the changes").arg(rank)));
-      const double ratio = double(bytes[kInt8 - 1]) / double(bytes[kInt8]);
+      QCOMPARE(algo[kRingStart - 1], std::string("allreduce"));
+      QVERIFY(!sent.count(kRingStart - 1));  // MPI's own allreduce: nothing counted, nothing claimed
+      QCOMPARE(algo[kRingStart], std::string("ring"));
+      // Ring sends 2(p-1)/p of the payload (chunks of n/p values: exact up to rounding).
+      const double ringShare = double(sent[kInt8 - 1]) / double(bytes[kInt8 - 1]);
+      QVERIFY2(std::abs(ringShare - 1.5) < 0.01, qPrintable(QString("ring sent %1 x payload").arg(ringShare)));
+      QCOMPARE(bytes[kInt8], bytes[kInt8 - 1]);  // the payload stays
+      const double ratio = double(sent[kInt8 - 1]) / double(sent[kInt8]);
       QVERIFY2(ratio > 3.5 && ratio < 4.1,
-               qPrintable(QString("rank %1: int8 cut the bytes %2x").arg(rank).arg(ratio)));
-      QCOMPARE(algo[kInt8 - 1], std::string("allreduce"));
-      QCOMPARE(algo[kInt8], std::string("scatter-reduce+int8"));
+               qPrintable(QString("rank %1: int8 cut the bytes sent %2x").arg(rank).arg(ratio)));
+      QCOMPARE(algo[kInt8], std::string("ring+int8"));
       QVERIFY(buckets[kBig - 1] > 1);
       QCOMPARE(buckets[kBig], int64_t{1});
-      QCOMPARE(algo[kDec - 1], std::string("scatter-reduce+int8"));
+      QCOMPARE(algo[kDec - 1], std::string("ring+int8"));
       QCOMPARE(algo[kDec], std::string("decentralized+int8"));
       QCOMPARE(algo[kRing], std::string("scatter-reduce+int8"));
     }

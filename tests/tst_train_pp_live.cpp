@@ -9,7 +9,9 @@
 // silences layer 2's exchange from its step on, disco.mode=wait moves layer 1's compute after
 // its receives, and `analyze --json` lists the DISCO layers.
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
@@ -95,7 +97,16 @@ class TstTrainPpLive : public QObject {
     usePrivateRuntimeDir(dir_);
   }
 
-  void demoStartsAPipeline() { start("pp", "pp.virtual_stages"); }
+  // Knobs only where they act (issue 18): one pipeline has nothing to average, so no dp.*.
+  void demoStartsAPipeline() {
+    start("pp", "pp.virtual_stages");
+    const QStringList names = knobNames();
+    QVERIFY2(names.contains("pp.schedule"), qPrintable(names.join(' ')));
+    QVERIFY2(names.filter(QRegularExpression("^dp\\.")).isEmpty(), qPrintable(names.join(' ')));
+    const Run set = cli({"set", "--job", job_.id, "dp.compression=int8"});
+    QCOMPARE(set.code, 1);
+    QVERIFY2(set.err.contains("unknown knob"), qPrintable(set.out + set.err));
+  }
 
   void scheduleSwitchesAtTheAckedStep() {
     QVERIFY(!job_.id.isEmpty());
@@ -166,6 +177,9 @@ class TstTrainPpLive : public QObject {
   void hybridSwitchesScheduleAndAlgorithm() {
     start("hybrid", "pp.schedule");
     QVERIFY(!job_.id.isEmpty());
+    const QStringList names = knobNames();  // 2 replicas per stage: the dp.* knobs act
+    for (const char* k : {"dp.bucket_bytes", "dp.algorithm", "dp.compression", "dp.topk_ratio"})
+      QVERIFY2(names.contains(k), qPrintable(names.join(' ')));
     const QString file = dir_.filePath("hybrid.tsdb");
     auto [stepOf, error] = recordWhileSetting(
         job_.id, file, 5, {"pp.schedule=zb-h1", "dp.algorithm=ring", "pp.schedule=gpipe", "pp.schedule=seq1f1b"},
@@ -231,6 +245,9 @@ class TstTrainPpLive : public QObject {
   void discoSparsityLive() {
     start("disco", "disco.sparsity");
     QVERIFY(!job_.id.isEmpty());
+    const QStringList names = knobNames();  // no gradient is synchronised: no dp.*
+    QVERIFY2(names.contains("disco.sparsity"), qPrintable(names.join(' ')));
+    QVERIFY2(names.filter(QRegularExpression("^dp\\.")).isEmpty(), qPrintable(names.join(' ')));
     const QString file = dir_.filePath("disco.tsdb");
     auto [stepOf, error] = recordWhileSetting(job_.id, file, 4,
                                               {"disco.sparsity=0.5", "disco.sparsity.2=1", "disco.mode=wait"}, 800, 800);
@@ -322,6 +339,16 @@ class TstTrainPpLive : public QObject {
   void cleanupTestCase() { stop(); }
 
  private:
+  QStringList knobNames() {
+    const Run knobs = cli({"knobs", "--job", job_.id, "--json"});
+    if (knobs.code != 0) return {};
+    const QJsonDocument d = QJsonDocument::fromJson(knobs.out.toUtf8());
+    const QJsonArray list = d.isArray() ? d.array() : d.object()["knobs"].toArray();
+    QStringList out;
+    for (const auto& k : list) out << k.toObject()["name"].toString();
+    return out;
+  }
+
   void start(const QString& mode, const QString& knob) {
     job_ = startDemo({"--ranks", QString::number(kRanks), "--mode", mode, "--steps", "100000", "--",
                       "--step-delay-ms", "2", "--eval-every", "0"},

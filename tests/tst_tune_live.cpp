@@ -124,7 +124,7 @@ class TstTuneLive : public QObject {
     DemoJob a = start({});
     QVERIFY2(a.error.isEmpty(), qPrintable(a.error));
     const QString file = dir_.filePath("a.tsdb");
-    const QStringList changes{"dp.bucket_bytes=32768", "dp.algorithm=ring", "dp.compression=int8",
+    const QStringList changes{"dp.bucket_bytes=32768", "dp.algorithm=ring", "dp.compression=topk-ef",
                               "dp.topk_ratio=0.05"};
     const RecordedChanges rec = recordWhileSetting(a.id, file, 5, changes, 800, 300);
     QVERIFY2(rec.error.isEmpty(), qPrintable(rec.error));
@@ -137,7 +137,7 @@ class TstTuneLive : public QObject {
     const QJsonObject k = c["knobs"].toObject();
     QCOMPARE(k["dp.bucket_bytes"].toInteger(), 32768);
     QCOMPARE(k["dp.algorithm"].toString(), QString("ring"));
-    QCOMPARE(k["dp.compression"].toString(), QString("int8"));
+    QCOMPARE(k["dp.compression"].toString(), QString("topk-ef"));
     QCOMPARE(k["dp.topk_ratio"].toDouble(), 0.05);
     QCOMPARE(c["job"].toObject()["world_size"].toInt(), 4);
     QCOMPARE(c["job"].toObject()["mode"].toString(), QString("dp"));
@@ -167,7 +167,7 @@ class TstTuneLive : public QObject {
     QFile af(args);
     QVERIFY(af.open(QIODevice::ReadOnly));
     const QString argLine = QString::fromUtf8(af.readLine()).trimmed();
-    QCOMPARE(argLine, QString("--algorithm ring --bucket-bytes 32768 --compression int8 --topk-ratio 0.05"));
+    QCOMPARE(argLine, QString("--algorithm ring --bucket-bytes 32768 --compression topk-ef --topk-ratio 0.05"));
     stop(a);
 
     // trainscope-train --config reproduces every setting.

@@ -147,6 +147,10 @@ TS_AGENT_API void ts_kernel_end(void) { pushRecord(RecordType::KernelEnd, 0, 0, 
 TS_AGENT_API void ts_bucket_comm_end(int32_t bucket) {
   pushRecord(RecordType::BucketCommEnd, 0, 0, 0, static_cast<uint32_t>(bucket));
 }
+TS_AGENT_API void ts_bucket_comm_end2(int32_t bucket, uint64_t bytes_sent, uint64_t bytes_received, int counted) {
+  if (counted) pushRecord(RecordType::BucketCommBytes, 0, static_cast<uint32_t>(bucket), bytes_sent, bytes_received);
+  pushRecord(RecordType::BucketCommEnd, 0, 0, 0, static_cast<uint32_t>(bucket));
+}
 
 TS_AGENT_API void ts_comm_begin(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer, uint32_t algorithm) {
   pushRecord(RecordType::CommBegin, static_cast<uint8_t>(kind), name, bytes, packPair(peer, algorithm));
@@ -250,6 +254,14 @@ TS_AGENT_API int ts_knob_restore(ts_knob_t k, const char* value) {
 TS_AGENT_API int ts_knob_on_change(ts_knob_t k, ts_knob_callback cb, void* ctx) {
   try {
     return KnobRegistry::instance().onChange(k, cb, ctx) ? 0 : -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+TS_AGENT_API int ts_knob_set_check(ts_knob_t k, ts_knob_check_fn fn, void* ctx) {
+  try {
+    return KnobRegistry::instance().setCheck(k, fn, ctx) ? 0 : -1;
   } catch (...) {
     return -1;
   }

@@ -31,6 +31,8 @@ Drain::Drain(Hub& hub, DrainConfig cfg) : hub_(hub), cfg_(cfg) {
   sMb_[1] = s.intern("B");
   sMb_[2] = s.intern("W");
   sBucket_ = s.intern("bucket");
+  sBytesSent_ = s.intern("bytes_sent");
+  sBytesReceived_ = s.intern("bytes_received");
   sBucketComm_ = s.intern("bucket allreduce");
 }
 
@@ -353,6 +355,14 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       b.track = commTrack(ring, st);
       break;
     }
+    case RecordType::BucketCommBytes: {
+      auto it = buckets_.find(static_cast<int32_t>(r.name));
+      if (it == buckets_.end()) break;
+      it->second.counted = true;
+      it->second.sent = r.a;
+      it->second.received = r.b;
+      break;
+    }
     case RecordType::BucketCommEnd: {
       auto it = buckets_.find(static_cast<int32_t>(r.b));
       if (it == buckets_.end() || it->second.commNs < 0) break;
@@ -363,6 +373,10 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       c.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
       c.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
       if (b.algorithm != 0) c.attrs.push_back(Attr::ofString(AttrKey::Algorithm, b.algorithm));
+      if (b.counted) {  // the transport's counts (custom attributes, docs/TRAINER.md "Bytes")
+        c.attrs.push_back(Attr::custom(sBytesSent_, core::AttrType::Int, static_cast<int64_t>(b.sent)));
+        c.attrs.push_back(Attr::custom(sBytesReceived_, core::AttrType::Int, static_cast<int64_t>(b.received)));
+      }
       // The bucket's life (ready -> reduced) on its own track: it is not communication time.
       if (bucketTrack_ == UINT32_MAX) bucketTrack_ = newTrack(TrackKind::Communicator, -1, "buckets");
       auto& k = add(bucketTrack_, EventKind::Bucket, b.readyNs >= 0 ? b.readyNs : b.commNs, r.ts, sBucket_);

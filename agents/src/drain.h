@@ -58,6 +58,8 @@ class Drain {
     uint64_t bytes = 0;
     uint32_t track = 0;
     uint32_t algorithm = 0;  // string id, 0: none
+    bool counted = false;    // BucketCommBytes seen: sent/received hold the job's counts
+    uint64_t sent = 0, received = 0;
   };
 
   void run();
@@ -118,7 +120,7 @@ class Drain {
   int64_t batchStartedNs_ = 0;
   core::wire::EventBatch batch_;
   // Names the drain gives events itself.
-  uint32_t sStep_, sPhase_[3], sMb_[3], sBucket_, sBucketComm_;
+  uint32_t sStep_, sPhase_[3], sMb_[3], sBucket_, sBucketComm_, sBytesSent_, sBytesReceived_;
 };
 
 }  // namespace trainscope::agent

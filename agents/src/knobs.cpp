@@ -41,6 +41,14 @@ bool KnobRegistry::onChange(ts_knob* k, ts_knob_callback cb, void* ctx) {
   return true;
 }
 
+bool KnobRegistry::setCheck(ts_knob* k, ts_knob_check_fn fn, void* ctx) {
+  if (!k) return false;
+  std::lock_guard lock(mu_);
+  k->check = fn;
+  k->checkCtx = ctx;
+  return true;
+}
+
 std::optional<uint64_t> KnobRegistry::parse(const ts_knob& k, const std::string& text, std::string& reason) {
   const char* b = text.data();
   const char* e = b + text.size();
@@ -195,6 +203,13 @@ core::wire::KnobAck KnobRegistry::receive(const core::wire::SetKnob& s, int32_t 
   auto bits = parse(*k, s.value, reason);
   if (!bits) return refuse(reason);
   const std::string text = format(*k, *bits);
+  if (k->check) {  // the job's own rule: a combination it cannot run is refused with its reason
+    char why[512] = {0};
+    if (k->check(k, text.c_str(), why, sizeof why, k->checkCtx) != 0) {
+      why[sizeof why - 1] = 0;
+      return refuse(why[0] ? std::string(why) : k->name + "=" + text + " refused by the job");
+    }
+  }
   markReceivedLocked(s.changeSeq, contentHash("set", k->name, text));
   queued_[s.changeSeq] = {k, *bits, text};
   ack.accepted = true;

@@ -38,6 +38,8 @@ struct ts_knob {
   unsigned flags = 0;
   std::atomic<uint64_t> bits{0};  // int64 / double bits / 0-1 / enum index
   std::vector<std::pair<ts_knob_callback, void*>> callbacks;  // guarded by the registry lock
+  ts_knob_check_fn check = nullptr;  // guarded by the registry lock (ts_knob_set_check)
+  void* checkCtx = nullptr;
 };
 
 namespace trainscope::agent {
@@ -48,6 +50,7 @@ class KnobRegistry {
 
   ts_knob* add(std::unique_ptr<ts_knob> k);  // returns the existing knob of that name, if any
   bool onChange(ts_knob* k, ts_knob_callback cb, void* ctx);
+  bool setCheck(ts_knob* k, ts_knob_check_fn fn, void* ctx);
 
   // Parses text for k; the bits, or nullopt and a reason.
   static std::optional<uint64_t> parse(const ts_knob& k, const std::string& text, std::string& reason);

@@ -29,6 +29,7 @@ enum class RecordType : uint8_t {
   KnobChange,        // name = knob name, a = value string id, b = step
   KernelBegin,       // name, a = layer (int32, < 0: none)
   KernelEnd,         //
+  BucketCommBytes,   // name = bucket, a = bytes sent, b = bytes received (counted by the job)
 };
 
 struct Record {

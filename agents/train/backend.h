@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trainscope::train {
 
@@ -19,13 +21,61 @@ class Compute {
                     const float* b, int ldb, float beta, float* c, int ldc) = 0;
 };
 
+struct Traffic;
+
 // A pending non-blocking operation. test() drives progress (MPI progresses inside its calls).
 class Request {
  public:
   virtual ~Request() = default;
   virtual bool test() = 0;  // true once complete (and from then on)
+  // What the completed operation moved, counted by the communicator (valid once test() is
+  // true): a send's size, a receive's real size (MPI_Get_count of its status, not the buffer's
+  // size), and for an all-to-all or allgather the bytes this rank hands to the library for the
+  // other ranks and gets from them (its own block excluded). opaque(): a reduction (allreduce,
+  // reduce) or broadcast whose messages the library chooses itself: bytesSent() is the buffer
+  // handed over, what the library's algorithm then sends is not visible here (docs/TRAINER.md,
+  // "Bytes").
+  uint64_t bytesSent() const { return sent_; }
+  uint64_t bytesReceived() const { return received_; }
+  int peer() const { return peer_; }  // point-to-point peer; -1 for a collective
+  bool opaque() const { return opaque_; }
+
+ protected:
+  inline void completed();  // adds this request's counts to its communicator's Traffic, once
+  uint64_t sent_ = 0, received_ = 0;
+  int peer_ = -1;
+  bool opaque_ = false;
+  Traffic* sink_ = nullptr;
 };
 using RequestPtr = std::unique_ptr<Request>;
+
+// A communicator's counts of completed requests: totals, per peer (point-to-point), and what
+// opaque collectives were handed.
+struct Traffic {
+  uint64_t sent = 0, received = 0;  // point-to-point and counted collectives
+  uint64_t opaqueHanded = 0;        // reductions/broadcasts: bytes handed to the library
+  uint64_t messages = 0;            // completed requests (opaque ones included)
+  std::vector<std::pair<uint64_t, uint64_t>> perPeer;  // [peer] -> (sent, received)
+  void add(const Request& r) {
+    ++messages;
+    if (r.opaque()) {
+      opaqueHanded += r.bytesSent();
+      return;
+    }
+    sent += r.bytesSent();
+    received += r.bytesReceived();
+    if (r.peer() >= 0) {
+      if (perPeer.size() <= static_cast<size_t>(r.peer())) perPeer.resize(static_cast<size_t>(r.peer()) + 1);
+      perPeer[static_cast<size_t>(r.peer())].first += r.bytesSent();
+      perPeer[static_cast<size_t>(r.peer())].second += r.bytesReceived();
+    }
+  }
+};
+
+inline void Request::completed() {
+  if (sink_) sink_->add(*this);
+  sink_ = nullptr;
+}
 
 class Communicator {
  public:
@@ -44,6 +94,17 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   virtual std::unique_ptr<Communicator> dup() = 0;
   virtual double allreduceMaxDouble(double v) = 0;  // blocking; setup and checks only
+  // The ranks that share this rank's machine (MPI_Comm_split_type MPI_COMM_TYPE_SHARED); the
+  // default makes every rank a node of its own.
+  virtual std::unique_ptr<Communicator> splitShared() { return split(rank(), 0); }
+  // The largest message tag the transport guarantees (MPI_TAG_UB; at least 32767).
+  virtual int tagUpperBound() const { return 32767; }
+
+  // Every request of this communicator that completed so far (Request::completed).
+  const Traffic& traffic() const { return traffic_; }
+
+ protected:
+  Traffic traffic_;
 };
 
 struct Backend {

@@ -34,8 +34,14 @@ struct CommSet {
   std::vector<std::unique_ptr<Communicator>> stage;              // stage[s]: collective stage s
   std::unique_ptr<Communicator> nodeReduce, nodeBcast, leaders;  // hierarchical (leaders: null
                                                                  // on non-leaders)
-  int ranksPerNode = 1;
+  int ranksPerNode = 1;  // hierarchical: ranks per node (0 in make(): the machine's, from MPI)
+  int tagUb = 32767;     // the world's MPI_TAG_UB: every tag stays within [0, tagUb]
+  // ranksPerNode > 0 simulates nodes of that many consecutive ranks (an override for one
+  // machine); 0 takes the nodes from the machine (Communicator::splitShared, MPI_COMM_TYPE_SHARED).
   static CommSet make(Communicator& world, int ranksPerNode);
+  // The tag of a bucket's step-th message: bucket-major, p2p steps per bucket at most
+  // 2 * size + 2, wrapped into [0, tagUb] (buckets that far apart are never in flight together).
+  int tag(int bucket, int step) const;
 };
 
 // Compression state of one bucket, kept across steps and reset when buckets, codec or
@@ -56,6 +62,8 @@ class BucketOp {
     std::function<void(std::vector<RequestPtr>&)> post;
     std::function<void()> finish;
   };
+  // wireBytes: what the algorithm is expected to send (its formula; the tests compare the
+  // counted bytes with it).
   explicit BucketOp(std::vector<Step> steps, uint64_t wireBytes)
       : steps_(std::move(steps)), wire_(wireBytes) {}
   // Advances as far as it can without waiting. A collective stage with index >= limit is not
@@ -65,6 +73,12 @@ class BucketOp {
   // Collective stages started so far (INT_MAX when done): the limit for the next bucket.
   int collectiveStarted() const { return done() ? INT_MAX : collStarted_; }
   uint64_t wireBytes() const { return wire_; }
+  // Counted as the op's requests completed (Request::bytesSent/bytesReceived): point-to-point
+  // and all-to-all/allgather bytes exactly; a reduction or broadcast handed to the library
+  // (allreduce, hierarchical) counts the buffer handed over and sets opaque().
+  uint64_t bytesSent() const { return sent_; }
+  uint64_t bytesReceived() const { return received_; }
+  bool opaque() const { return opaque_; }
 
  private:
   std::vector<Step> steps_;
@@ -73,6 +87,8 @@ class BucketOp {
   bool posted_ = false;
   int collStarted_ = 0;
   uint64_t wire_;
+  uint64_t sent_ = 0, received_ = 0;
+  bool opaque_ = false;
 };
 
 struct OpParams {
@@ -83,12 +99,18 @@ struct OpParams {
   size_t n = 0;
   int bucket = 0;
   uint64_t seed = 0;            // stochastic rounding (differs per rank, step, bucket)
+  uint64_t sharedSeed = 0;      // the same on every rank (step, bucket): ranks that encode the
+                                // same values must round them alike (compressed recursive doubling)
   ErrorFeedback* ef = nullptr;  // sized by GradSync for the codec
 };
 
 std::unique_ptr<BucketOp> makeBucketOp(CommSet& comms, const OpParams& p);
-// The name traced as the bucket collective's Algorithm ("ring", "scatter-reduce+int8", ...).
+// The name traced as the bucket collective's Algorithm ("ring", "ring+int8",
+// "scatter-reduce+int8", ...): what runs.
 std::string opName(Algorithm a, Compression c);
+// Why algorithm a cannot run with codec c (empty: it can). Hierarchical reduces inside MPI
+// (MPI_Ireduce / MPI_Iallreduce / MPI_Ibcast), which sum floats and cannot carry a codec's payload.
+std::string unsupportedCombination(Algorithm a, Compression c);
 // Sizes of the error-feedback vectors for a bucket of n values on this rank.
 size_t serverChunkSize(size_t n, int rank, int size);
 

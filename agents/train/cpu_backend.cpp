@@ -14,24 +14,47 @@
 namespace trainscope::train {
 namespace {
 
+// Counts itself into its communicator's Traffic when it completes: a send its size, a receive
+// the size its status reports, a collective what was handed over (set by the communicator).
 class MpiRequest final : public Request {
  public:
-  MpiRequest() = default;
+  MpiRequest(Traffic* sink, uint64_t sent, uint64_t received, int peer, bool opaque, bool isRecv = false)
+      : isRecv_(isRecv) {
+    sink_ = sink;
+    sent_ = sent;
+    received_ = received;
+    peer_ = peer;
+    opaque_ = opaque;
+  }
   MPI_Request* handle() { return &req_; }
   bool test() override {
     if (done_) return true;
     int flag = 0;
-    MPI_Test(&req_, &flag, MPI_STATUS_IGNORE);
+    MPI_Status st;
+    MPI_Test(&req_, &flag, &st);
     done_ = flag != 0;
+    if (done_) finished(st);
     return done_;
   }
   ~MpiRequest() override {
-    if (!done_) MPI_Wait(&req_, MPI_STATUS_IGNORE);  // never leave a request dangling
+    if (done_) return;
+    MPI_Status st;
+    MPI_Wait(&req_, &st);  // never leave a request dangling
+    sink_ = nullptr;       // the communicator may be going away: nothing counted after it
   }
 
  private:
+  void finished(const MPI_Status& st) {
+    if (isRecv_) {
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      received_ = count == MPI_UNDEFINED ? 0 : static_cast<uint64_t>(count);
+    }
+    completed();
+  }
   MPI_Request req_ = MPI_REQUEST_NULL;
   bool done_ = false;
+  bool isRecv_ = false;
 };
 
 class CpuCompute final : public Compute {
@@ -49,28 +72,32 @@ class MpiCommunicator final : public Communicator {
   explicit MpiCommunicator(MPI_Comm c) : comm_(c) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    int* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
+    if (flag && ub) tagUb_ = *ub;
   }
   ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   RequestPtr isend(const void* data, size_t bytes, int peer, int tag) override {
-    auto r = std::make_unique<MpiRequest>();
+    auto r = std::make_unique<MpiRequest>(&traffic_, bytes, 0, peer, false);
     MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, r->handle());
     return r;
   }
   RequestPtr irecv(void* data, size_t bytes, int peer, int tag) override {
-    auto r = std::make_unique<MpiRequest>();
+    auto r = std::make_unique<MpiRequest>(&traffic_, 0, 0, peer, false, true);
     MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, r->handle());
     return r;
   }
   RequestPtr iallreduceSum(float* data, size_t n) override {
-    auto r = std::make_unique<MpiRequest>();
+    auto r = std::make_unique<MpiRequest>(&traffic_, 4 * n, 4 * n, -1, true);
     MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, r->handle());
     return r;
   }
   RequestPtr ireduceSum(float* data, size_t n, int root) override {
-    auto r = std::make_unique<MpiRequest>();
+    auto r = std::make_unique<MpiRequest>(&traffic_, 4 * n, rank_ == root ? 4 * n : 0, -1, true);
     if (rank_ == root)
       MPI_Ireduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, root, comm_, r->handle());
     else
@@ -78,18 +105,20 @@ class MpiCommunicator final : public Communicator {
     return r;
   }
   RequestPtr ibcast(void* data, size_t bytes, int root) override {
-    auto r = std::make_unique<MpiRequest>();
+    auto r = std::make_unique<MpiRequest>(&traffic_, rank_ == root ? bytes : 0, rank_ == root ? 0 : bytes, -1, true);
     MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, r->handle());
     return r;
   }
   RequestPtr ialltoall(const void* send, void* recv, size_t bytesPerRank) override {
-    auto r = std::make_unique<MpiRequest>();
+    const uint64_t others = bytesPerRank * static_cast<uint64_t>(size_ - 1);
+    auto r = std::make_unique<MpiRequest>(&traffic_, others, others, -1, false);
     MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
                   MPI_BYTE, comm_, r->handle());
     return r;
   }
   RequestPtr iallgather(const void* send, void* recv, size_t bytesPerRank) override {
-    auto r = std::make_unique<MpiRequest>();
+    const uint64_t others = bytesPerRank * static_cast<uint64_t>(size_ - 1);
+    auto r = std::make_unique<MpiRequest>(&traffic_, others, others, -1, false);  // its block, to each other rank
     MPI_Iallgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv, static_cast<int>(bytesPerRank),
                    MPI_BYTE, comm_, r->handle());
     return r;
@@ -105,6 +134,12 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_dup(comm_, &c);
     return std::make_unique<MpiCommunicator>(c);
   }
+  std::unique_ptr<Communicator> splitShared() override {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &c);
+    return std::make_unique<MpiCommunicator>(c);
+  }
+  int tagUpperBound() const override { return tagUb_; }
   double allreduceMaxDouble(double v) override {
     double out = v;
     MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
@@ -114,6 +149,7 @@ class MpiCommunicator final : public Communicator {
  private:
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  int tagUb_ = 32767;  // MPI guarantees at least this much
 };
 
 }  // namespace

@@ -134,6 +134,16 @@ class NcclRequest final : public Request {
     hostBytes_ = bytes;
   }
   void recorded() { recorded_ = true; }
+  // What it moves, added to sink when it completes (NCCL has no receive status: a receive's
+  // size must match the send's exactly, so the posted size is the real one).
+  NcclRequest* counts(Traffic* sink, uint64_t sent, uint64_t received, int peer, bool opaque) {
+    sink_ = sink;
+    sent_ = sent;
+    received_ = received;
+    peer_ = peer;
+    opaque_ = opaque;
+    return this;
+  }
   bool test() override;
 
  private:
@@ -165,34 +175,41 @@ class NcclCommunicator final : public Communicator {
 
   RequestPtr isend(const void* data, size_t bytes, int peer, int /*tag*/) override {
     auto r = start(bytes);
+    r->counts(&traffic_, bytes, 0, peer, false);
     check(cudaMemcpyAsync(r->dev(), data, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
     pending_.push_back({true, r.get(), bytes, peer});
     return r;
   }
   RequestPtr irecv(void* data, size_t bytes, int peer, int /*tag*/) override {
     auto r = start(bytes);
+    r->counts(&traffic_, 0, bytes, peer, false);
     r->copyBackTo(data, 0, bytes);
     pending_.push_back({false, r.get(), bytes, peer});
     return r;
   }
   RequestPtr iallreduceSum(float* data, size_t n) override {
     auto r = stageIn(data, 4 * n, 4 * n);
+    r->counts(&traffic_, 4 * n, 4 * n, -1, true);  // NCCL picks the messages: handed over, opaque
     check(ncclAllReduce(r->dev(), r->dev(), n, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
     return finish(std::move(r), data, 0, 4 * n);
   }
   RequestPtr ireduceSum(float* data, size_t n, int root) override {
     auto r = stageIn(data, 4 * n, 4 * n);
+    r->counts(&traffic_, 4 * n, rank_ == root ? 4 * n : 0, -1, true);
     check(ncclReduce(r->dev(), r->dev(), n, ncclFloat, ncclSum, root, comm_, stream_), "ncclReduce");
     return finish(std::move(r), rank_ == root ? data : nullptr, 0, 4 * n);
   }
   RequestPtr ibcast(void* data, size_t bytes, int root) override {
     auto r = stageIn(data, bytes, bytes);
+    r->counts(&traffic_, rank_ == root ? bytes : 0, rank_ == root ? 0 : bytes, -1, true);
     check(ncclBroadcast(r->dev(), r->dev(), bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
     return finish(std::move(r), rank_ == root ? nullptr : data, 0, bytes);
   }
   RequestPtr ialltoall(const void* send, void* recv, size_t bytesPerRank) override {
     const size_t all = bytesPerRank * static_cast<size_t>(size_);
     auto r = stageIn(send, all, 2 * all);
+    const uint64_t others = bytesPerRank * static_cast<uint64_t>(size_ - 1);
+    r->counts(&traffic_, others, others, -1, false);
     check(ncclGroupStart(), "ncclGroupStart");
     for (int p = 0; p < size_; ++p) {
       const size_t off = bytesPerRank * static_cast<size_t>(p);
@@ -205,6 +222,8 @@ class NcclCommunicator final : public Communicator {
   RequestPtr iallgather(const void* send, void* recv, size_t bytesPerRank) override {
     const size_t all = bytesPerRank * static_cast<size_t>(size_);
     auto r = stageIn(send, bytesPerRank, bytesPerRank + all);
+    const uint64_t others = bytesPerRank * static_cast<uint64_t>(size_ - 1);
+    r->counts(&traffic_, others, others, -1, false);
     check(ncclAllGather(r->dev(), r->dev() + bytesPerRank, bytesPerRank, ncclUint8, comm_, stream_),
           "ncclAllGather");
     return finish(std::move(r), recv, bytesPerRank, all);
@@ -300,6 +319,7 @@ bool NcclRequest::test() {
     check(cudaMemcpy(host_, dev_ + hostOffset_, hostBytes_, cudaMemcpyDeviceToHost), "cudaMemcpy");
   if (dev_) check(cudaFreeAsync(dev_, owner_.stream()), "cudaFreeAsync");
   done_ = true;
+  completed();
   return true;
 }
 

@@ -33,8 +33,8 @@ GradSync::GradSync(Communicator& world, int ranksPerNode, uint64_t seed)
 bool GradSync::configure(const Model& m, const DpConfig& c) {
   if (configured_ && c == cfg_) return false;
   const bool rebucket = !configured_ || c.bucketBytes != cfg_.bucketBytes;
-  const bool newCodec = !configured_ || c.codec.kind != cfg_.codec.kind ||
-                        c.codec.topkRatio != cfg_.codec.topkRatio || c.algorithm != cfg_.algorithm;
+  const bool newCodec = !configured_ || c.codec.kind != cfg_.codec.kind || c.algorithm != cfg_.algorithm ||
+                        (c.codec.kind == Compression::TopkEf && c.codec.topkRatio != cfg_.codec.topkRatio);
   cfg_ = c;
   configured_ = true;
   if (rebucket) buckets_ = planBuckets(m, c.bucketBytes);
@@ -60,7 +60,8 @@ void GradSync::beginStep(Model& m, int64_t step) {
   ops_.resize(buckets_.size());
   ended_.assign(buckets_.size(), false);
   nextBucket_ = 0;
-  wireBytes_ = 0;
+  wireBytes_ = recvBytes_ = payloadBytes_ = 0;
+  opaque_ = false;
 }
 
 void GradSync::start(size_t b) {
@@ -75,10 +76,11 @@ void GradSync::start(size_t b) {
   p.n = s.count;
   p.bucket = bucket;
   p.seed = hashOf(seed_, static_cast<uint64_t>(step_), b, static_cast<uint64_t>(comms_.world->rank()));
+  p.sharedSeed = hashOf(seed_ ^ 0x5eed, static_cast<uint64_t>(step_), b);
   p.ef = &ef_[b];
   ops_[b] = makeBucketOp(comms_, p);
-  wireBytes_ += ops_[b]->wireBytes();
-  ts_bucket_comm_begin2(bucket, ops_[b]->wireBytes(), algoName_);
+  payloadBytes_ += 4 * s.count;
+  ts_bucket_comm_begin2(bucket, 4 * s.count, algoName_);
 }
 
 void GradSync::layerReady(int layer) {
@@ -91,7 +93,13 @@ void GradSync::progress() {
   for (size_t b = 0; b < nextBucket_; ++b) {
     if (!ended_[b] && ops_[b]->progress(limit)) {
       ended_[b] = true;
-      ts_bucket_comm_end(static_cast<int32_t>(b));
+      const BucketOp& op = *ops_[b];
+      wireBytes_ += op.bytesSent();
+      recvBytes_ += op.bytesReceived();
+      opaque_ |= op.opaque();
+      (op.opaque() ? totals_.handed : totals_.sent) += op.bytesSent();
+      if (!op.opaque()) totals_.received += op.bytesReceived();
+      ts_bucket_comm_end2(static_cast<int32_t>(b), op.bytesSent(), op.bytesReceived(), op.opaque() ? 0 : 1);
     }
     limit = ops_[b]->collectiveStarted();
   }

@@ -5,8 +5,9 @@
 // communication overlaps the rest of the backward pass. finish() waits for the rest (the caller
 // traces that wait outside the backward phase).
 //
-// Traced through the agent: ts_bucket_ready, ts_bucket_comm_begin2 (bytes this rank puts on
-// the wire for the bucket, algorithm), ts_bucket_comm_end when the reduction is seen complete.
+// Traced through the agent: ts_bucket_ready, ts_bucket_comm_begin2 (the bucket's payload, 4 bytes
+// per gradient value, and the algorithm), ts_bucket_comm_end2 when the reduction is seen complete
+// with the bytes the transport counted for it (sent, received; none for MPI's own reductions).
 #pragma once
 
 #include <cstdint>
@@ -22,9 +23,10 @@ struct DpConfig {
   int64_t bucketBytes = 64 * 1024;
   Algorithm algorithm = Algorithm::Allreduce;
   Codec codec;
+  // topk_ratio only matters under topk-ef: another codec with another ratio runs the same.
   bool operator==(const DpConfig& o) const {
     return bucketBytes == o.bucketBytes && algorithm == o.algorithm && codec.kind == o.codec.kind &&
-           codec.topkRatio == o.codec.topkRatio;
+           (codec.kind != Compression::TopkEf || codec.topkRatio == o.codec.topkRatio);
   }
 };
 
@@ -41,7 +43,8 @@ class GradSync {
  public:
   GradSync(Communicator& world, int ranksPerNode, uint64_t seed);
   // At a step boundary. Re-buckets when bucket_bytes changed; error-feedback state is kept per
-  // bucket across steps and reset (zeroed, resized) whenever the buckets or the codec change.
+  // bucket across steps and reset (zeroed, resized) whenever the buckets, the algorithm, the
+  // codec or -- under topk-ef only -- the top-k ratio change.
   // Returns true when anything changed.
   bool configure(const Model& m, const DpConfig& c);
   // The model was rebuilt (a pipeline repartition): the next configure plans buckets afresh.
@@ -52,7 +55,19 @@ class GradSync {
   void finish();  // blocks until every bucket is reduced
   const std::vector<BucketSpan>& buckets() const { return buckets_; }
   const std::vector<ErrorFeedback>& errorFeedback() const { return ef_; }
+  // This step's buckets, as the transport counted them (BucketOp::bytesSent/bytesReceived;
+  // opaque MPI reductions count the buffer handed over): sent, received; payload = 4 bytes per
+  // gradient value.
   uint64_t wireBytesThisStep() const { return wireBytes_; }
+  uint64_t receivedBytesThisStep() const { return recvBytes_; }
+  uint64_t payloadBytesThisStep() const { return payloadBytes_; }
+  bool countedThisStep() const { return !opaque_; }  // no MPI reduction among the buckets
+  // Since the start: counted bytes sent/received by the buckets' operations, and the buffers
+  // handed to MPI's own reductions (opaque: their messages are not visible).
+  struct Totals {
+    uint64_t sent = 0, received = 0, handed = 0;
+  };
+  const Totals& totals() const { return totals_; }
   const DpConfig& config() const { return cfg_; }
 
  private:
@@ -70,7 +85,9 @@ class GradSync {
   float* grads_ = nullptr;
   float* params_ = nullptr;
   int64_t step_ = 0;
-  uint64_t wireBytes_ = 0;
+  uint64_t wireBytes_ = 0, recvBytes_ = 0, payloadBytes_ = 0;
+  bool opaque_ = false;
+  Totals totals_;
   uint32_t algoName_ = 0;
 };
 

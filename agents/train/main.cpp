@@ -3,10 +3,13 @@
 //   mpirun -np 4 --oversubscribe build/bin/trainscope-train --steps 200 --model mlp
 //
 // Starts the agent itself (ts_init; a no-op when LD_PRELOAD already started it), registers the
-// dp.* knobs and the MPI agreement function, trains, optionally dumps the parameters.
+// knobs of its mode (dp.* only where gradients are averaged over replicas) and the MPI agreement
+// function, trains, optionally dumps the parameters.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "disco.h"
 #include "disco_bench.h"
@@ -28,6 +31,17 @@ int64_t agreeMin(int64_t local, void* /*ctx*/) {
 }
 
 int g_rank = 0;
+
+// The world size the launcher announces (Open MPI, MPICH/Hydra), before MPI_Init; 0 if none.
+int launcherWorldSize() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(0, std::atoi(v));
+  return 0;
+}
+
+bool hybridHasReplicas(const Options& o, int world) {
+  return o.mode == "hybrid" && world / std::max(1, pipelineStages(o, world)) > 1;
+}
 
 int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, const DiscoKnobs& discoKnobs, int rank,
         int world) {
@@ -61,10 +75,16 @@ int run(const Options& o, const DpKnobs& knobs, const PpKnobs& ppKnobs, const Di
     std::printf("trainscope-train: %d rank(s), model %s, %zu parameters, backend %s\n", world,
                 o.model.c_str(), t.model().params().size(), backend->name.c_str());
   MPI_Barrier(MPI_COMM_WORLD);
-  t.run(&knobs);
+  t.run(knobs.registered() ? &knobs : nullptr);
   if (!o.dumpParams.empty() && !t.writeParams(o.dumpParams)) {
     std::fprintf(stderr, "trainscope-train: cannot write %s\n", o.dumpParams.c_str());
     return 1;
+  }
+  if (knobs.registered() || o.mode == "dp") {
+    const GradSync::Totals& b = t.gradSync().totals();
+    std::printf("rank %d dp bytes counted: sent %llu received %llu handed-to-mpi-reductions %llu\n", rank,
+                static_cast<unsigned long long>(b.sent), static_cast<unsigned long long>(b.received),
+                static_cast<unsigned long long>(b.handed));
   }
   std::printf("rank %d done steps=%lld loss=%.5f accuracy=%.4f dropped=%llu\n", rank,
               static_cast<long long>(o.steps), t.lastLoss(), t.lastAccuracy(),
@@ -91,7 +111,13 @@ int main(int argc, char** argv) {
   }
   // Registered with the agreement function before MPI_Init (the slow part of start-up): an agent
   // started at load time lists them, and accepts changes, from the start.
-  const DpKnobs knobs = registerDpKnobs(o, &g_rank);
+  // dp.* only where they act: dp mode, and hybrid once the replicas are known (below); not pp
+  // (one pipeline, nothing to average) nor disco (no gradient is synchronised).
+  // In hybrid the launcher's world size tells (registered before MPI_Init, like the others, so
+  // that every rank lists them from the start); without it, right after MPI_Init.
+  const int announced = launcherWorldSize();
+  DpKnobs knobs = o.mode == "dp" || (announced > 0 && hybridHasReplicas(o, announced)) ? registerDpKnobs(o, &g_rank)
+                                                                                      : DpKnobs{};
   const PpKnobs ppKnobs = o.mode == "pp" || o.mode == "hybrid" ? registerPpKnobs(o) : PpKnobs{};
   // The inference benchmark sets the sparsity itself: no disco.* knobs then.
   const DiscoKnobs discoKnobs = o.mode == "disco" && o.discoBench.empty() ? registerDiscoKnobs(o) : DiscoKnobs{};
@@ -106,6 +132,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  if (!knobs.registered() && announced == 0 && hybridHasReplicas(o, world)) knobs = registerDpKnobs(o, &g_rank);
   code = run(o, knobs, ppKnobs, discoKnobs, rank, world);
   ts_shutdown();
   MPI_Finalize();

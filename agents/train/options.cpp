@@ -161,7 +161,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--algorithm", o.algorithm, "Initial dp.algorithm")->capture_default_str();
   app.add_option("--compression", o.compression, "Initial dp.compression")->capture_default_str();
   app.add_option("--topk-ratio", o.topkRatio, "Initial dp.topk_ratio")->capture_default_str();
-  app.add_option("--ranks-per-node", o.ranksPerNode, "hierarchical: ranks per simulated node")
+  app.add_option("--ranks-per-node", o.ranksPerNode,
+                 "hierarchical: 0 = the machine's nodes (MPI_COMM_TYPE_SHARED); n > 0 simulates nodes of n ranks")
       ->capture_default_str();
   app.add_option("--backend", o.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--mode", o.mode, "dp | pp | hybrid (DP x PP) | disco")->capture_default_str();
@@ -320,7 +321,10 @@ std::string validate(const Options& o, int world) {
   if (!parseCompression(o.compression))
     return "--compression must be one of none, fp16, int8, onebit-ef, topk-ef, not '" + o.compression + "'";
   if (!(o.topkRatio >= 1e-4) || o.topkRatio > 1) return "--topk-ratio must be in [0.0001, 1]";
-  if (o.ranksPerNode < 1) return "--ranks-per-node must be >= 1";
+  if (o.ranksPerNode < 0) return "--ranks-per-node must be >= 0 (0: the machine's nodes)";
+  if (const std::string why = unsupportedCombination(*parseAlgorithm(o.algorithm), *parseCompression(o.compression));
+      !why.empty())
+    return why;
   if (o.evalEvery < 0 || o.heldOut < 1 || o.logEvery < 0 || o.stepDelayMs < 0)
     return "negative interval or delay";
   return {};

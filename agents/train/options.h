@@ -29,7 +29,7 @@ struct Options {
   std::string algorithm = "allreduce";
   std::string compression = "none";
   double topkRatio = 0.01;
-  int ranksPerNode = 2;  // hierarchical: node groups simulated on one machine
+  int ranksPerNode = 0;  // hierarchical: 0 = the machine's nodes; n > 0 simulates nodes of n ranks
   std::string backend = "cpu";
   // parallelism: dp | pp (one pipeline over all ranks) | hybrid (DP x PP grid) | disco
   std::string mode = "dp";

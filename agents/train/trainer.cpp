@@ -134,7 +134,7 @@ double Trainer::evaluate() {
 
 void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
   const uint32_t nLoss = ts_name("loss"), nAcc = ts_name("accuracy"), nStepMs = ts_name("step_time_ms"),
-                 nWire = ts_name("dp_wire_bytes");
+                 nWire = ts_name("dp_wire_bytes"), nPayload = ts_name("dp_payload_bytes");
   std::vector<std::pair<int64_t, int64_t>> times;
   for (int64_t s = first; s < end; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -142,7 +142,14 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     ts_step_begin(s);  // applies knob changes agreed at the previous step's end
     atStepBoundary(s);
     const bool wasDecentralized = sync_.config().algorithm == Algorithm::Decentralized;
-    if (sync_.configure(*model_, currentConfig(knobs))) {
+    DpConfig want = currentConfig(knobs);
+    if (const std::string why = unsupportedCombination(want.algorithm, want.codec.kind); !why.empty() && knobs) {
+      // Two changes, each fine alone, arrived for the same step: keep what runs (every rank alike).
+      if (rank_ == 0) std::printf("step %lld: refused: %s\n", static_cast<long long>(s), why.c_str());
+      knobs->restore(sync_.config());
+      want = currentConfig(knobs);
+    }
+    if (sync_.configure(*model_, want)) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
       if (rank_ == 0 && s > first)
         std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
@@ -151,6 +158,7 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     lastLoss_ = step(s);
     ts_counter(nLoss, lastLoss_);
     ts_counter(nWire, static_cast<double>(sync_.wireBytesThisStep()));
+    ts_counter(nPayload, static_cast<double>(sync_.payloadBytesThisStep()));
     const bool eval = o_.evalEvery > 0 && ((s + 1) % o_.evalEvery == 0 || s + 1 == end);
     if (eval) {
       lastAcc_ = evaluate();

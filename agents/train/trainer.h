@@ -29,6 +29,7 @@ class Trainer {
   // Runs steps first .. end-1 (their data and step numbers): training continued in phases.
   void runSteps(const DpKnobs* knobs, int64_t first, int64_t end);
   Model& model() { return *model_; }
+  const GradSync& gradSync() const { return sync_; }
   double lastLoss() const { return lastLoss_; }
   double lastAccuracy() const { return lastAcc_; }
   // The whole model's parameters (raw float32, the one-process layout). Collective in

@@ -45,7 +45,8 @@ int ranksFound(const std::string& jobId) {
 }
 
 // The agent starts when the rank's process loads, before the trainer has registered its knobs:
-// wait until every rank lists `knob` (dp.bucket_bytes; torch-ddp: dp.compression), so that
+// wait until every rank lists `knob` (dp.bucket_bytes; pp, hybrid: pp.schedule; disco:
+// disco.sparsity; torch-ddp: dp.compression), so that
 // `knobs` and `set` work right away.
 bool knobsRegistered(const std::string& jobId, const std::string& knob) {
   auto js = connectJob(jobId, true, 2000);
@@ -152,7 +153,12 @@ int runDemo(DemoOptions o) {
     lo.command.insert(lo.command.end(), {"--mode", "hybrid", "--pp-stages", "2", "--layers", "7"});
   if (o.mode == "disco") lo.command.insert(lo.command.end(), {"--mode", "disco", "--layers", "4"});
   lo.command.insert(lo.command.end(), o.trainerArgs.begin(), o.trainerArgs.end());
-  return startDetached(o, lo, "dp.bucket_bytes");
+  // A knob every rank of that mode registers: dp.* exist only where gradients are averaged over
+  // replicas (not in pp, disco, or a hybrid grid with one replica).
+  const char* ready = o.mode == "pp" || o.mode == "hybrid" ? "pp.schedule"
+                      : o.mode == "disco"                  ? "disco.sparsity"
+                                                           : "dp.bucket_bytes";
+  return startDetached(o, lo, ready);
 }
 
 // Runs the launcher detached (own session, output to <runtime dir>/<job>.log), prints the job id

@@ -121,6 +121,11 @@ TS_AGENT_API void ts_bucket_comm_end(int32_t bucket);
 /* As ts_bucket_comm_begin, and names the algorithm (a ts_name id, 0: none) that reduces the
  * bucket: the Collective event carries it as its Algorithm attribute. */
 TS_AGENT_API void ts_bucket_comm_begin2(int32_t bucket, uint64_t bytes, uint32_t algorithm);
+/* As ts_bucket_comm_end, with what the transport counted for the bucket on this rank: bytes
+ * sent and received by its completed operations. The Collective event then carries them as
+ * the attributes bytes_sent and bytes_received (its Bytes stay the payload given to begin).
+ * counted = 0: the library chose the messages itself (an MPI reduction): nothing is attached. */
+TS_AGENT_API void ts_bucket_comm_end2(int32_t bucket, uint64_t bytes_sent, uint64_t bytes_received, int counted);
 
 /* A compute kernel run on the calling thread's CPU (a GEMM, a layer's forward or backward):
  * Kernel event on the thread's track with attribute Layer (layer < 0: none). Pairs by nesting. */
@@ -172,6 +177,17 @@ TS_AGENT_API int ts_knob_restore(ts_knob_t k, const char* value);
 /* Called on the thread that runs ts_step_begin, after the new value is visible. */
 typedef void (*ts_knob_callback)(ts_knob_t knob, void* ctx);
 TS_AGENT_API int ts_knob_on_change(ts_knob_t k, ts_knob_callback cb, void* ctx);
+
+/* A check the job runs on a proposed change before the agent accepts it: called on the agent's
+ * server thread when `trainscope-cli set` sends a value that parsed, with the value as text.
+ * Return 0 to accept; anything else refuses the change, and the NUL-terminated text written to
+ * reason (at most reason_size bytes) travels back to the client in the refusal. It must not
+ * block, and may only read knobs (ts_knob_get_*, ts_knob_name); it runs under the registry's
+ * lock. Another change accepted but not yet applied is not seen by it: the job re-checks the
+ * combination at the step boundary (and puts knobs back with ts_knob_restore). One check per
+ * knob; a later call replaces it, fn = NULL removes it. 0 on success, -1 for a null knob. */
+typedef int (*ts_knob_check_fn)(ts_knob_t knob, const char* value, char* reason, size_t reason_size, void* ctx);
+TS_AGENT_API int ts_knob_set_check(ts_knob_t k, ts_knob_check_fn fn, void* ctx);
 
 /* Agreement across ranks: an allreduce-MIN of local over all ranks (e.g. MPI_Allreduce with
  * MPI_MIN). Called by every rank inside every ts_step_end. Needed when world size > 1. */

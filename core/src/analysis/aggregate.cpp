@@ -207,6 +207,10 @@ void aggregateCollectives(const AnalyzerState& s, AnalysisResult& out) {
     c.count += acc.count;
     c.bytes += acc.bytes;
     c.time += acc.time;
+    c.counted += acc.counted;
+    c.sent += acc.sent;
+    c.received += acc.received;
+    c.countedTime += acc.countedTime;
   }
   for (const auto& [key, acc] : classes) {
     BandwidthClass b;
@@ -216,6 +220,12 @@ void aggregateCollectives(const AnalyzerState& s, AnalysisResult& out) {
     b.timeMs = ms(acc.time) / static_cast<double>(acc.count);
     b.algbwGBps = acc.time > 0 ? acc.bytes / static_cast<double>(acc.time) : kNaN;  // bytes/ns = GB/s
     b.busbwGBps = b.algbwGBps * busBandwidthFactor(b.collective, b.ranks);
+    b.payloadBytes = b.bytes;
+    if (acc.counted == acc.count && acc.count > 0) {  // every operation counted at the transport
+      b.bytesSent = acc.sent / static_cast<double>(acc.count);
+      b.bytesReceived = acc.received / static_cast<double>(acc.count);
+      b.wireGBps = acc.time > 0 ? acc.sent / static_cast<double>(acc.time) : kNaN;
+    }
     out.collectives.push_back(b);
   }
 }

@@ -141,10 +141,38 @@ void AnalyzerState::rememberDpExample(const RankStepRecord& rec, const WindowEve
   }
 }
 
+// Per ordered pair of ranks (a -> b): a's P2PSend events to b and b's P2PRecv events from a, in
+// start order, are one message each (MPI keeps the order per pair and tag; the pipeline sends
+// one kind of message per direction). Where the receive started first -- the receiver was
+// waiting -- the time from the send's start to the receive's end is a hand-off it waited for.
+void AnalyzerState::recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first) {
+  std::map<std::pair<RankId, RankId>, std::vector<const WinEvent*>> sends, recvs;
+  for (const auto& [rank, we] : perRank)
+    for (const WinEvent& e : we.events) {
+      if (e.peer < 0) continue;
+      if (e.kind == EventKind::P2PSend) sends[{rank, static_cast<RankId>(e.peer)}].push_back(&e);
+      if (e.kind == EventKind::P2PRecv) recvs[{static_cast<RankId>(e.peer), rank}].push_back(&e);
+    }
+  std::map<RankId, RankStepRecord*> rec;
+  for (size_t i = first; i < records.size(); ++i) rec[records[i].rank] = &records[i];
+  for (const auto& [pair, rs] : recvs) {
+    auto it = sends.find(pair);
+    auto rt = rec.find(pair.second);
+    if (it == sends.end() || rt == rec.end()) continue;
+    const auto& ss = it->second;  // both in start order (WindowEvents are sorted)
+    for (size_t i = 0; i < rs.size() && i < ss.size(); ++i)
+      if (rs[i]->start < ss[i]->start && rs[i]->end >= ss[i]->start) {
+        rt->second->handoff += rs[i]->end - ss[i]->start;
+        ++rt->second->handoffs;
+      }
+  }
+}
+
 void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
   const std::vector<StringId> phases = phaseNames(store);
   const StringId disco = discoName(store);
   std::map<RankId, WindowEvents> perRank;
+  const size_t firstRecord = records.size();
   for (auto& [rank, ws] : windows) {
     auto it = ws.find(step);
     if (it == ws.end()) continue;
@@ -158,16 +186,25 @@ void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
     lastWindowEnd[rank] = std::max(prevEnd, it->second.end);
     for (const WinEvent& e : we.events) {
       if (!e.comm || e.bytes <= 0 || e.start < we.window.start || e.end <= e.start) continue;
-      BwAcc& acc = bandwidth[{collectiveType(e.kind, store.str(e.name)), e.commHash, sizeClass(e.bytes)}];
+      // A decentralized bucket exchanges with its neighbours only: sendrecv (bus factor 1).
+      const std::string type = e.neighbour ? std::string("sendrecv") : collectiveType(e.kind, store.str(e.name));
+      BwAcc& acc = bandwidth[{type, e.commHash, sizeClass(e.bytes)}];
       ++acc.count;
       acc.bytes += e.bytes;
       acc.time += e.end - e.start;
+      if (e.bytesSent >= 0) {
+        ++acc.counted;
+        acc.sent += e.bytesSent;
+        acc.received += std::max(0.0, e.bytesReceived);
+        acc.countedTime += e.end - e.start;
+      }
       commRanks[e.commHash].insert(rank);
     }
     if (!rec.buckets.empty()) rememberDpExample(rec, we);
     records.push_back(std::move(rec));
     perRank.emplace(rank, std::move(we));
   }
+  recordHandoffs(perRank, firstRecord);
   if (!perRank.empty()) critical[step] = criticalPath(store, step, perRank);
   done.insert(step);
 }

@@ -81,6 +81,9 @@ Json pipelineJson(const PipelineResult& p) {
                       {"steady_ms", num(s.steadyMs)},
                       {"cooldown_ms", num(s.cooldownMs)},
                       {"waits", waits},
+                      {"handoff_ms", num(s.handoffMs)},
+                      {"handoffs_per_step", num(s.handoffsPerStep)},
+                      {"handoff_latency_us", num(s.handoffLatencyUs)},
                       {"f_ms", num(s.fMs)},
                       {"b_ms", num(s.bMs)},
                       {"w_ms", num(s.wMs)},
@@ -138,7 +141,11 @@ Json collectivesJson(const std::vector<BandwidthClass>& rows) {
                   {"bytes", num(b.bytes)},
                   {"time_ms", num(b.timeMs)},
                   {"algbw_gbps", num(b.algbwGBps)},
-                  {"busbw_gbps", num(b.busbwGBps)}});
+                  {"busbw_gbps", num(b.busbwGBps)},
+                  {"payload_bytes", num(b.payloadBytes)},
+                  {"bytes_sent", num(b.bytesSent)},
+                  {"bytes_received", num(b.bytesReceived)},
+                  {"wire_gbps", num(b.wireGBps)}});
   return {{"by_size", by}};
 }
 

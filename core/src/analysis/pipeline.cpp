@@ -94,6 +94,8 @@ struct StageAcc {
   int samples = 0;
   double step = 0, bubble = 0, fraction = 0, warm = 0, steady = 0, cool = 0;
   std::map<RankId, double> waits;
+  double handoff = 0;  // ms, summed over the samples
+  int handoffs = 0;
   double sum[3] = {0, 0, 0};
   int cnt[3] = {0, 0, 0};
   std::map<std::pair<int64_t, int64_t>, std::array<std::pair<double, int>, 3>> mb;
@@ -187,6 +189,8 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     a.steady += static_cast<double>(r.steady) / 1e6;
     a.cool += static_cast<double>(r.cooldown) / 1e6;
     for (const auto& [peer, ns] : r.waits) a.waits[peer] += static_cast<double>(ns) / 1e6;
+    a.handoff += static_cast<double>(r.handoff) / 1e6;
+    a.handoffs += r.handoffs;
     for (const OpRecord& op : r.ops) {
       const int k = opIndex(op.kind);
       a.sum[k] += static_cast<double>(op.dur) / 1e6;
@@ -279,6 +283,9 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     r.steadyMs = mean(a.steady, a.samples);
     r.cooldownMs = mean(a.cool, a.samples);
     for (const auto& [peer, ms] : a.waits) r.waits.push_back({peer, ms / a.samples});
+    r.handoffMs = mean(a.handoff, a.samples);
+    r.handoffsPerStep = mean(static_cast<double>(a.handoffs), a.samples);
+    r.handoffLatencyUs = a.handoffs > 0 ? a.handoff * 1e3 / a.handoffs : kNaN;
     r.fMs = mean(a.sum[0], a.cnt[0]);
     r.bMs = mean(a.sum[1], a.cnt[1]);
     r.wMs = mean(a.sum[2], a.cnt[2]);

@@ -20,6 +20,10 @@ struct WinEvent {
   int64_t microBatch = -1, chunk = 0, stage = -1, bucket = -1, layer = -1, peer = -1;
   int64_t flow = -1, seq = -1, commHash = 0;
   double bytes = 0;
+  // A gradient bucket's transport counts (custom attributes bytes_sent / bytes_received that
+  // trainscope-train attaches); negative when the event has none (not counted, or not a bucket).
+  double bytesSent = -1, bytesReceived = -1;
+  bool neighbour = false;  // a decentralized bucket: neighbour exchange, not an allreduce
   bool compute = false, comm = false, discoExchange = false;
 };
 
@@ -65,6 +69,10 @@ struct RankStepRecord {
   int stage = -1;
   int64_t bubble = 0, warmup = 0, steady = 0, cooldown = 0;
   std::map<RankId, int64_t> waits;
+  // Hand-offs this rank waited for: per point-to-point receive that started before the matching
+  // send (paired per peer in order), send start -> receive end.
+  int64_t handoff = 0;
+  int handoffs = 0;
   std::vector<OpRecord> ops;
   int chunks = 0;        // distinct chunks on this rank in this step
   int microBatches = 0;  // distinct micro-batch ids of F ops
@@ -84,8 +92,11 @@ struct BwKey {
 };
 struct BwAcc {
   uint64_t count = 0;
-  double bytes = 0;
+  double bytes = 0;  // payload (the Bytes attribute)
   int64_t time = 0;
+  uint64_t counted = 0;  // operations with transport counts
+  double sent = 0, received = 0;
+  int64_t countedTime = 0;
 };
 
 struct KnobEvent {
@@ -124,6 +135,8 @@ class AnalyzerState {
   void scanInstants(TraceStore& store, int64_t from);
   int analyse(TraceStore& store, bool all);
   void analyseStep(TraceStore& store, int64_t step);
+  // Hand-off waits of this step's records (records[first..]) from the ranks' p2p events.
+  void recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first);
   void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
   HtaResult hta;  // set by Analyzer::finish
 };

@@ -2,6 +2,8 @@
 // breakdown, gradient-bucket overlap and DISCO layer times of that window.
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <span>
 
 #include "analysis/state.h"
@@ -82,6 +84,8 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
   WindowEvents we;
   we.window = w;
   std::vector<Interval> comp, comm;
+  const std::optional<StringId> sentName = store.strings().find("bytes_sent");
+  const std::optional<StringId> recvName = store.strings().find("bytes_received");
   size_t bound = 0;
   for (TrackId t : tracks) bound += store.events(t).candidates(w.start, w.end).size();
   we.events.reserve(bound);
@@ -105,6 +109,17 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
       e.compute = isComp;
       e.comm = isComm;
       readAttrs(ev.attrs(i), e);
+      if (isComm && e.bucket >= 0) {
+        for (const Attr& a : ev.attrs(i)) {
+          const double v = a.type == AttrType::Double ? a.asDouble() : static_cast<double>(a.asInt());
+          if (sentName && a.key == kCustomAttrBase + *sentName) e.bytesSent = v;
+          if (recvName && a.key == kCustomAttrBase + *recvName) e.bytesReceived = v;
+          if (a.key == static_cast<uint32_t>(AttrKey::Algorithm) && a.type == AttrType::String) {
+            const std::string_view algo = store.str(a.asString());
+            e.neighbour = algo.substr(0, 13) == "decentralized";
+          }
+        }
+      }
       e.discoExchange = isComm && e.name == discoName && e.layer >= 0;
       if (isComp) comp.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
       if (isComm) comm.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});

@@ -66,7 +66,9 @@ double wireFormula(const std::string& algorithm, const std::string& codec, doubl
   if (P <= 1) return 0;
   if (algorithm == "decentralized")
     return static_cast<double>(std::min(2, P - 1) * codecPayload(codec, n, ratio));
-  if (codec != "none") {
+  if (codec != "none" && algorithm == "recursive-doubling")  // an encoded bucket per exchange
+    return std::ceil(std::log2(P)) * static_cast<double>(codecPayload(codec, n, ratio));
+  if (codec != "none") {  // ring and scatter-reduce: 2(p-1) encoded chunks
     const size_t chunk = (n + static_cast<size_t>(P) - 1) / static_cast<size_t>(P);
     return 2.0 * (P - 1) * static_cast<double>(codecPayload(codec, chunk, ratio));
   }
@@ -76,7 +78,9 @@ double wireFormula(const std::string& algorithm, const std::string& codec, doubl
 
 std::string traceKey(const std::string& algorithm, const std::string& codec) {
   if (codec == "none") return algorithm;
-  return (algorithm == "decentralized" ? "decentralized+" : "scatter-reduce+") + codec;
+  // As trainscope-train names what runs (collectives.cpp opName): allreduce with a codec is the
+  // scatter-reduce; ring, recursive doubling and decentralized keep their names.
+  return (algorithm == "allreduce" ? std::string("scatter-reduce") : algorithm) + "+" + codec;
 }
 
 std::string fmt(double v) {
@@ -227,6 +231,8 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   const StringId fwdName = store.strings().find("forward").value_or(UINT32_MAX);
   const StringId bwdName = store.strings().find("backward").value_or(UINT32_MAX);
   const StringId optName = store.strings().find("optimizer").value_or(UINT32_MAX);
+  // The transport's count of a bucket (trainscope-train since issue 18: Bytes is the payload).
+  const uint32_t sentKey = kCustomAttrBase + store.strings().find("bytes_sent").value_or(UINT32_MAX - kCustomAttrBase);
   for (TrackId t = 0; t < store.trackCount(); ++t) {
     const RankId r = store.track(t).rank;
     auto ss = stepStarts.find(r);
@@ -257,8 +263,16 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         const Attr* bytes = ev.findAttr(i, AttrKey::Bytes);
         if (k == EventKind::Collective) {
           const Attr* al = ev.findAttr(i, AttrKey::Algorithm);
-          x.comms.push_back({b->asInt(), iv, bytes ? static_cast<double>(bytes->asInt()) : 0.0,
-                             al ? std::string(store.str(al->asString())) : std::string()});
+          const std::string algo = al ? std::string(store.str(al->asString())) : std::string();
+          double wire = bytes ? static_cast<double>(bytes->asInt()) : 0.0;
+          bool counted = false;
+          for (const Attr& a : ev.attrs(i))
+            if (a.key == sentKey) wire = static_cast<double>(a.asInt()), counted = true;
+          // MPI's own reductions are not counted: their nominal share of the payload, as the
+          // traces carried it before the bytes were counted.
+          if (!counted && (algo == "allreduce" || algo == "hierarchical") && s.world > 1)
+            wire *= 2.0 * (s.world - 1) / s.world;
+          x.comms.push_back({b->asInt(), iv, wire, algo});
         } else {
           x.buckets[b->asInt()] = {ev.start(i), bytes ? static_cast<double>(bytes->asInt()) : 0.0};
         }

@@ -108,6 +108,11 @@ struct StageResult {
   double bubbleFractionSimulated = kNaN;
   double warmupMs = 0, steadyMs = 0, cooldownMs = 0;  // mean per step, sums to bubbleMs
   std::vector<BubbleWait> waits;                      // mean per step, by peer
+  // Hand-offs this stage waited for (a receive posted before the matching send started, paired
+  // per peer in order): per step, the sum of send start -> receive end, mean over steps; their
+  // count per step; and the mean per hand-off in microseconds. What the message itself costs on
+  // top of the schedule -- the part of measured - simulated that communication explains.
+  double handoffMs = kNaN, handoffsPerStep = kNaN, handoffLatencyUs = kNaN;
   double fMs = kNaN, bMs = kNaN, wMs = kNaN;          // mean op durations
   std::vector<MicroBatchTiming> microBatches;
   std::vector<StageStep> perStep;  // each (rank, step) window of the stage
@@ -166,8 +171,12 @@ struct DataParallelResult {
   std::vector<BucketResult> buckets;
 };
 
-// One collective type and message-size class (powers of two). NCCL conventions:
-// algbw = bytes / time; busbw = algbw * factor(type, n).
+// One collective type and message-size class (powers of two). nccl-tests conventions: bytes is
+// the payload (the buffer the operation reduces or moves, the Bytes attribute; for a gradient
+// bucket 4 bytes per value), algbw = payload / time; busbw = algbw * factor(type, n), the factor
+// applied once. bytesSent/bytesReceived: what the transport counted per operation (the
+// bytes_sent / bytes_received attributes), NaN unless every operation of the class has them;
+// wireGBps = bytes sent / time.
 struct BandwidthClass {
   std::string collective;      // allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv
   int64_t sizeClassBytes = 0;  // lower bound 2^k of [2^k, 2^(k+1))
@@ -177,6 +186,9 @@ struct BandwidthClass {
   double timeMs = 0;     // mean per operation
   double algbwGBps = 0;  // sum bytes / sum time
   double busbwGBps = 0;
+  double payloadBytes = 0;                        // == bytes (the key says which it is)
+  double bytesSent = kNaN, bytesReceived = kNaN;  // mean per operation, counted
+  double wireGBps = kNaN;
 };
 
 struct StragglerStep {
