@@ -561,9 +561,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       for (const auto& [key, x] : rs) byStep[key.second].push_back({key.first, x.step});
       std::vector<std::pair<int64_t, int64_t>> lens;  // (span, step)
       for (const auto& [st, v] : byStep) {
-        int64_t a = INT64_MAX, b = INT64_MIN;
-        for (const auto& [r, iv] : v) a = std::min(a, iv.a), b = std::max(b, iv.b);
-        lens.push_back({b - a, st});
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (const auto& [r, iv] : v) lo = std::min(lo, iv.a), hi = std::max(hi, iv.b);
+        lens.push_back({hi - lo, st});
       }
       std::sort(lens.begin(), lens.end());
       if (!lens.empty()) {
@@ -586,13 +586,13 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
             const Attr* chunk = ev.findAttr(i, AttrKey::Chunk);
             const std::string lane =
                 "stage " + std::to_string(stage ? stage->asInt() : static_cast<int64_t>(w->first));
-            const double a = static_cast<double>(ev.start(i) - origin) / kNsPerMs;
-            const double b = static_cast<double>(ev.end(i) - origin) / kNsPerMs;
+            const double t0 = static_cast<double>(ev.start(i) - origin) / kNsPerMs;
+            const double t1 = static_cast<double>(ev.end(i) - origin) / kNsPerMs;
             if (k == EventKind::P2PSend)
-              s.measuredTimeline.push_back({lane, "send", StepOp::Kind::Communication, a, b});
+              s.measuredTimeline.push_back({lane, "send", StepOp::Kind::Communication, t0, t1});
             else
-              s.measuredTimeline.push_back(
-                  {lane, pipeLabel(k, mb ? mb->asInt() : 0, chunk ? chunk->asInt() : 0), StepOp::Kind::Compute, a, b});
+              s.measuredTimeline.push_back({lane, pipeLabel(k, mb ? mb->asInt() : 0, chunk ? chunk->asInt() : 0),
+                                            StepOp::Kind::Compute, t0, t1});
           }
         }
         s.measuredTimelineStep = st;
