@@ -92,6 +92,10 @@ WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t 
 
   // Bytes and loss from the events, by the rank's step window each falls in.
   const StringId lossName = store.strings().find("loss").value_or(UINT32_MAX);
+  // The transport's count where the trace has it (trainscope-train: `bytes_sent` on the bucket
+  // collectives whose messages it chooses), else the event's Bytes.
+  const uint32_t sentKey =
+      kCustomAttrBase + store.strings().find("bytes_sent").value_or(UINT32_MAX - kCustomAttrBase);
   std::map<int64_t, std::map<RankId, double>> bytes;
   std::map<int64_t, std::pair<double, int>> loss;
   for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -118,7 +122,10 @@ WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t 
       }
       if (isBytes) {
         const Attr* b = ev.findAttr(i, AttrKey::Bytes);
-        bytes[step][r] += b ? static_cast<double>(b->asInt()) : 0.0;
+        double n = b ? static_cast<double>(b->asInt()) : 0.0;
+        for (const Attr& x : ev.attrs(i))
+          if (x.key == sentKey) n = static_cast<double>(x.asInt());
+        bytes[step][r] += n;
       } else if (const Attr* v = ev.findAttr(i, AttrKey::Value)) {
         loss[step].first += v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt());
         ++loss[step].second;

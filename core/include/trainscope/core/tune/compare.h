@@ -26,7 +26,8 @@ struct WindowMetrics {
   Spread bubbleFraction;             // pipelines: mean over stages per step
   Spread overlapRatio;               // data parallel: per step (comm - exposed) / comm of gradients
   Spread exposedCommMs;              // per step, mean over ranks (breakdown's exposed communication)
-  Spread bytes;                      // per step and rank: Bytes of collectives and sends
+  Spread bytes;                      // per step and rank: collectives and sends, the transport's
+                                     // count (bytes_sent) where traced, else Bytes
   Spread loss;                       // the `loss` counter, mean over ranks per step
   double lossSlopePerStep = kNaN;    // least-squares slope of loss over the window's steps
 };
