@@ -13,9 +13,12 @@ every cell of a grid of dp.bucket_bytes x dp.algorithm in turn (--seconds-per-ce
 Kendall tau-b between the predicted and the measured step times over the grid.
 Then `tune` on the same job from the base cell over the same values, against the exhaustive
 grid's best: the setting found, its measured time, steps used (the grid: cells x (warmup +
-measured steps)).
+measured steps)). Then a Bayesian-optimisation baseline as Horovod's autotuner runs by default
+(HOROVOD_AUTOTUNE: a Gaussian process with expected improvement, 20 samples of 10 measured steps
+each, the first 3 at random; bayes_opt in horovod/common/optim): each sample `set`s the
+candidate, records --bo-seconds and takes the mean step time of 10 steps after 2 warm-up steps.
 
-  bench/tune_bench.py [--build build] [--seconds-per-cell 3] [--warmup 3]
+  bench/tune_bench.py [--build build] [--seconds-per-cell 3] [--warmup 3] [--bo-samples 20]
 """
 import argparse
 import itertools
@@ -25,8 +28,11 @@ import re
 import signal
 import subprocess
 import sys
+import random
 import tempfile
 import time
+
+import numpy as np
 
 
 def env_for(rt):
@@ -55,6 +61,27 @@ def kendall(a, b):
     return (conc - disc) / den if den else 0.0
 
 
+def expected_improvement(xs, ys, cand, noise=1e-3, length=0.5):
+    """GP (RBF kernel on [0,1]^d, unit prior variance, ys standardised) EI for minimisation."""
+    X, C = np.asarray(xs, float), np.asarray(cand, float)
+    y = np.asarray(ys, float)
+    mu0, sd0 = y.mean(), (y.std() or 1.0)
+    z = (y - mu0) / sd0
+    k = lambda A, B: np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * length ** 2))
+    K = k(X, X) + noise * np.eye(len(X))
+    Ks = k(X, C)
+    sol = np.linalg.solve(K, Ks)
+    mu = sol.T @ z
+    var = np.clip(1.0 - (Ks * sol).sum(0), 1e-12, None)
+    s = np.sqrt(var)
+    best = z.min()
+    g = (best - mu) / s
+    from math import erf, sqrt, pi, exp
+    cdf = np.array([0.5 * (1 + erf(v / sqrt(2))) for v in g])
+    pdf = np.array([exp(-v * v / 2) / sqrt(2 * pi) for v in g])
+    return (best - mu) * cdf + s * pdf
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -64,6 +91,10 @@ def main():
     ap.add_argument("--algorithms", default="allreduce,ring")
     ap.add_argument("--base", default="2048,ring")
     ap.add_argument("--budget-steps", type=int, default=120)
+    ap.add_argument("--bo-samples", type=int, default=20)
+    ap.add_argument("--bo-steps", type=int, default=10)
+    ap.add_argument("--bo-seconds", type=float, default=1.5)
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     cli = os.path.join(args.build, "bin", "trainscope-cli")
     rt = tempfile.mkdtemp(prefix="tune-bench-")
@@ -155,6 +186,42 @@ def main():
               f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
               f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
               f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
+
+        # Bayesian-optimisation baseline (Horovod's autotuner defaults): 20 samples x 10 steps.
+        rng = random.Random(args.seed)
+        lb = [np.log2(int(b)) for b in buckets]
+        lo, hi = min(lb), max(lb)
+        enc = lambda c: [(np.log2(int(c[0])) - lo) / ((hi - lo) or 1), float(algos.index(c[1])) / max(1, len(algos) - 1)]
+        grid = list(itertools.product(buckets, algos))
+        xs, ys, bo = [], [], []
+        t0 = time.time()
+        for i in range(args.bo_samples):
+            if i < 3:
+                c = rng.choice(grid)
+            else:
+                ei = expected_improvement(xs, ys, [enc(g) for g in grid])
+                c = grid[int(np.argmax(ei))]
+            r = run("set", "--job", job, f"dp.bucket_bytes={c[0]}", f"dp.algorithm={c[1]}", "--json", check=False)
+            if r.returncode != 0:
+                continue
+            s0 = max(x["step"] for x in json.loads(r.stdout))
+            f = os.path.join(rt, f"bo{i}.tsdb")
+            run("record", "--job", job, "--seconds", str(args.bo_seconds), "--out", f, check=False)
+            w = run("whatif", f, "--json", "--from-step", str(s0 + 2), "--to-step", str(s0 + 1 + args.bo_steps),
+                    check=False)
+            if w.returncode != 0:
+                print(f"BO sample {i} {c}: no measurement ({w.stderr.strip()})")
+                continue
+            ms = json.loads(w.stdout)["measured"]["step_time_ms"]
+            xs.append(enc(c))
+            ys.append(ms)
+            bo.append((c, ms))
+        bb = min(bo, key=lambda x: x[1])
+        cellb = next((r for r in rows if str(r["bucket_bytes"]) == bb[0][0] and r["algorithm"] == bb[0][1]), None)
+        print(f"bayesian baseline: {len(bo)} samples x (2 + {args.bo_steps}) steps = {len(bo) * (2 + args.bo_steps)} "
+              f"steps, best {bb[0]} {bb[1]:.3f} ms (grid measured that cell at "
+              f"{cellb['measured_ms'] if cellb else float('nan'):.3f} ms), {time.time() - t0:.1f} s; samples: "
+              + ", ".join(f"{c[0]}/{c[1]}={m:.2f}" for c, m in bo))
     finally:
         try:
             os.killpg(launcher, signal.SIGTERM)

@@ -10,15 +10,18 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QtTest>
 #include <csignal>
 
 #include "analysis_dock.h"
+#include "compare_dialog.h"
 #include "knobs_dock.h"
 #include "live_test_support.h"
 #include "main_window.h"
 #include "session_view.h"
 #include "trainscope/core/live/live_session.h"
+#include "trainscope/plots/step_compare_view.h"
 
 using namespace trainscope;
 
@@ -64,7 +67,21 @@ class TstGuiKnobs : public QObject {
     QVERIFY(dock->knobCount() >= 4);  // dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio
     QVERIFY(!dock->setEditorValue("dp.compression", "zip"));  // not a choice of the combo box
     QVERIFY(dock->setEditorValue("dp.compression", "int8"));
+    // int8 changes the mathematics: the dock asks first (a declined change is not sent).
+    QStringList asked;
+    bool accept = false;
+    dock->setConfirmHandler([&](const QString& q) {
+      asked << q;
+      return accept;
+    });
     QSignalSpy applied(dock, &app::KnobsDock::applied);
+    dock->apply();
+    QTRY_COMPARE_WITH_TIMEOUT(asked.size(), 1, 10000);  // after a poll in flight, if any
+    QVERIFY2(asked.first().contains("dp.compression=int8"), qPrintable(asked.first()));
+    QTest::qWait(300);
+    QCOMPARE(applied.count(), 0);
+    accept = true;
+    QSignalSpy compared(dock, &app::KnobsDock::compared);
     dock->apply();
     QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30000);
     QVERIFY2(applied.first().at(0).toBool(), qPrintable(applied.first().at(1).toString()));
@@ -109,6 +126,25 @@ class TstGuiKnobs : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(analysed(), 15000);
     QVERIFY2(w.analysisDock()->summary().contains("DP overlap"), qPrintable(w.analysisDock()->summary()));
 
+    // The change's before / predicted / after table: int8 sends a quarter of fp32's bytes plus a
+    // scale per bucket, so the measured bytes per step fall below half from the applied step.
+    QTRY_VERIFY_WITH_TIMEOUT(!compared.isEmpty() && compared.last().at(0).toBool(), 30000);
+    QTableWidget* table = dock->changeTable();
+    QVERIFY(table->isVisible());
+    auto cellValue = [&](const QString& row, int col) {
+      for (int r = 0; r < table->rowCount(); ++r)
+        if (table->verticalHeaderItem(r) && table->verticalHeaderItem(r)->text() == row)
+          return table->item(r, col)->text().split(' ').first().toDouble();
+      return -1.0;
+    };
+    const double bytesBefore = cellValue("Bytes / step", 0), bytesAfter = cellValue("Bytes / step", 2);
+    QVERIFY2(bytesBefore > 0 && bytesAfter > 0 && bytesAfter < 0.5 * bytesBefore,
+             qPrintable(QString("bytes before %1 after %2").arg(bytesBefore).arg(bytesAfter)));
+    QVERIFY(cellValue("Step time (ms)", 0) > 0 && cellValue("Step time (ms)", 2) > 0);
+    const double predictedBytes = cellValue("Bytes / step", 1);
+    QVERIFY2(predictedBytes > 0 && predictedBytes < 0.5 * bytesBefore, qPrintable(QString::number(predictedBytes)));
+    QVERIFY(dock->canUndo());
+
     // What-if before Apply (issue #17): the edited bucket size is predicted from the tab's own
     // session (the steps since the int8 change) and shown; nothing is sent to the job.
     QVERIFY(dock->setEditorValue("dp.bucket_bytes", "67108864"));
@@ -124,6 +160,30 @@ class TstGuiKnobs : public QObject {
             .hasMatch(),
         qPrintable(text));
     QCOMPARE(dock->statusText(), text);
+    // The ghost timeline: the predicted step beside a measured one, lane by lane. One 64 MiB
+    // bucket holds every gradient: one reduction predicted, after the whole backward.
+    plots::StepCompareView* ghost = dock->ghostView();
+    QVERIFY(ghost->isVisible());
+    QVERIFY2(ghost->lanes().contains("compute") && ghost->lanes().contains("gradient sync"),
+             qPrintable(ghost->lanes().join(',')));
+    int predictedComm = 0, measuredComm = 0;
+    double lastLayerEnd = 0, commStart = 1e300;
+    for (const auto& op : ghost->predictedOps()) {
+      if (op.kind == core::StepOp::Kind::Communication) {
+        ++predictedComm;
+        commStart = std::min(commStart, op.startMs);
+      } else if (op.label.rfind("B+W", 0) == 0) {
+        lastLayerEnd = std::max(lastLayerEnd, op.endMs);
+      }
+    }
+    for (const auto& op : ghost->measuredOps()) measuredComm += op.kind == core::StepOp::Kind::Communication;
+    QCOMPARE(predictedComm, 1);
+    QVERIFY(measuredComm >= 1);
+    QVERIFY2(commStart >= lastLayerEnd - 1e-9, qPrintable(QString("%1 < %2").arg(commStart).arg(lastLayerEnd)));
+    QVERIFY(ghost->predictedEndMs() > 0 && ghost->measuredEndMs() > 0);
+    ghost->grab().save(dir_.filePath("ghost.png"));
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-whatif.png");
     for (auto* c : js.value()->clients()) {
       auto list = c->knobList();
       QVERIFY(list.isOk());
@@ -141,6 +201,38 @@ class TstGuiKnobs : public QObject {
     QCOMPARE(o["schema"].toString(), QString("trainscope.tuned-config"));
     QCOMPARE(o["knobs"].toObject()["dp.compression"].toString(), QString("int8"));
     QCOMPARE(o["job"].toObject()["world_size"].toInt(), 2);
+
+    // Undo: the values in force before the last change (compression none), on every rank.
+    QSignalSpy undone(dock, &app::KnobsDock::applied);
+    QTest::mouseClick(dock->findChild<QPushButton*>("knobUndo"), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(undone.count(), 1, 30000);
+    QVERIFY2(undone.first().at(0).toBool(), qPrintable(undone.first().at(1).toString()));
+    QVERIFY2(undone.first().at(1).toString().startsWith("Undone: dp.compression=none applied at step"),
+             qPrintable(undone.first().at(1).toString()));
+    for (auto* c : js.value()->clients()) {
+      auto list = c->knobList();
+      QVERIFY(list.isOk());
+      for (const auto& k : list.value().knobs)
+        if (k.name == "dp.compression") QCOMPARE(k.currentValue, std::string("none"));
+    }
+
+    // View → Compare Sessions on the one tab: the 8 steps before the int8 change against the 8
+    // from it (two windows of one session), metrics side by side and both median steps drawn.
+    std::unique_ptr<app::CompareDialog> cmp(w.openCompare());
+    QVERIFY(cmp);
+    const int s = m.captured(1).toInt();
+    cmp->setSides(0, 0);
+    cmp->setWindows(std::max(0, s - 8), s - 1, s, s + 7);
+    cmp->recompute();
+    QTableWidget* ct = cmp->table();
+    double ba = -1, bb = -1;
+    for (int r = 0; r < ct->rowCount(); ++r)
+      if (ct->verticalHeaderItem(r)->text() == "Bytes / step") {
+        ba = ct->item(r, 0)->text().split(' ').first().toDouble();
+        bb = ct->item(r, 1)->text().split(' ').first().toDouble();
+      }
+    QVERIFY2(ba > 0 && bb > 0 && bb < 0.5 * ba, qPrintable(QString("%1 %2").arg(ba).arg(bb)));
+    QVERIFY(!cmp->stepView()->measuredOps().empty() && !cmp->stepView()->predictedOps().empty());
   }
 
   void cleanupTestCase() {

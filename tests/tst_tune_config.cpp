@@ -8,13 +8,19 @@
 //
 // TRAINSCOPE_UPDATE_GOLDEN=1 rewrites the golden files (then read the diff).
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
+#include <set>
 
 #include "cli_test_support.h"
 #include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/tune/compare.h"
+#include "trainscope/core/session/tsdb.h"
 #include "trainscope/core/tune/config.h"
 #include "trainscope/core/tune/whatif.h"
 
@@ -309,6 +315,87 @@ class TstTuneConfig : public QObject {
     QVERIFY(int8->extrapolated);
     QVERIFY(std::abs(int8->bytes - 758) < 1e-6);
     QVERIFY(!m->predict({{"pp.schedule", "1f1b"}}).isOk());  // not a knob of this session
+
+    // The ghost timeline of the replay, by hand (ms from the step start): the forward after the
+    // 1 ms preamble [1, 3]; B+W per layer from the backward's start at 3 (no gaps between
+    // kernels in this session): layer 2 [3, 5], 1 [5, 7], 0 [7, 9]; each bucket from its
+    // layer's end for 3.5/3 ms: [5, 6.1667], [7, 8.1667], [9, 10.1667]; the optimizer after the
+    // exposed part (no wait overhead): [10.1667, 11.1667].
+    auto find = [](const std::vector<StepOp>& ops, const std::string& label) -> const StepOp* {
+      for (const auto& op : ops)
+        if (op.label == label) return &op;
+      return nullptr;
+    };
+    auto at = [&](const std::vector<StepOp>& ops, const std::string& label, double a, double e) {
+      const StepOp* op = find(ops, label);
+      return op && std::abs(op->startMs - a) < 1e-6 && std::abs(op->endMs - e) < 1e-6;
+    };
+    const double c = 3.5 / 3;
+    QCOMPARE(replay->timeline.size(), size_t{8});
+    QVERIFY(at(replay->timeline, "forward", 1, 3));
+    QVERIFY(at(replay->timeline, "B+W 2", 3, 5) && at(replay->timeline, "B+W 1", 5, 7) &&
+            at(replay->timeline, "B+W 0", 7, 9));
+    QVERIFY(at(replay->timeline, "bucket 0", 5, 5 + c) && at(replay->timeline, "bucket 1", 7, 7 + c) &&
+            at(replay->timeline, "bucket 2", 9, 9 + c));
+    QVERIFY(at(replay->timeline, "optimizer", 9 + c, 10 + c));
+    QCOMPARE(find(replay->timeline, "bucket 0")->lane, std::string("gradient sync"));
+    QVERIFY(find(replay->timeline, "bucket 0")->kind == StepOp::Kind::Communication);
+    // The measured step drawn with the same lanes: every step here is the same, so any of them.
+    const auto& ms = m->measuredTimeline();
+    QCOMPARE(ms.size(), size_t{10});  // forward, 5 kernels, 3 buckets, optimizer
+    QVERIFY(m->measuredTimelineStep() >= 0 && m->measuredTimelineStep() <= 3);
+    QVERIFY(at(ms, "forward", 1, 3) && at(ms, "B 2", 3, 4) && at(ms, "W 0", 7, 9));
+    QVERIFY(at(ms, "bucket 2", 9, 10.5) && at(ms, "optimizer", 10.5, 11.5));
+    // One big bucket: its reduction starts when the backward ends, at 9.
+    QVERIFY(at(big->timeline, "bucket 0", 9, 9 + 3.5));
+  }
+
+  // Before/after windows by hand: 4 steps of 12 ms, 3 x 1000 collective bytes per step, loss
+  // 1.0, 0.9, 0.8, 0.7 (slope -0.1 per step).
+  void windowMetricsByHand() {
+    Builder b;
+    for (int step = 0; step < 4; ++step) {
+      const int64_t o = step * 12 * kMs;
+      b.ev(0, EventKind::Step, "step", o, o + 12 * kMs, {Attr::ofInt(AttrKey::Step, step)});
+      b.ev(0, EventKind::Kernel, "B linear", o + 1 * kMs, o + 5 * kMs);
+      for (int k = 0; k < 3; ++k)
+        b.ev(0, EventKind::Collective, "bucket allreduce", o + (4 + 2 * k) * kMs, o + (5 + 2 * k) * kMs,
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
+      b.ev(0, EventKind::Counter, "loss", o + 11 * kMs, o + 11 * kMs,
+           {Attr::ofDouble(AttrKey::Value, 1.0 - 0.1 * step), Attr::ofInt(AttrKey::Step, step)});
+    }
+    const AnalysisResult a = analyzeStore(b.s);
+    auto w = measureWindow(a, b.s, 0, 3);
+    QCOMPARE(w.steps, 4);
+    QVERIFY(std::abs(w.stepMs.mean - 12) < 1e-9 && std::abs(w.stepMs.sd) < 1e-9);
+    QVERIFY(std::abs(w.bytes.mean - 3000) < 1e-9);
+    QVERIFY(std::abs(w.loss.mean - 0.85) < 1e-9);
+    // sd of 1.0, 0.9, 0.8, 0.7: sqrt(0.05 / 3)
+    QVERIFY(std::abs(w.loss.sd - std::sqrt(0.05 / 3)) < 1e-9);
+    QVERIFY(std::abs(w.lossSlopePerStep + 0.1) < 1e-9);
+    QVERIFY(std::isnan(w.bubbleFraction.mean));  // no pipeline
+    auto part = measureWindow(a, b.s, 1, 2);
+    QCOMPARE(part.steps, 2);
+    QVERIFY(std::abs(part.loss.mean - 0.85) < 1e-9 && std::abs(part.lossSlopePerStep + 0.1) < 1e-9);
+    QCOMPARE(measureWindow(a, b.s, 10, 20).steps, 0);
+
+    // The same through `trainscope-cli compare` on the saved session: steps 0..1 against 2..3.
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("w.tsdb").toStdString();
+    QVERIFY(saveSession(b.s, path).isOk());
+    const auto r = trainscope::test::runCli(
+        {"compare", QString::fromStdString(path), "--steps", "0:1", "--vs", "2:3", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(o["a"].toObject()["steps"].toInt(), 2);
+    QVERIFY(std::abs(o["a"].toObject()["loss"].toObject()["mean"].toDouble() - 0.95) < 1e-9);
+    QVERIFY(std::abs(o["b"].toObject()["loss"].toObject()["mean"].toDouble() - 0.75) < 1e-9);
+    QVERIFY(std::abs(o["difference"].toObject()["loss"].toDouble() + 0.2) < 1e-9);
+    QCOMPARE(o["difference"].toObject()["step_time_ms"].toDouble(), 0.0);
+    QVERIFY(o["difference"].toObject()["bubble_fraction"].isNull());
+    // One file without windows needs a knob change to split at; a bad window is a usage error.
+    QCOMPARE(trainscope::test::runCli({"compare", QString::fromStdString(path)}).code, 1);
+    QCOMPARE(trainscope::test::runCli({"compare", QString::fromStdString(path), "--steps", "3:1", "--vs", "0:1"}).code, 2);
   }
 
   // Pipelines: the constructed balanced 1F1B session (tests/data/pp_1f1b_balanced: p = 4,
@@ -332,6 +419,19 @@ class TstTuneConfig : public QObject {
     auto gp = m->predict({{"pp.schedule", "gpipe"}});
     QVERIFY(gp.isOk() && near(gp->stepTimeMs, 21));
     QVERIFY(!m->predict({{"pp.microbatches", "0"}}).isOk());  // invalid: refused with the reason
+    // Ghost timelines: 4 stages x (4 F + 4 B) compute ops, the replay's last op ends at 21 ms.
+    int compute = 0;
+    double end = 0;
+    for (const auto& op : replay->timeline)
+      if (op.kind == StepOp::Kind::Compute) ++compute, end = std::max(end, op.endMs);
+    QCOMPARE(compute, 32);
+    QVERIFY(near(end, 21));
+    int measuredCompute = 0;
+    std::set<std::string> lanes;
+    for (const auto& op : m->measuredTimeline())
+      if (op.kind == StepOp::Kind::Compute) ++measuredCompute, lanes.insert(op.lane);
+    QCOMPARE(measuredCompute, 32);
+    QCOMPARE(lanes.size(), size_t{4});
   }
 
   void kendall() {

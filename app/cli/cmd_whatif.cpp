@@ -20,6 +20,19 @@ struct WhatIfOptions {
   bool json = false, describe = false;
 };
 
+nlohmann::ordered_json timelineJson(const std::vector<core::StepOp>& ops) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& op : ops)
+    a.push_back({{"lane", op.lane},
+                 {"label", op.label},
+                 {"kind", op.kind == core::StepOp::Kind::Compute         ? "compute"
+                          : op.kind == core::StepOp::Kind::Communication ? "communication"
+                                                                         : "other"},
+                 {"start_ms", op.startMs},
+                 {"end_ms", op.endMs}});
+  return a;
+}
+
 nlohmann::ordered_json toJson(const core::WhatIfPrediction& p,
                               const std::map<std::string, std::string>& changes) {
   nlohmann::ordered_json j;
@@ -36,6 +49,7 @@ nlohmann::ordered_json toJson(const core::WhatIfPrediction& p,
   j["buckets"] = p.buckets;
   j["extrapolated"] = p.extrapolated;
   j["notes"] = p.notes;
+  if (!p.timeline.empty()) j["timeline"] = timelineJson(p.timeline);
   return j;
 }
 
@@ -126,6 +140,8 @@ int runWhatIf(const WhatIfOptions& o) {
     m.erase("extrapolated");
     m.erase("notes");
     j["measured"] = m;
+    j["measured"]["timeline_step"] = model->measuredTimelineStep();
+    j["measured"]["timeline"] = timelineJson(model->measuredTimeline());
     j["replay"] = toJson(replay.value(), {});
     nlohmann::ordered_json preds = nlohmann::ordered_json::array();
     for (const auto& [c, p] : out) preds.push_back(toJson(p, c));

@@ -35,6 +35,8 @@ void addDemoCommand(CLI::App& app, Runner& run);
 // What-if, autotune (docs/TUNING.md).
 void addWhatIfCommand(CLI::App& app, Runner& run);
 void addTuneCommand(CLI::App& app, Runner& run);
+// Two step windows side by side (core/tune/compare.h).
+void addCompareCommand(CLI::App& app, Runner& run);
 
 // Prints "trainscope-cli: <code>: <message>" to stderr and returns kExitFailed.
 int fail(const core::Status& status);

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   addSetCommand(app, run);
   addWhatIfCommand(app, run);
   addTuneCommand(app, run);
+  addCompareCommand(app, run);
 
   try {
     app.parse(argc, argv);

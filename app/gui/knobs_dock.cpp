@@ -6,6 +6,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -14,11 +15,14 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <utility>
 
 #include "session_view.h"
+#include "trainscope/core/analysis/analysis.h"
 #include "trainscope/core/live/live_session.h"
 #include "trainscope/core/tune/whatif.h"
+#include "trainscope/plots/step_compare_view.h"
 #include "trainscope/plots/timeline_data.h"
 
 namespace trainscope::app {
@@ -72,6 +76,10 @@ KnobsDock::KnobsDock(QWidget* parent)
       table_(new QTableWidget(0, ColumnCount)),
       apply_(new QPushButton(tr("&Apply"))),
       whatIf_(new QPushButton(tr("&What-if"))),
+      undo_(new QPushButton(tr("&Undo"))),
+      ghost_(new plots::StepCompareView),
+      changeTable_(new QTableWidget(0, 4)),
+      changeTitle_(new QLabel),
       reload_(new QPushButton(tr("Re&load"))),
       status_(new QLabel),
       poll_(new QTimer(this)) {
@@ -91,22 +99,57 @@ KnobsDock::KnobsDock(QWidget* parent)
   buttons->addWidget(status_, 1);
   buttons->addWidget(reload_);
   buttons->addWidget(whatIf_);
+  buttons->addWidget(undo_);
   buttons->addWidget(apply_);
+  undo_->setObjectName("knobUndo");
+  undo_->setToolTip(tr("Apply the values in force before the last change"));
+  undo_->setEnabled(false);
+  ghost_->setObjectName("ghostTimeline");
+  ghost_->setVisible(false);
+  changeTable_->setObjectName("changeTable");
+  changeTable_->setHorizontalHeaderLabels({tr("Before"), tr("Predicted"), tr("After"), tr("After − before")});
+  changeTable_->setVerticalHeaderLabels({});
+  changeTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  changeTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  changeTable_->setSelectionMode(QAbstractItemView::NoSelection);
+  changeTable_->setVisible(false);
+  changeTitle_->setObjectName("changeTitle");
+  changeTitle_->setWordWrap(true);
+  changeTitle_->setVisible(false);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
   lay->addWidget(table_, 1);
   lay->addLayout(buttons);
+  lay->addWidget(ghost_, 1);
+  lay->addWidget(changeTitle_);
+  lay->addWidget(changeTable_, 1);
   connect(apply_, &QPushButton::clicked, this, &KnobsDock::apply);
   connect(whatIf_, &QPushButton::clicked, this, &KnobsDock::whatIf);
-  connect(&whatIfWatcher_, &QFutureWatcher<std::pair<bool, QString>>::finished, this, [this] {
-    const auto [ok, text] = whatIfWatcher_.result();
-    setStatus(text, !ok);
-    emit predicted(ok, text);
+  connect(undo_, &QPushButton::clicked, this, &KnobsDock::undo);
+  connect(&whatIfWatcher_, &QFutureWatcher<WhatIfReply>::finished, this, [this] {
+    WhatIfReply r = whatIfWatcher_.result();
+    setStatus(r.text, !r.ok);
+    if (r.ok) {
+      ghost_->setSteps(std::move(r.measured), std::move(r.predicted));
+      ghost_->setCaptions(tr("measured (step %1)").arg(r.measuredStep), tr("predicted"));
+      ghost_->setVisible(true);
+    }
+    emit predicted(r.ok, r.text);
+  });
+  connect(&compareWatcher_, &QFutureWatcher<std::pair<core::WindowMetrics, bool>>::finished, this, [this] {
+    const auto [after, complete] = compareWatcher_.result();
+    if (!change_.active) return;
+    change_.after = after;
+    change_.haveAfter = after.steps > 0;
+    change_.afterComplete = complete;
+    fillChangeTable();
+    emit compared(complete);
   });
   connect(reload_, &QPushButton::clicked, this, [this] { refresh(); });
   connect(&watcher_, &QFutureWatcher<Reply>::finished, this, &KnobsDock::onReply);
   connect(poll_, &QTimer::timeout, this, [this] {
     if (isVisible()) refresh(false);
+    updateComparison();
   });
   setView(nullptr);
 }
@@ -114,6 +157,7 @@ KnobsDock::KnobsDock(QWidget* parent)
 KnobsDock::~KnobsDock() {
   watcher_.waitForFinished();
   whatIfWatcher_.waitForFinished();
+  compareWatcher_.waitForFinished();
 }
 
 void KnobsDock::whatIf() {
@@ -126,14 +170,20 @@ void KnobsDock::whatIf() {
   }
   setStatus(tr("Predicting…"), false);
   auto td = view_->data();
-  whatIfWatcher_.setFuture(QtConcurrent::run([td, changes]() -> std::pair<bool, QString> {
+  whatIfWatcher_.setFuture(QtConcurrent::run([td, changes]() -> WhatIfReply {
+    WhatIfReply r;
     std::unique_lock lock(td->mutex);  // the model's analysis flushes the store's tracks
     auto model = core::WhatIfModel::fromSession(td->store);
-    if (!model) return {false, tr("What-if: %1").arg(QString::fromStdString(model.status().message()))};
+    if (!model) {
+      r.text = tr("What-if: %1").arg(QString::fromStdString(model.status().message()));
+      return r;
+    }
     auto now = model->predict({});
     auto p = model->predict(changes);
-    if (!p || !now)
-      return {false, tr("What-if: %1").arg(QString::fromStdString((p ? now : p).status().message()))};
+    if (!p || !now) {
+      r.text = tr("What-if: %1").arg(QString::fromStdString((p ? now : p).status().message()));
+      return r;
+    }
     QStringList set;
     for (const auto& [k, v] : changes) set << QString::fromStdString(k + "=" + v);
     const auto measured = model->measured();
@@ -150,7 +200,12 @@ void KnobsDock::whatIf() {
                 .arg(model->fromStep())
                 .arg(model->toStep())
                 .arg(p->extrapolated ? tr("; extrapolated") : QString());
-    return {true, text};
+    r.ok = true;
+    r.text = text;
+    r.measured = model->measuredTimeline();
+    r.measuredStep = model->measuredTimelineStep();
+    r.predicted = std::move(p->timeline);
+    return r;
   }));
 }
 
@@ -165,6 +220,15 @@ QString KnobsDock::statusText() const {
 
 void KnobsDock::setView(SessionView* v) {
   watcher_.waitForFinished();
+  compareWatcher_.waitForFinished();
+  if (v != view_) {
+    change_ = ChangeRecord{};
+    ghost_->clear();
+    ghost_->setVisible(false);
+    changeTable_->setVisible(false);
+    changeTitle_->setVisible(false);
+  }
+  undo_->setEnabled(false);
   view_ = v;
   lastApplied_ = false;
   live_ = v ? v->liveSession() : nullptr;
@@ -224,12 +288,76 @@ void KnobsDock::apply() {
     setStatus(tr("Nothing changed."), false);
     return;
   }
-  setStatus(tr("Applying…"), false);
+  applyChanges(std::move(changes), false);
+}
+
+bool KnobsDock::canUndo() const {
+  return change_.active && !change_.previous.empty();
+}
+
+void KnobsDock::undo() {
+  if (!live_ || !canUndo()) return;
+  if (watcher_.isRunning()) {  // as apply(): after the poll in flight
+    undoPending_ = true;
+    return;
+  }
+  std::vector<std::pair<std::string, std::string>> back(change_.previous.begin(), change_.previous.end());
+  applyChanges(std::move(back), true);
+}
+
+void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> changes, bool isUndo) {
+  // Knobs that change the mathematics (compression, sparsity): ask first.
+  QStringList math;
+  std::map<std::string, std::string> previous;
+  for (const auto& [name, value] : changes)
+    for (const KnobDescriptor& d : knobs_)
+      if (d.name == name) {
+        previous[name] = d.currentValue;
+        if (d.changesMath) math << QString::fromStdString(name + "=" + value);
+      }
+  if (!math.isEmpty()) {
+    const QString q = tr("%1 changes the mathematics of training: the loss may follow another curve. "
+                         "Apply it to the running job?")
+                          .arg(math.join(", "));
+    const bool ok = confirm_ ? confirm_(q)
+                             : QMessageBox::question(this, tr("Change the mathematics?"), q) == QMessageBox::Yes;
+    if (!ok) {
+      setStatus(tr("Not applied."), false);
+      return;
+    }
+  }
+  setStatus(isUndo ? tr("Undoing…") : tr("Applying…"), false);
   apply_->setEnabled(false);
+  undo_->setEnabled(false);
   auto live = live_;
-  watcher_.setFuture(QtConcurrent::run([live, changes] {
+  auto td = view_ ? view_->data() : nullptr;
+  watcher_.setFuture(QtConcurrent::run([live, td, changes, previous, isUndo] {
     Reply r;
     r.isApply = true;
+    r.isUndo = isUndo;
+    r.changes = std::map<std::string, std::string>(changes.begin(), changes.end());
+    r.previous = previous;
+    if (td) {
+      // What was measured before, and what the model predicts: the change's record.
+      std::unique_lock lock(td->mutex);
+      const core::AnalysisResult a = core::analyzeStore(td->store);
+      const auto steps = core::completeSteps(a);
+      if (!steps.empty()) {
+        const size_t first = steps.size() > static_cast<size_t>(kCompareSteps) ? steps.size() - kCompareSteps : 0;
+        r.before = core::measureWindow(a, td->store, steps[first], steps.back());
+        r.haveBefore = r.before.steps > 0;
+      }
+      if (auto model = core::WhatIfModel::fromSession(td->store)) {
+        if (auto p = model->predict(r.changes)) {
+          r.prediction = std::move(p.value());
+          r.havePrediction = true;
+        } else {
+          r.predictionNote = QString::fromStdString(p.status().message());
+        }
+      } else {
+        r.predictionNote = QString::fromStdString(model.status().message());
+      }
+    }
     auto done = live->setKnobs(changes, kApplyTimeoutMs);
     if (!done) {
       r.ok = false;
@@ -243,14 +371,94 @@ void KnobsDock::apply() {
         lo = std::min(lo, step);
         hi = std::max(hi, step);
       }
+      r.appliedStep = std::max(r.appliedStep, hi);
       const QString what = QString::fromStdString(a.name + "=" + a.value);
       parts << (lo == hi ? tr("%1 applied at step %2 on all ranks").arg(what).arg(lo)
                          : tr("%1 applied at steps %2..%3").arg(what).arg(lo).arg(hi));
     }
-    r.message = parts.join(QStringLiteral("; "));
+    r.message = (isUndo ? tr("Undone: ") : QString()) + parts.join(QStringLiteral("; "));
     if (auto list = live->knobList()) r.knobs = std::move(list.value().knobs);
     return r;
   }));
+}
+
+void KnobsDock::updateComparison() {
+  if (!change_.active || change_.afterComplete || compareWatcher_.isRunning() || !view_ || !view_->data()) return;
+  auto td = view_->data();
+  const int64_t from = change_.appliedStep;
+  compareWatcher_.setFuture(QtConcurrent::run([td, from]() -> std::pair<core::WindowMetrics, bool> {
+    std::unique_lock lock(td->mutex);
+    const core::AnalysisResult a = core::analyzeStore(td->store);
+    core::WindowMetrics w = core::measureWindow(a, td->store, from, from + kCompareSteps - 1);
+    return {w, w.steps >= kCompareSteps};
+  }));
+}
+
+namespace {
+
+QString spreadText(const core::Spread& s, int decimals) {
+  if (!std::isfinite(s.mean)) return QStringLiteral("—");
+  QString t = QString::number(s.mean, 'f', decimals);
+  if (std::isfinite(s.sd)) t += QStringLiteral(" ± ") + QString::number(s.sd, 'f', decimals);
+  return t;
+}
+
+QString valueText(double v, int decimals) {
+  return std::isfinite(v) && v >= 0 ? QString::number(v, 'f', decimals) : QStringLiteral("—");
+}
+
+}  // namespace
+
+void KnobsDock::fillChangeTable() {
+  const ChangeRecord& c = change_;
+  QStringList what;
+  for (const auto& [k, v] : c.changes) what << QString::fromStdString(k + "=" + v);
+  QString title = tr("%1 applied at step %2.").arg(what.join(' ')).arg(c.appliedStep);
+  if (c.haveBefore) title += tr(" Before: steps %1..%2.").arg(c.before.fromStep).arg(c.before.toStep);
+  title += c.haveAfter ? tr(" After: %1 of %2 steps from %3.").arg(c.after.steps).arg(kCompareSteps).arg(c.appliedStep)
+                       : tr(" After: waiting for steps from %1.").arg(c.appliedStep);
+  if (!c.havePrediction && !c.predictionNote.isEmpty()) title += tr(" No prediction: %1").arg(c.predictionNote);
+  changeTitle_->setText(title);
+  struct Row {
+    QString name;
+    const core::Spread core::WindowMetrics::*field;
+    double predicted;
+    int decimals;
+  };
+  const core::WhatIfPrediction& p = c.prediction;
+  const bool hp = c.havePrediction;
+  const std::vector<Row> rows = {
+      {tr("Step time (ms)"), &core::WindowMetrics::stepMs, hp ? p.stepTimeMs : -1, 3},
+      {tr("Bubble"), &core::WindowMetrics::bubbleFraction, hp ? p.bubbleFraction : -1, 3},
+      {tr("Overlap"), &core::WindowMetrics::overlapRatio, hp ? p.overlapRatio : -1, 3},
+      {tr("Exposed comm (ms)"), &core::WindowMetrics::exposedCommMs, hp ? p.exposedCommMs : -1, 3},
+      {tr("Bytes / step"), &core::WindowMetrics::bytes, hp && p.bytes > 0 ? p.bytes : -1, 0},
+      {tr("Loss"), &core::WindowMetrics::loss, -1, 4},
+  };
+  changeTable_->setRowCount(static_cast<int>(rows.size()) + 1);
+  QStringList names;
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+    const Row& r = rows[static_cast<size_t>(i)];
+    names << r.name;
+    const core::Spread& b = c.before.*(r.field);
+    const core::Spread& a = c.after.*(r.field);
+    changeTable_->setItem(i, 0, new QTableWidgetItem(c.haveBefore ? spreadText(b, r.decimals) : "—"));
+    changeTable_->setItem(i, 1, new QTableWidgetItem(valueText(r.predicted, r.decimals)));
+    changeTable_->setItem(i, 2, new QTableWidgetItem(c.haveAfter ? spreadText(a, r.decimals) : "—"));
+    const bool both = c.haveBefore && c.haveAfter && std::isfinite(a.mean) && std::isfinite(b.mean);
+    changeTable_->setItem(i, 3, new QTableWidgetItem(both ? QString::number(a.mean - b.mean, 'f', r.decimals) : "—"));
+  }
+  // The loss trend: slope per step over each window.
+  const int last = static_cast<int>(rows.size());
+  names << tr("Loss trend (/step)");
+  auto slope = [](double v) { return std::isfinite(v) ? QString::number(v, 'g', 3) : QStringLiteral("—"); };
+  changeTable_->setItem(last, 0, new QTableWidgetItem(c.haveBefore ? slope(c.before.lossSlopePerStep) : "—"));
+  changeTable_->setItem(last, 1, new QTableWidgetItem("—"));
+  changeTable_->setItem(last, 2, new QTableWidgetItem(c.haveAfter ? slope(c.after.lossSlopePerStep) : "—"));
+  changeTable_->setItem(last, 3, new QTableWidgetItem("—"));
+  changeTable_->setVerticalHeaderLabels(names);
+  changeTitle_->setVisible(true);
+  changeTable_->setVisible(true);
 }
 
 bool KnobsDock::sameKnobs(const std::vector<core::wire::KnobDescriptor>& other) const {
@@ -289,11 +497,27 @@ void KnobsDock::onReply() {
     setStatus(tr("%1 knobs · step %2").arg(knobCount()).arg(r.step), false);
   }
   if (r.isApply) lastApplied_ = r.ok;
+  if (r.isApply && r.ok) {
+    change_ = ChangeRecord{};
+    change_.active = true;
+    change_.changes = std::move(r.changes);
+    change_.previous = std::move(r.previous);
+    change_.appliedStep = r.appliedStep;
+    change_.before = r.before;
+    change_.haveBefore = r.haveBefore;
+    change_.prediction = std::move(r.prediction);
+    change_.havePrediction = r.havePrediction;
+    change_.predictionNote = r.predictionNote;
+    fillChangeTable();
+    updateComparison();
+  }
+  undo_->setEnabled(live_ && canUndo());
   if (r.isApply)
     emit applied(r.ok, r.message);
   else
     emit listed(r.ok ? knobCount() : -1);
   if (std::exchange(applyPending_, false)) apply();
+  if (std::exchange(undoPending_, false)) undo();
 }
 
 void KnobsDock::fill() {

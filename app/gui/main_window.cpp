@@ -27,6 +27,7 @@
 
 #include "analysis_dock.h"
 #include "attach_dialog.h"
+#include "compare_dialog.h"
 #include "knobs_dock.h"
 #include "session_view.h"
 #include "trainscope/core/live/agent_client.h"
@@ -247,6 +248,13 @@ void MainWindow::buildMenus() {
   view->addAction(tr("Find &Previous"), this, [this] { search(false); })
       ->setShortcut(QKeySequence::FindPrevious);
   view->addSeparator();
+  view->addAction(tr("&Compare Sessions…"), this, [this] {
+    if (CompareDialog* d = openCompare()) {
+      d->setAttribute(Qt::WA_DeleteOnClose);
+      d->show();
+    }
+  });
+  view->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -386,6 +394,21 @@ bool MainWindow::exportConfiguration(const QString& path, QString* error) {
     return false;
   }
   return true;
+}
+
+CompareDialog* MainWindow::openCompare() {
+  std::vector<CompareDialog::Source> sources;
+  for (int i = 0; i < tabs_->count(); ++i)
+    if (auto* v = qobject_cast<SessionView*>(tabs_->widget(i)); v && v->data())
+      sources.push_back({tabs_->tabText(i), v->data()});
+  if (sources.empty()) {
+    reportError(tr("Compare Sessions"), tr("Open a session or attach to a job first."));
+    return nullptr;
+  }
+  // Two tabs: one against the other; one tab: its first half against its second (adjust the
+  // step windows in the dialog).
+  auto* d = new CompareDialog(std::move(sources), this);
+  return d;
 }
 
 SessionView* MainWindow::currentView() const {

@@ -29,6 +29,7 @@ struct EventRef;
 namespace trainscope::app {
 
 class SessionView;
+class CompareDialog;
 class AnalysisDock;
 class KnobsDock;
 
@@ -60,6 +61,9 @@ class MainWindow : public QMainWindow {
   // Shows or hides the timeline overlays (TimelineWidget::OverlayFlag mask, 0 = none).
   void setOverlayMask(int mask);
   int overlayMask() const;
+  // View → Compare Sessions: a dialog over the open tabs (the first two side by side); null and
+  // an error when no tab is open. The caller owns it.
+  CompareDialog* openCompare();
   // What a click on a metric in the Analysis dock does: select and zoom to its events.
   void activateMetric(const QString& key);
 

@@ -89,6 +89,13 @@ std::string fmt(double v) {
   return b;
 }
 
+std::string pipeLabel(EventKind k, int64_t mb, int64_t chunk) {
+  std::string l = k == EventKind::MicroBatchF ? "F" : k == EventKind::MicroBatchB ? "B" : "W";
+  l += std::to_string(mb);
+  if (chunk > 0) l += "c" + std::to_string(chunk);
+  return l;
+}
+
 }  // namespace
 
 struct WhatIfModel::State {
@@ -114,6 +121,10 @@ struct WhatIfModel::State {
   bool measuredSplit = false;
   double sendLatencyMs = 0;
   double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
+  // Drawing.
+  double restBeforeMs = 0;  // data parallel: step start to forward start, mean
+  std::vector<StepOp> measuredTimeline;
+  int64_t measuredTimelineStep = -1;
 };
 
 WhatIfModel::WhatIfModel() : s_(std::make_unique<State>()) {}
@@ -125,6 +136,12 @@ const std::map<std::string, std::string>& WhatIfModel::baseKnobs() const {
 }
 WhatIfPrediction WhatIfModel::measured() const {
   return s_->measured;
+}
+const std::vector<StepOp>& WhatIfModel::measuredTimeline() const {
+  return s_->measuredTimeline;
+}
+int64_t WhatIfModel::measuredTimelineStep() const {
+  return s_->measuredTimelineStep;
 }
 int64_t WhatIfModel::fromStep() const {
   return s_->fromStep;
@@ -320,7 +337,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // Per (rank, step): layer compute, phases, bucket groups, channel service times.
     s.layerMs.assign(static_cast<size_t>(s.layers), 0);
     std::vector<double> wMsPerLayer(static_cast<size_t>(s.layers), 0);
-    std::vector<double> fwd, opt, rest, waitOver, gapBusy, gapIdle, exposed, overlap, wire;
+    std::vector<double> fwd, opt, rest, restBefore, waitOver, gapBusy, gapIdle, exposed, overlap, wire;
     int64_t gapCount = 0;
     std::map<std::vector<int64_t>, double> groupBytes;                  // layers of a bucket -> payload bytes
     std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, service ms)
@@ -370,6 +387,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       exposed.push_back(exp);
       waitOver.push_back(std::max(0.0, static_cast<double>(x.opt.a - x.bwd.b) / kNsPerMs - exp));
       rest.push_back(static_cast<double>((x.fwd.a - x.step.a) + (x.step.b - x.opt.b)) / kNsPerMs);
+      restBefore.push_back(static_cast<double>(x.fwd.a - x.step.a) / kNsPerMs);
       const double total = unionLength(comm);
       if (total > 0)
         overlap.push_back(unionWithin(comm, static_cast<double>(x.bwd.a), static_cast<double>(x.bwd.b)) /
@@ -419,6 +437,33 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     s.forwardMs = mean(fwd);
     s.optimizerMs = mean(opt);
     s.restMs = mean(rest);
+    s.restBeforeMs = mean(restBefore);
+    // The drawn measured step: the lowest rank's step of median length.
+    {
+      std::vector<std::pair<int64_t, const RankStep*>> cand;  // (length, step)
+      const RankId lowest = rs.begin()->first.first;
+      int64_t stepId = -1;
+      for (const auto& [key, x] : rs)
+        if (key.first == lowest && x.hasFwd && x.hasBwd && x.hasOpt) cand.push_back({x.step.b - x.step.a, &x});
+      std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (!cand.empty()) {
+        const RankStep& x = *cand[cand.size() / 2].second;
+        for (const auto& [key, y] : rs)
+          if (&y == &x) stepId = key.second;
+        auto rel = [&](int64_t t) { return static_cast<double>(t - x.step.a) / kNsPerMs; };
+        auto& tl = s.measuredTimeline;
+        tl.push_back({"compute", "forward", StepOp::Kind::Compute, rel(x.fwd.a), rel(x.fwd.b)});
+        for (const auto& k : x.kernels)
+          if (k.iv.a >= x.bwd.a && k.iv.b <= x.bwd.b + 1)
+            tl.push_back({"compute", k.name.substr(0, 1) + " " + std::to_string(k.layer), StepOp::Kind::Compute,
+                          rel(k.iv.a), rel(k.iv.b)});
+        for (const auto& c : x.comms)
+          tl.push_back({"gradient sync", "bucket " + std::to_string(c.bucket), StepOp::Kind::Communication,
+                        rel(c.iv.a), rel(c.iv.b)});
+        tl.push_back({"compute", "optimizer", StepOp::Kind::Compute, rel(x.opt.a), rel(x.opt.b)});
+        s.measuredTimelineStep = stepId;
+      }
+    }
     s.waitOverheadMs = mean(waitOver);
     s.measured.exposedCommMs = mean(exposed);
     s.measured.overlapRatio = overlap.empty() ? -1 : mean(overlap);
@@ -524,6 +569,49 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           sends.push_back(static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs);
     }
     s.sendLatencyMs = mean(sends);
+    // The drawn measured step: the step of median length (over ranks), every stage's ops.
+    {
+      std::map<int64_t, std::vector<std::pair<RankId, Iv>>> byStep;
+      for (const auto& [key, x] : rs) byStep[key.second].push_back({key.first, x.step});
+      std::vector<std::pair<int64_t, int64_t>> lens;  // (span, step)
+      for (const auto& [st, v] : byStep) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (const auto& [r, iv] : v) lo = std::min(lo, iv.a), hi = std::max(hi, iv.b);
+        lens.push_back({hi - lo, st});
+      }
+      std::sort(lens.begin(), lens.end());
+      if (!lens.empty()) {
+        const int64_t st = lens[lens.size() / 2].second;
+        std::map<RankId, Iv> win;
+        int64_t origin = INT64_MAX;
+        for (const auto& [r, iv] : byStep[st]) win[r] = iv, origin = std::min(origin, iv.a);
+        for (TrackId t = 0; t < store.trackCount(); ++t) {
+          auto w = win.find(store.track(t).rank);
+          if (w == win.end()) continue;
+          const TrackEvents& ev = store.events(t);
+          for (size_t i = 0; i < ev.size(); ++i) {
+            const EventKind k = ev.kind(i);
+            if (k != EventKind::MicroBatchF && k != EventKind::MicroBatchB && k != EventKind::MicroBatchW &&
+                k != EventKind::P2PSend)
+              continue;
+            if (ev.start(i) < w->second.a || ev.start(i) >= w->second.b) continue;
+            const Attr* stage = ev.findAttr(i, AttrKey::Stage);
+            const Attr* mb = ev.findAttr(i, AttrKey::MicroBatch);
+            const Attr* chunk = ev.findAttr(i, AttrKey::Chunk);
+            const std::string lane =
+                "stage " + std::to_string(stage ? stage->asInt() : static_cast<int64_t>(w->first));
+            const double t0 = static_cast<double>(ev.start(i) - origin) / kNsPerMs;
+            const double t1 = static_cast<double>(ev.end(i) - origin) / kNsPerMs;
+            if (k == EventKind::P2PSend)
+              s.measuredTimeline.push_back({lane, "send", StepOp::Kind::Communication, t0, t1});
+            else
+              s.measuredTimeline.push_back({lane, pipeLabel(k, mb ? mb->asInt() : 0, chunk ? chunk->asInt() : 0),
+                                            StepOp::Kind::Compute, t0, t1});
+          }
+        }
+        s.measuredTimelineStep = st;
+      }
+    }
     s.measured.bubbleFraction = std::isfinite(a.pipeline.bubbleFraction) ? a.pipeline.bubbleFraction : -1;
     s.pipeRestMs = 0;
     auto sim = m.predict({});
@@ -585,6 +673,18 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     if (!sim) return sim.status();
     p.stepTimeMs = sim->makespan + s.pipeRestMs;
     p.bubbleFraction = sim->bubbleFraction;
+    for (size_t st = 0; st < sched->stages.size() && st < sim->stages.size(); ++st) {
+      const auto& ops = sched->stages[st];
+      const auto& times = sim->stages[st].opTimes;
+      for (size_t i = 0; i < ops.size() && i < times.size(); ++i) {
+        const PipeOp& op = ops[i];
+        if (op.kind == OpKind::Recv) continue;
+        if (op.kind == OpKind::Send && times[i].end <= times[i].start) continue;
+        p.timeline.push_back({"stage " + std::to_string(st), op.kind == OpKind::Send ? "send" : opLabel(op),
+                              op.kind == OpKind::Send ? StepOp::Kind::Communication : StepOp::Kind::Compute,
+                              times[i].start, times[i].end});
+      }
+    }
     p.exposedCommMs = 0;
     p.notes.push_back("pipeline: per-op times scaled by " + fmt(scale) +
                       " from the measured micro-batch size");
@@ -626,10 +726,13 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   double t = 0, chanEnd = 0;
   size_t next = 0;
   std::vector<std::pair<double, double>> comm;
+  std::vector<int> commBucket;
+  std::vector<std::pair<int, std::pair<double, double>>> layerOps;  // (layer, [a, b]) from backward start
   double bytes = 0;
   for (int l = s.layers - 1; l >= 0; --l) {
     const double d = s.layerMs[static_cast<size_t>(l)];
     t += chanEnd > t ? s.gapBusyMs : s.gapIdleMs;
+    const double layerStart = t;
     // The part of this layer's compute that runs while the channel is busy is slowed.
     if (chanEnd > t) {
       const double busy = chanEnd - t;
@@ -638,6 +741,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     } else {
       t += d;
     }
+    layerOps.push_back({l, {layerStart, t}});
     while (next < buckets.size() && buckets[next].lowest >= l) {
       const double w = wireFormula(alg, codec, ratio,
                                    static_cast<size_t>(std::llround(buckets[next].payload / 4)), s.world) *
@@ -645,6 +749,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       const double start = std::max(t, chanEnd);
       chanEnd = start + fit->alphaMs + fit->msPerByte * w;
       comm.push_back({t, chanEnd});
+      commBucket.push_back(static_cast<int>(next));
       bytes += w;
       ++next;
     }
@@ -656,6 +761,19 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   p.stepTimeMs = s.restMs + s.forwardMs + bwdEnd + p.exposedCommMs + s.waitOverheadMs + s.optimizerMs;
   p.bytes = bytes;
   p.buckets = static_cast<int>(buckets.size());
+  {
+    // Drawn as the measured step is: forward after the step's preamble, the backward layer by
+    // layer, each bucket's reduction from ready to done, the optimizer after the wait.
+    const double f0 = s.restBeforeMs, b0 = f0 + s.forwardMs;
+    p.timeline.push_back({"compute", "forward", StepOp::Kind::Compute, f0, b0});
+    for (const auto& [l, iv] : layerOps)
+      p.timeline.push_back({"compute", "B+W " + std::to_string(l), StepOp::Kind::Compute, b0 + iv.first, b0 + iv.second});
+    for (size_t i = 0; i < comm.size(); ++i)
+      p.timeline.push_back({"gradient sync", "bucket " + std::to_string(commBucket[i]),
+                            StepOp::Kind::Communication, b0 + comm[i].first, b0 + comm[i].second});
+    const double o0 = b0 + bwdEnd + p.exposedCommMs + s.waitOverheadMs;
+    p.timeline.push_back({"compute", "optimizer", StepOp::Kind::Compute, o0, o0 + s.optimizerMs});
+  }
   if (!s.slowdownMeasured) p.notes.push_back("overlap slowdown not measurable in the session (taken as 0)");
   return p;
 }

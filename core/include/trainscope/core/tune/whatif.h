@@ -28,6 +28,16 @@
 
 namespace trainscope::core {
 
+// One op of a drawn step (the GUI's ghost timeline, `whatif --json`'s "timeline"): ms from the
+// step's start, on a lane ("compute", "gradient sync", "stage 0").
+struct StepOp {
+  enum class Kind : uint8_t { Compute, Communication, Other };
+  std::string lane;
+  std::string label;  // "forward", "B+W 3", "bucket 2", "F3", "B3c1"
+  Kind kind = Kind::Compute;
+  double startMs = 0, endMs = 0;
+};
+
 struct WhatIfPrediction {
   std::map<std::string, std::string> knobs;  // the whole setting predicted
   double stepTimeMs = 0;
@@ -38,6 +48,7 @@ struct WhatIfPrediction {
   int buckets = 0;
   bool extrapolated = false;
   std::vector<std::string> notes;
+  std::vector<StepOp> timeline;  // the predicted step, op by op (empty for measured())
 };
 
 struct WhatIfOptions {
@@ -66,6 +77,10 @@ class WhatIfModel {
   const std::map<std::string, std::string>& baseKnobs() const;
   // What was measured over the model's steps (step time mean, exposed comm, overlap, bytes).
   WhatIfPrediction measured() const;
+  // One measured step drawn with the same lanes as a prediction's timeline: the step of median
+  // length in the model's window (data parallel: the lowest rank's; pipelines: every stage).
+  const std::vector<StepOp>& measuredTimeline() const;
+  int64_t measuredTimelineStep() const;
   int64_t fromStep() const;
   int64_t toStep() const;
   // The fitted parameters as JSON (fits, layer times and bytes, slowdown, rest of the step).

@@ -1,0 +1,50 @@
+// CompareDialog (View → Compare Sessions…): two open tabs -- two saved sessions, a live job and a
+// file, or one session against itself in two step windows -- side by side: the metrics of each
+// window with their spread over steps and the difference (core/tune/compare.h), and the median
+// step of each window drawn on one time axis, aligned on the step's start (StepCompareView).
+#pragma once
+
+#include <QDialog>
+#include <QString>
+#include <memory>
+#include <vector>
+
+class QComboBox;
+class QLabel;
+class QSpinBox;
+class QTableWidget;
+
+namespace trainscope::plots {
+struct TimelineData;
+class StepCompareView;
+}  // namespace trainscope::plots
+
+namespace trainscope::app {
+
+class CompareDialog : public QDialog {
+  Q_OBJECT
+ public:
+  struct Source {
+    QString title;
+    std::shared_ptr<plots::TimelineData> data;
+  };
+  explicit CompareDialog(std::vector<Source> sources, QWidget* parent = nullptr);
+  // Chooses the two sides and their step windows (INT_MIN/INT_MAX-like -1 = open end) and
+  // recomputes; what the controls do.
+  void setSides(int a, int b);
+  void setWindows(int aFrom, int aTo, int bFrom, int bTo);
+  void recompute();
+  QTableWidget* table() const { return table_; }
+  plots::StepCompareView* stepView() const { return view_; }
+  QString statusText() const;
+
+ private:
+  std::vector<Source> sources_;
+  QComboBox *a_, *b_;
+  QSpinBox *aFrom_, *aTo_, *bFrom_, *bTo_;
+  QTableWidget* table_;
+  plots::StepCompareView* view_;
+  QLabel* status_;
+};
+
+}  // namespace trainscope::app
