@@ -235,6 +235,82 @@ class TstGuiKnobs : public QObject {
     QVERIFY(!cmp->stepView()->measuredOps().empty() && !cmp->stepView()->predictedOps().empty());
   }
 
+  // Issue #17's "done when" on a pipeline: a live 2-stage 1F1B job with 4 micro-batches, "what if
+  // 8 micro-batches": the ghost draws both stages (2 x 8 F + 8 B predicted ops), Apply records the
+  // prediction (theory with equal stages: bubble (p-1)/(m+p-1) = 1/9 < 1/5) and, once 8 steps
+  // ran, the measured bubble and step time next to it.
+  void pipelineWhatIfAndApply() {
+    QProcess demo;
+    demo.start(bin("trainscope-cli"), {"demo", "--ranks", "2", "--mode", "pp", "--steps", "100000", "--",
+                                       "--step-delay-ms", "2"});
+    QVERIFY(demo.waitForFinished(60000));
+    const QString out = QString::fromUtf8(demo.readAllStandardOutput());
+    const QString err = QString::fromUtf8(demo.readAllStandardError());
+    const auto pid = QRegularExpression("launcher pid (\\d+)").match(err);
+    struct Stop {
+      qint64 pid = -1;
+      ~Stop() {
+        if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGTERM);
+      }
+    } stop;
+    if (pid.hasMatch()) stop.pid = pid.captured(1).toLongLong();
+    QVERIFY2(demo.exitCode() == 0, qPrintable(out + err));
+    const auto job = QRegularExpression("job (\\S+)").match(out);
+    QVERIFY2(job.hasMatch(), qPrintable(out));
+
+    app::MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QSignalSpy listed(w.knobsDock(), &app::KnobsDock::listed);
+    QString error;
+    QVERIFY2(w.attachJob(job.captured(1), &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(!listed.isEmpty() && listed.last().at(0).toInt() > 0, 15000);
+    app::KnobsDock* dock = w.knobsDock();
+    // Steps of both stages in the tab's store first (the live analysis sees the pipeline): the
+    // model is built from them.
+    auto analysed = [&] {
+      auto r = w.currentView()->analysis();
+      return r && r->pipeline.present && r->pipeline.perStage.size() == 2 && r->steps.count >= 5;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(analysed(), 20000);
+    QVERIFY(dock->setEditorValue("pp.microbatches", "8"));
+    QSignalSpy predicted(dock, &app::KnobsDock::predicted);
+    dock->whatIf();
+    QTRY_COMPARE_WITH_TIMEOUT(predicted.count(), 1, 30000);
+    QVERIFY2(predicted.first().at(0).toBool(), qPrintable(predicted.first().at(1).toString()));
+    QVERIFY2(predicted.first().at(1).toString().contains("bubble"), qPrintable(predicted.first().at(1).toString()));
+    plots::StepCompareView* ghost = dock->ghostView();
+    QVERIFY2(ghost->lanes().contains("stage 0") && ghost->lanes().contains("stage 1"),
+             qPrintable(ghost->lanes().join(',')));
+    int predictedCompute = 0, measuredCompute = 0;
+    for (const auto& op : ghost->predictedOps()) predictedCompute += op.kind == core::StepOp::Kind::Compute;
+    for (const auto& op : ghost->measuredOps()) measuredCompute += op.kind == core::StepOp::Kind::Compute;
+    QCOMPARE(predictedCompute, 2 * 2 * 8);
+    QCOMPARE(measuredCompute, 2 * 2 * 4);
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-whatif-pp.png");
+
+    QSignalSpy applied(dock, &app::KnobsDock::applied);
+    QSignalSpy compared(dock, &app::KnobsDock::compared);
+    dock->apply();
+    QTRY_COMPARE_WITH_TIMEOUT(applied.count(), 1, 30000);
+    QVERIFY2(applied.first().at(0).toBool(), qPrintable(applied.first().at(1).toString()));
+    QTRY_VERIFY_WITH_TIMEOUT(!compared.isEmpty() && compared.last().at(0).toBool(), 30000);
+    QTableWidget* table = dock->changeTable();
+    auto cell = [&](const QString& row, int col) {
+      for (int r = 0; r < table->rowCount(); ++r)
+        if (table->verticalHeaderItem(r) && table->verticalHeaderItem(r)->text() == row)
+          return table->item(r, col)->text().split(' ').first().toDouble();
+      return -1.0;
+    };
+    const double before = cell("Bubble", 0), pred = cell("Bubble", 1), after = cell("Bubble", 2);
+    QVERIFY2(before > 0 && pred > 0 && after > 0 && pred < before,
+             qPrintable(QString("bubble before %1 predicted %2 after %3").arg(before).arg(pred).arg(after)));
+    QVERIFY(cell("Step time (ms)", 1) > 0 && cell("Step time (ms)", 2) > 0);
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-whatif-pp-applied.png");
+  }
+
   void cleanupTestCase() {
     if (launcher_ > 0) ::kill(static_cast<pid_t>(launcher_), SIGTERM);
   }
