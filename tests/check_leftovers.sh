@@ -11,14 +11,14 @@ find_marked() {
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [ "$pid" = "$$" ] && continue
-    tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$want" && echo "$pid"
+    { tr '\0' '\n' < "$d/environ"; } 2>/dev/null | grep -qxF "$want" && echo "$pid"
   done
 }
 left=$(find_marked)
 [ -z "$left" ] && { echo "no process started by the tests is left"; exit 0; }
 echo "processes started by the tests are still running:"
 for p in $left; do
-  printf '  %s: %s\n' "$p" "$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-200)"
+  printf '  %s: %s\n' "$p" "$({ tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null | cut -c1-200)"
   kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null
 done
 sleep 3

@@ -16,6 +16,7 @@
 //  - a knob change while one rank is stopped: the change fails and no rank applies it alone.
 // Every job is ended however a test ends (Job's destructor; and usePrivateRuntimeDir ends every
 // process of the test's runtime directory at exit).
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QtTest>
 
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -293,9 +295,9 @@ class TstFaults : public QObject {
     Recorder rec;
     rec.start(job.id, file);
     QVERIFY2(rec.ready(), qPrintable(rec.err));
-    QTest::qWait(2500);  // record commits at least every second
+    QTest::qWait(4000);  // record commits at least every second
     const int64_t before = committedEvents(file);
-    QVERIFY2(before > 0, "nothing committed after 2.5 s of recording");
+    QVERIFY2(before > 0, "nothing committed after 4 s of recording");
     QCOMPARE(::kill(static_cast<pid_t>(rec.p.processId()), SIGKILL), 0);
     QCOMPARE(rec.finish(5000), -2);  // killed
 
@@ -341,7 +343,9 @@ class TstFaults : public QObject {
       QVERIFY2(rec.finish(20000) == 0, qPrintable(rec.err));
     }
     QCOMPARE(rec.p.exitCode(), 0);
-    QVERIFY2(rec.err.contains("rank 2 went away"), qPrintable(rec.err));
+    // Named as gone ("rank 2 went away: ...") or, when the recorder looked again after the job
+    // had removed its socket, as unreachable ("rank 2: cannot connect to ...").
+    QVERIFY2(rec.err.contains(QRegularExpression("rank 2( went away|: cannot connect)")), qPrintable(rec.err));
     QCOMPARE(integrity(file), QString("ok"));
     const StepSets steps = stepSets(file);
     QCOMPARE(steps.steps.size(), size_t{4});  // the lost rank's events up to its death are kept
@@ -380,62 +384,75 @@ class TstFaults : public QObject {
     Job job;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("TRAINSCOPE_CLIENT_QUEUE_MB", "1");  // a small per-client queue: drops come soon
-    const QString stepsFile = dir_.filePath("steps.txt");
+    env.insert("TRAINSCOPE_FLIGHT_MB", "2");        // full before the client comes: RSS then flat
     QVERIFY2(job.start(uniqueJobId("noread"), 2,
-                       {"--steps", "3000", "--step-ms", "1", "--ranges", "30", "--start-delay-ms", "500",
-                        "--steps-file", stepsFile},
-                       {}, env),
+                       {"--steps", "100000", "--work-us", "200", "--ranges", "2000", "--start-delay-ms", "500"}, {},
+                       env),
              "the job's ranks never registered");
-    QTest::qWait(2500);  // steps before the client, for the step-time comparison
+    // Another client is served all along, and reads rank 0's step and drop counters.
+    auto stats = [&job]() -> std::optional<wire::Stats> {
+      agent_test::RawClient other;
+      if (!other.connectTo(job.ranks[0].endpoint)) return std::nullopt;
+      other.hello();
+      if (!other.recvAs<wire::JobInfo>()) return std::nullopt;
+      other.send(wire::StatsRequest{});
+      return other.recvAs<wire::Stats>();
+    };
+    QElapsedTimer clock;
+    clock.start();
+    QTest::qWait(3000);  // the flight recorder fills
+    const auto s0 = stats();
+    const qint64 t0 = clock.elapsed();
+    QTest::qWait(2000);
+    const auto s1 = stats();
+    const qint64 t1 = clock.elapsed();
+    QVERIFY(s0 && s1);
+    const double ratePre = double(s1->currentStep - s0->currentStep) * 1000.0 / double(t1 - t0);
     const int64_t rssBefore = rssKiB(job.pid(0));
+
     agent_test::RawClient stuck;
     QVERIFY(stuck.connectTo(job.ranks[0].endpoint));
     const int small = 4096;
     ::setsockopt(stuck.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     stuck.hello();
     stuck.send(wire::Subscribe{true});
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    const int64_t stuckAtNs = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
     int64_t rssMax = rssBefore;
-    uint64_t dropped = 0;
-    for (int i = 0; i < 40 && job.launcher.state() != QProcess::NotRunning; ++i) {
+    std::optional<wire::Stats> first, later, last;
+    qint64 tFirst = 0, tLater = 0;
+    for (int i = 0; i < 300 && !later; ++i) {
       QTest::qWait(100);
       rssMax = std::max(rssMax, rssKiB(job.pid(0)));
-      if (i == 30) {  // another client is still served, and reads the drop counter
-        agent_test::RawClient other;
-        QVERIFY(other.connectTo(job.ranks[0].endpoint));
-        other.hello();
-        QVERIFY(other.recvAs<wire::JobInfo>().has_value());
-        other.send(wire::StatsRequest{});
-        auto stats = other.recvAs<wire::Stats>();
-        QVERIFY(stats.has_value());
-        dropped = stats->batchesDroppedForSlowClients;
+      if (i % 5 != 4) continue;
+      last = stats();
+      QVERIFY2(last.has_value(), "a second client was not served while the first never reads");
+      if (last->batchesDroppedForSlowClients == 0) continue;
+      if (!first) {
+        first = last;
+        tFirst = clock.elapsed();
+      } else if (clock.elapsed() - tFirst >= 3000) {  // three seconds of dropping
+        later = last;
+        tLater = clock.elapsed();
       }
     }
-    QCOMPARE(job.wait(180000), 0);
-    QVERIFY2(dropped > 0, "the agent held everything for the client that never reads");
-    // Bounded: the 1 MiB queue, not the stream (tens of MB over the run).
-    QVERIFY2(rssMax - rssBefore < 32 * 1024,
+    QVERIFY2(first.has_value(), qPrintable(QString("the agent held everything for the client that never reads "
+                                                   "(step %1, %2 events recorded, %3 clients)")
+                                               .arg(last ? last->currentStep : -1)
+                                               .arg(last ? last->eventsRecorded : 0)
+                                               .arg(last ? last->clients : 0)));
+    QVERIFY(later.has_value());
+    QVERIFY2(later->currentStep > first->currentStep, "the job stopped stepping");
+    QVERIFY(later->batchesDroppedForSlowClients > first->batchesDroppedForSlowClients);
+    // Bounded: the 1 MiB queue, not the stream (the ranks record MBs per second).
+    QVERIFY2(rssMax - rssBefore < 16 * 1024,
              qPrintable(QString("rank 0 grew by %1 KiB with a client that never reads").arg(rssMax - rssBefore)));
-    // Step times before and while the client was stuck (reported, not asserted: timing).
-    QFile f(stepsFile);
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    std::vector<int64_t> pre, during;
-    for (const QByteArray& line : f.readAll().split('\n')) {
-      const QList<QByteArray> w = line.split(' ');
-      if (w.size() != 4) continue;
-      (w[2].toLongLong() < stuckAtNs ? pre : during).push_back(w[3].toLongLong());
-    }
-    QVERIFY(!pre.empty() && !during.empty());
-    auto median = [](std::vector<int64_t> v) {
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      return v[v.size() / 2];
-    };
-    qInfo("client that never reads: %llu batches dropped for it; rank 0 RSS %lld -> max %lld KiB; median step "
-          "%lld us before (%zu steps), %lld us while it was connected (%zu steps)",
-          static_cast<unsigned long long>(dropped), static_cast<long long>(rssBefore), static_cast<long long>(rssMax),
-          static_cast<long long>(median(pre)), pre.size(), static_cast<long long>(median(during)), during.size());
+    const double rateDuring =
+        double(later->currentStep - first->currentStep) * 1000.0 / double(tLater - tFirst);
+    // Step rates before and while the client was stuck: reported, not asserted (timing).
+    qInfo("client that never reads: %llu batches dropped for it in %lld ms; rank 0 RSS %lld -> max %lld KiB; "
+          "%.1f steps/s before, %.1f steps/s while dropping (%llu events recorded by rank 0)",
+          static_cast<unsigned long long>(later->batchesDroppedForSlowClients), static_cast<long long>(tLater - tFirst),
+          static_cast<long long>(rssBefore), static_cast<long long>(rssMax), ratePre, rateDuring,
+          static_cast<unsigned long long>(later->eventsRecorded));
   }
 
   void tcpClientCutByProxy() {
@@ -448,11 +465,22 @@ class TstFaults : public QObject {
     viaProxy.endpoint = proxy.endpoint();
     core::LiveOptions o;
     o.client.clientName = "tst_faults";
-    o.rediscoverSeconds = 0;  // only the proxied rank: no direct way around the proxy
+    o.rediscoverSeconds = 0;
+    // The client's side sees an empty runtime directory, as a remote client would: its only way
+    // to the rank is the proxy (no discovery file offers a direct one).
+    QTemporaryDir remote;
+    const QByteArray ownRun = qgetenv("TRAINSCOPE_RUNTIME_DIR");
+    QDir().mkpath(remote.filePath("run"));
+    QFile::setPermissions(remote.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", remote.filePath("run").toUtf8());
+    struct RestoreRun {
+      QByteArray dir;
+      ~RestoreRun() { qputenv("TRAINSCOPE_RUNTIME_DIR", dir); }
+    } restore{ownRun};
     core::LiveSession live({viaProxy}, o);
     live.start();
     core::LiveSnapshot st;
-    for (int i = 0; i < 200 && (st = live.snapshot()).events == 0; ++i) QTest::qWait(50);
+    for (int i = 0; i < 300 && (st = live.snapshot()).events < 300; ++i) QTest::qWait(50);
     QVERIFY2(st.events > 0, st.message.c_str());
     proxy.cut();
     for (int i = 0; i < 200 && !proxy.cutDone(); ++i) QTest::qWait(50);
@@ -463,11 +491,12 @@ class TstFaults : public QObject {
       if (st.ranksConnected == 0) break;
       QTest::qWait(50);
     }
-    QCOMPARE(st.ranksConnected, 0);
+    QVERIFY2(st.ranksConnected == 0, st.message.c_str());
     QVERIFY2(!st.message.empty(), "no problem reported for the cut rank");
     const uint64_t eventsAtCut = st.events;
     live.detach();
     QVERIFY(live.snapshot().events >= eventsAtCut);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", ownRun);
     // The job never noticed; its agent serves the next client.
     const Run knobs = cli({"knobs", "--job", job.id, "--json"});
     QVERIFY2(knobs.code == 0, qPrintable(knobs.out + knobs.err));
