@@ -36,7 +36,7 @@ bench: build
 
 # Soak (docs/RELIABILITY.md, "Soak"): a 4-rank job traced and recorded for SOAK_MINUTES; memory,
 # latency and drops sampled into $(BUILD)/soak/soak.csv and soak_summary.txt. SOAK_ARGS=--gui
-# also attaches the GUI (offscreen) as a second client.
+# also attaches the GUI (offscreen) as a second client (build it first: make build).
 SOAK_MINUTES ?= 30
 SOAK_ARGS    ?=
 soak: configure

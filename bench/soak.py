@@ -111,6 +111,8 @@ def main():
                                stderr=subprocess.STDOUT, start_new_session=True)
         procs.append(rec)
         gui_bin = os.path.join(bindir, "trainscope")
+        if a.gui and not os.path.exists(gui_bin):
+            print(f"soak: {gui_bin} not built (make build): running without the GUI", file=sys.stderr)
         if a.gui and os.path.exists(gui_bin):
             gui = subprocess.Popen([gui_bin, "--attach", job], env=env, stdout=subprocess.DEVNULL,
                                    stderr=open(os.path.join(out, "gui.log"), "w"), start_new_session=True)
