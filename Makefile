@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test run bench fuzz format clean torch2-venv hta-venv
+.PHONY: all deps configure build test run bench soak fuzz format clean torch2-venv hta-venv
 
 all: build
 
@@ -33,6 +33,15 @@ bench: build
 	python3 bench/bench_train.py --build $(BUILD) --steps 200
 	$(BUILD)/bin/bench_timeline
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bench_torch_ddp.py --build $(BUILD) --runs 6
+
+# Soak (docs/RELIABILITY.md, "Soak"): a 4-rank job traced and recorded for SOAK_MINUTES; memory,
+# latency and drops sampled into $(BUILD)/soak/soak.csv and soak_summary.txt. SOAK_ARGS=--gui
+# also attaches the GUI (offscreen) as a second client (build it first: make build).
+SOAK_MINUTES ?= 30
+SOAK_ARGS    ?=
+soak: configure
+	cmake --build $(BUILD) -j $(JOBS) --target trainscope-cli trainscope-testjob trainscope_agent
+	/usr/bin/python3 bench/soak.py --build $(BUILD) --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 # PyTorch 2.x (PyPI, CPU use; about 5 GB with the CUDA libraries it pulls) for the 2.x-format
 # traces (tests skip cleanly without it), and HolisticTraceAnalysis 0.5 for the reference numbers

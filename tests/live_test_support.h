@@ -33,6 +33,7 @@ inline void usePrivateRuntimeDir(const QTemporaryDir& dir) {
   QDir().mkpath(dir.filePath("run"));
   QFile::setPermissions(dir.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
   qputenv("TRAINSCOPE_RUNTIME_DIR", dir.filePath("run").toUtf8());
+  trainscope::test::killJobsAtExit(dir.filePath("run").toUtf8());
 }
 
 inline QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
@@ -100,8 +101,10 @@ inline DemoJob startDemo(const QStringList& args, const QString& knob) {
   return job;
 }
 
-// SIGTERM to the launcher (it forwards it to mpirun; never SIGKILL, which orphans the ranks);
-// true once the job is gone from `jobs` (at most 10 s). A job never started counts as gone.
+// SIGTERM to the launcher (it forwards it to mpirun; never SIGKILL first, which orphans the
+// ranks); true once the job is gone from `jobs` (at most 10 s). A job never started counts as
+// gone. One that is not gone by then is ended anyway (SIGKILL to every process of the test's
+// runtime directory), so that a failed stop leaves nothing running -- it still returns false.
 inline bool stopDemo(DemoJob& job) {
   if (job.launcher <= 0) return true;
   ::kill(static_cast<pid_t>(job.launcher), SIGTERM);
@@ -110,6 +113,8 @@ inline bool stopDemo(DemoJob& job) {
     if (!cli({"jobs", "--json"}).out.contains(job.id)) return true;
     QThread::msleep(100);
   }
+  const QByteArray dir = qgetenv("TRAINSCOPE_RUNTIME_DIR");
+  if (!dir.isEmpty()) trainscope::test::killProcessesWithEnv("TRAINSCOPE_RUNTIME_DIR", dir);
   return false;
 }
 

@@ -48,6 +48,28 @@ class TstGuiSmoke : public QObject {
     QCOMPARE(runGui({bad, "--screenshot", dir_.filePath("never.png")}), 1);
     QVERIFY(!QFileInfo::exists(dir_.filePath("never.png")));
   }
+
+  // Every kind of load failure ends --screenshot with 1 (it used to wait forever on some): an
+  // empty file, a damaged .json.gz, JSON nested 70,000 deep, a file that does not exist.
+  void everyLoadFailureExitsNonZero() {
+    auto write = [this](const char* name, const QByteArray& bytes) {
+      QFile f(dir_.filePath(name));
+      if (!f.open(QIODevice::WriteOnly)) return QString();
+      f.write(bytes);
+      return f.fileName();
+    };
+    QByteArray deep = R"([{"name":"x","ph":"X","ts":1,"dur":1,"pid":1,"tid":1,"args":{"v":)";
+    deep += QByteArray(70000, '[') + QByteArray(70000, ']') + "}}]";
+    const QStringList files{write("empty.tsdb", {}), write("empty.json", {}),
+                            write("cut.json.gz", QByteArray("\x1f\x8b\x08\x00", 4)), write("deep.json", deep),
+                            dir_.filePath("missing.tsdb")};
+    for (const QString& f : files) {
+      QVERIFY(!f.isEmpty());
+      const QString png = dir_.filePath("never-" + QFileInfo(f).fileName() + ".png");
+      QCOMPARE(runGui({f, "--screenshot", png}), 1);
+      QVERIFY2(!QFileInfo::exists(png), qPrintable(f));
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TstGuiSmoke)

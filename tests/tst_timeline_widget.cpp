@@ -5,6 +5,8 @@
 #include <QWheelEvent>
 #include <QtTest>
 
+#include <limits>
+
 #include "trainscope/core/synth/synth.h"
 #include "trainscope/plots/timeline_details.h"
 #include "trainscope/plots/timeline_widget.h"
@@ -138,6 +140,36 @@ class TstTimelineWidget : public QObject {
     QVERIFY(items > 0);
     // At most ~one item per pixel column per visible row (about 40 rows fit).
     QVERIFY2(items < size_t(40 * 1000), qPrintable(QString::number(items)));
+  }
+
+  // Timestamps at the int64 limits (a crafted trace: +-9.2e15 us, one event from INT64_MIN to
+  // INT64_MAX): the widget paints, zooms and pans in bounded time -- the ruler used to loop
+  // forever -- with the view clamped to +-ZoomControl::kLimitNs.
+  void int64ExtremesPaintInBoundedTime() {
+    auto d = std::make_shared<plots::TimelineData>();
+    core::TraceStore& s = d->store;
+    const core::TrackId t = s.addTrack({0, core::TrackKind::CpuThread, "extremes", 1});
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+    s.append(t, {kMin, kMax, s.intern("everything"), core::EventKind::Range});
+    s.append(t, {-9'200'000'000'000'000'000, -9'200'000'000'000'000'000 + 5, s.intern("far past"),
+                 core::EventKind::Range});
+    s.append(t, {9'200'000'000'000'000'000, 9'200'000'000'000'000'000 + 5, s.intern("far future"),
+                 core::EventKind::Range});
+    d->model.rebuild();
+    ++d->layoutGeneration;
+    ++d->generation;
+    w_->setData(d);
+    QVERIFY(!w_->grab().toImage().isNull());
+    QVERIFY(w_->zoom().start() >= -plots::ZoomControl::kLimitNs - plots::ZoomControl::kLimitNs / 10);
+    QVERIFY(w_->zoom().end() <= plots::ZoomControl::kLimitNs + plots::ZoomControl::kLimitNs / 10);
+    QVERIFY(w_->zoom().width() > 0);
+    for (int i = 0; i < 5; ++i) wheel(w_, QPoint(600, 300), 240);  // zoom in
+    QVERIFY(!w_->grab().toImage().isNull());
+    QTest::keyClick(w_, Qt::Key_D);  // pan
+    QTest::keyClick(w_, Qt::Key_A);
+    for (int i = 0; i < 8; ++i) wheel(w_, QPoint(600, 300), -240);  // out past the whole trace
+    QVERIFY(!w_->grab().toImage().isNull());
+    QVERIFY(w_->zoom().width() > 0);
   }
 };
 

@@ -19,6 +19,9 @@ void printText(const core::SessionSummary& s) {
   using namespace trainscope::core;
   std::printf("session   %s\n", s.path.string().c_str());
   std::printf("schema    v%d%s\n", s.schemaVersion, s.complete ? "" : "  (live or not closed cleanly)");
+  if (!s.complete)
+    std::printf("note      not closed: still being recorded, or the recorder stopped early (killed, out of\n"
+                "          disk space); every committed event is here, events after the last commit are not\n");
   std::printf("events    %s\n", withThousands(s.eventCount).c_str());
   for (const auto& [kind, n] : s.eventsPerKind)
     std::printf("  %-12s %14s\n", std::string(eventKindName(kind)).c_str(), withThousands(n).c_str());

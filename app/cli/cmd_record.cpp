@@ -6,7 +6,9 @@
 // and ranks), so memory stays flat however long the recording runs. Clock offsets are measured
 // at attach, again every --resync-seconds, and at the end (the drift); they and the other
 // session metadata are the same a live GUI tab saves. If the job ends while recording, what
-// arrived is saved and the command succeeds.
+// arrived is saved and the command succeeds. Batches are committed at least every second, so a
+// killed recorder loses about a second; when writing fails (disk full) the command says how many
+// events the file holds (it opens as it is) and how many were lost, and exits 1.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -39,7 +41,10 @@ int runRecord(const RecordOptions& o) {
   // A job that is still coming up: wait for its first rank; the others join as they register.
   auto entries = core::LiveSession::waitForEntries(o.job, 5000);
   if (!entries) return fail(entries.status());
-  auto writer = core::SessionWriter::create(o.out);
+  // Committed at least every second: a kill or a full disk loses about a second of events.
+  core::SessionWriter::Options wo;
+  wo.commitMs = 1000;
+  auto writer = core::SessionWriter::create(o.out, wo);
   if (!writer) return fail(writer.status());
   core::SessionWriter& w = *writer.value();
   core::LiveOptions lo;
@@ -76,6 +81,18 @@ int runRecord(const RecordOptions& o) {
   st = live.snapshot();
   for (const auto& r : st.ranks)
     if (!r.problem.empty()) std::fprintf(stderr, "%s\n", r.problem.c_str());
+  if (core::Status wf = w.failure(); !wf.isOk()) {
+    // Writing failed (a full disk above all): what was committed stays readable; say how much.
+    const uint64_t kept = w.eventsCommitted();
+    (void)w.close();
+    (void)fail(wf);
+    std::fprintf(stderr,
+                 "note: %s holds the %s events committed before the error and opens as it is; the %s "
+                 "events received after them were not saved\n",
+                 o.out.c_str(), withThousands(kept).c_str(),
+                 withThousands(st.events > kept ? st.events - kept : 0).c_str());
+    return kExitFailed;
+  }
   if (st.state == core::LiveState::Failed) return fail(core::Status(core::ErrorCode::NotFound, st.message));
   if (core::Status s = w.close(); !s.isOk()) return fail(s);
   if (st.state == core::LiveState::Ended)

@@ -286,11 +286,14 @@ void TimelineWidget::paintRuler(QPainter& p) {
   const TimelineModel& m = data_->model;
   const double nsPx = zoom_.nsPerPixel(w);
   const int64_t tick = tickSpacingNs(nsPx, 110);
-  const int64_t origin = m.spanStart();
+  // The zoom's (clamped) trace start: window and origin stay within +-ZoomControl::kLimitNs, so
+  // these differences cannot overflow, and the loop draws at most width / tick (~ width / 110 px)
+  // labels even for a trace from INT64_MIN to INT64_MAX.
+  const int64_t origin = zoom_.traceStart();
   int64_t t = origin + ((zoom_.start() - origin) / tick) * tick;
   if (t < zoom_.start()) t += tick;
   p.setPen(QColor(0x40, 0x40, 0x40));
-  for (; t <= zoom_.end(); t += tick) {
+  for (int n = 0; t <= zoom_.end() && n < 1000; t += tick, ++n) {
     const double x = x0 + zoom_.timeToX(t, w);
     p.setPen(kGrid);
     p.drawLine(QPointF(x, 14), QPointF(x, layout::kAxisHeight));

@@ -6,6 +6,8 @@
 namespace trainscope::plots {
 
 void ZoomControl::setTrace(int64_t start, int64_t end, bool fitAll) {
+  start = std::clamp(start, -kLimitNs, kLimitNs - kMinWidthNs);
+  end = std::clamp(end, -kLimitNs, kLimitNs);
   traceStart_ = start;
   traceEnd_ = std::max(end, start + kMinWidthNs);
   if (fitAll || !hasTrace_) {
@@ -49,7 +51,8 @@ void ZoomControl::followEnd() {
 }
 
 double ZoomControl::timeToX(int64_t t, double widthPx) const {
-  return static_cast<double>(t - start_) * widthPx / static_cast<double>(width());
+  // In double: t may lie anywhere in int64 (beyond the clamped trace), t - start_ would overflow.
+  return (static_cast<double>(t) - static_cast<double>(start_)) * widthPx / static_cast<double>(width());
 }
 
 int64_t ZoomControl::xToTime(double x, double widthPx) const {

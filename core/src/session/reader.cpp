@@ -377,16 +377,22 @@ SessionReader::SessionReader() : d_(std::make_unique<Impl>()) {}
 SessionReader::~SessionReader() = default;
 
 Result<std::unique_ptr<SessionReader>> SessionReader::open(const fs::path& path) {
-  if (Status s = tsdb::checkFileHeader(path); !s) return s;
+  std::string walNote;  // the file is short, but its write-ahead log may hold the rest
+  if (Status s = tsdb::checkFileHeader(path, &walNote); !s) return s;
+  auto truncated = [&](const Status& s) {
+    if (walNote.empty() || s.isOk()) return s;
+    return Status{ErrorCode::Truncated, path.string() + ": truncated: " + walNote +
+                                            ", but SQLite cannot read the session with it: " + s.message()};
+  };
   std::unique_ptr<SessionReader> r(new SessionReader());
   Impl& d = *r->d_;
   d.path = path;
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   d.db.reset(raw);
-  if (rc != SQLITE_OK) return d.error(rc, "opening the session");
+  if (rc != SQLITE_OK) return truncated(d.error(rc, "opening the session"));
   sqlite3_busy_timeout(raw, 5000);  // a live writer's checkpoint holds locks briefly
-  if (Status s = d.validate(); !s) return s;
+  if (Status s = d.validate(); !s) return truncated(s);
   return r;
 }
 

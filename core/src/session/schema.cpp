@@ -146,7 +146,7 @@ Status createSchema(sqlite3* db, const fs::path& path) {
   return exec(db, sql, path, "creating the session schema");
 }
 
-Status checkFileHeader(const fs::path& path) {
+Status checkFileHeader(const fs::path& path, std::string* walNote) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (st.type() == fs::file_type::not_found) return {ErrorCode::NotFound, path.string() + ": no such file"};
@@ -183,15 +183,24 @@ Status checkFileHeader(const fs::path& path) {
     if (!countValid || h.size >= expected) return Status::ok();
     // A checkpoint of a live WAL session writes page 1 (the header) before the pages that grow
     // the file; look once more before calling a live file truncated.
-    if (attempt == 0 && nonEmptyFile(fs::path(path.string() + "-wal"))) {
+    const fs::path wal(path.string() + "-wal");
+    const bool hasWal = nonEmptyFile(wal);
+    if (attempt == 0 && hasWal) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    return {ErrorCode::Truncated,
-            path.string() + ": truncated: the file has " + std::to_string(h.size) +
-                " bytes but its SQLite header says " + std::to_string(pages) + " pages of " +
-                std::to_string(pageSize) + " bytes (" + std::to_string(expected) +
-                " bytes); it was cut short, e.g. by an interrupted copy or a full disk"};
+    const std::string shortBy = "the file has " + std::to_string(h.size) + " bytes but its SQLite header says " +
+                                std::to_string(pages) + " pages of " + std::to_string(pageSize) + " bytes (" +
+                                std::to_string(expected) + " bytes)";
+    // A checkpoint cut short (disk full, killed writer): the log still holds the pages.
+    if (hasWal) {
+      if (walNote)
+        *walNote = shortBy + "; the missing pages are expected in its write-ahead log " + wal.filename().string() +
+                   " (a checkpoint cut short, e.g. by a full disk)";
+      return Status::ok();
+    }
+    return {ErrorCode::Truncated, path.string() + ": truncated: " + shortBy +
+                                      "; it was cut short, e.g. by an interrupted copy or a full disk"};
   }
 }
 

@@ -23,7 +23,12 @@ Status createSchema(sqlite3* db, const std::filesystem::path& path);
 // Cheap checks on the raw file, before SQLite opens it: NotFound, Io, NotSqlite (wrong first
 // 16 bytes), Truncated (shorter than the header's page count x page size), Corrupt (impossible
 // page size). Reads the 100-byte header and stats the file; never reads the body.
-Status checkFileHeader(const std::filesystem::path& path);
+// A file shorter than its header says but with a non-empty write-ahead log beside it is not
+// called truncated: a checkpoint that ran out of disk space (or was killed) writes page 1 before
+// the pages that grow the file, and the log still holds every committed page, which SQLite reads
+// with the file. Then `walNote` (when given) says so, and the caller reports Truncated only if
+// SQLite cannot read the session after all.
+Status checkFileHeader(const std::filesystem::path& path, std::string* walNote = nullptr);
 
 // Name of the time index of one segment over `column` ("rank" or "track"): events_s<id>_<column>.
 std::string segmentIndexName(int64_t segment, const char* column);

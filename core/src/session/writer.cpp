@@ -8,6 +8,7 @@
 #include <array>
 #include <bit>
 #include <charconv>
+#include <ctime>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -123,6 +124,8 @@ struct SessionWriter::Impl {
   int64_t nextSegmentId = 1;
   uint64_t pending = 0;
   uint64_t appended = 0;
+  uint64_t committed = 0;  // appended as of the last successful commit
+  int64_t txStartNs = 0;   // when the open batch began (coarse monotonic), for Options::commitMs
   SegmentStats seg;
   std::string args;             // reused buffer for the args JSON
   std::string attrBlob;         // reused buffer for the binary attrs column
@@ -156,13 +159,25 @@ struct SessionWriter::Impl {
     if (inTx) return Status::ok();
     if (Status s = step(begin.get(), "starting a transaction"); !s) return s;
     inTx = true;
+    if (options.commitMs > 0) txStartNs = coarseNowNs();
     return Status::ok();
   }
   Status commitTx() {
     if (!inTx) return Status::ok();
     inTx = false;
     pending = 0;
-    return step(commit.get(), "committing a batch of events");
+    Status s = step(commit.get(), "committing a batch of events");
+    if (s) committed = appended;
+    // A failed COMMIT may leave SQLite's transaction open (SQLITE_FULL): roll it back, so that
+    // the connection closes on the last committed state.
+    else if (!sqlite3_get_autocommit(db.get()))
+      (void)tsdb::exec(db.get(), "ROLLBACK", path, "rolling back after a failed commit");
+    return s;
+  }
+  static int64_t coarseNowNs() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // a few ns (vDSO), ms resolution is enough
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
   }
 
   Status prepareAll();
@@ -347,6 +362,7 @@ Status SessionWriter::Impl::appendEvent(const TraceStore& store, TrackId track, 
   if (e.kind == EventKind::KnobChange)
     if (Status s = writeKnobChange(store, info.rank, e, attrs); !s) return s;
   if (++pending >= options.batchEvents) return commitTx();
+  if (options.commitMs > 0 && coarseNowNs() - txStartNs >= int64_t{options.commitMs} * 1'000'000) return commitTx();
   return Status::ok();
 }
 
@@ -518,6 +534,13 @@ Status SessionWriter::close() {
     // keeps it in WAL mode, which SQLite reads just as well.
     (void)tsdb::exec(d.db.get(), "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;", d.path,
                      "closing the session");
+  } else {
+    // After a failure (a full disk above all) the file keeps what the last commit left: no
+    // checkpoint on close, which would only write into the full disk again. The write-ahead
+    // log beside the file holds the committed pages; readers take both.
+    if (!sqlite3_get_autocommit(d.db.get()))
+      (void)tsdb::exec(d.db.get(), "ROLLBACK", d.path, "rolling back the failed batch");
+    sqlite3_db_config(d.db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   }
   d.closed = true;
   for (Stmt* st : {&d.begin, &d.commit, &d.insEvent, &d.insString, &d.insKnob, &d.upRank, &d.upTrack, &d.upMeta,
@@ -529,5 +552,7 @@ Status SessionWriter::close() {
 }
 
 uint64_t SessionWriter::eventsWritten() const { return d_->appended; }
+uint64_t SessionWriter::eventsCommitted() const { return d_->committed; }
+Status SessionWriter::failure() const { return d_->failure; }
 
 }  // namespace trainscope::core

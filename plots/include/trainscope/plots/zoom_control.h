@@ -10,6 +10,10 @@ namespace trainscope::plots {
 class ZoomControl {
  public:
   static constexpr int64_t kMinWidthNs = 100;
+  // The trace's extent is clamped to +-kLimitNs (about 127 years around the epoch), so that its
+  // width, margins and window differences never overflow int64 -- a crafted trace may hold
+  // timestamps near +-9.2e18 ns. Events beyond it are drawn at the edge.
+  static constexpr int64_t kLimitNs = 4'000'000'000'000'000'000;
 
   // The trace's extent. The first call (or one with fit) shows all of it.
   void setTrace(int64_t start, int64_t end, bool fit);

@@ -53,6 +53,9 @@ class SessionWriter {
  public:
   struct Options {
     size_t batchEvents = 100'000;  // events per transaction
+    // Also commit the open batch at the first event at least this long after it began (0: only
+    // by count). A recorder sets it so that a kill or a full disk loses at most about this much.
+    int commitMs = 0;
     bool overwrite = true;         // replace an existing file at path
   };
   static Result<std::unique_ptr<SessionWriter>> create(const std::filesystem::path& path,
@@ -82,6 +85,11 @@ class SessionWriter {
 
   // Events passed to append()/appendStore() so far, committed or still in the open batch.
   uint64_t eventsWritten() const;
+  // Events in committed transactions: what the file holds for readers (and after a crash).
+  uint64_t eventsCommitted() const;
+  // The first error (ok while none): the writer refuses further work after it, and close() then
+  // leaves the file as the last commit made it (no checkpoint into a full disk).
+  Status failure() const;
 
   // The PRAGMA statements applied to every new file (page size, WAL, synchronous=NORMAL, cache).
   // Public so that benchmarks can give a bare SQLite loop exactly the same settings.
