@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/session/summary.h"
 #include "trainscope/core/synth/synth.h"
 
 using namespace trainscope::core;
@@ -524,6 +525,26 @@ class TstChromeTrace : public QObject {
     QCOMPARE(r.status().code(), ErrorCode::Corrupt);
     QVERIFY2(r.status().message().find(gz.toStdString() + ": damaged gzip data") != std::string::npos,
              r.status().message().c_str());
+  }
+
+  // Found by fuzz_chrome_import: a partial import of a file with invalid UTF-8 after its last
+  // good event keeps the parser's message (with those bytes) in import_first_error, and
+  // summaryToJson (`info --json`) threw nlohmann's type_error 316 on it: the CLI terminated.
+  void summaryOfPartialImportWithInvalidUtf8() {
+    const std::string text = "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", \"ts\": 1, \"dur\": 2, "
+                             "\"pid\": 0, \"tid\": 0}, {\"ph\": \"X\", \"grid\": [1,\xe0\xce\xa2\xca 0}]}";
+    ChromeImportOptions partial;
+    partial.partial = true;
+    auto store = importChromeTrace(text, "bad-utf8.json", partial);
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    std::string json;
+    try {
+      json = summaryToJson(summarizeStore(store.value()));
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+    const auto doc = nlohmann::json::parse(json);
+    QCOMPARE(doc["event_count"].get<int>(), 1);
   }
 
   void importsKinetoSample() {

@@ -208,6 +208,27 @@ class TstTuneConfig : public QObject {
     QVERIFY(!exportConfig(dpConfig(), "yaml").isOk());
   }
 
+  // Found by fuzz_config: values read from a file that the translations divide or add by.
+  // pp.virtual_stages 0 with interleaved-1f1b divided by zero in the Megatron export; a bucket
+  // of INT64_MAX bytes overflowed while rounding up to elements.
+  void translationsSurviveHostileCounts() {
+    const std::string text = R"({"schema":"trainscope.tuned-config","schema_version":1,
+      "knobs":{"pp.schedule":"interleaved-1f1b","pp.virtual_stages":0,"dp.bucket_bytes":9223372036854775807},
+      "job":{"job_id":"j","world_size":4,"mode":"hybrid","pp_stages":2,"model_layers":8}})";
+    auto c = configFromJson(text, "hostile.json");
+    QVERIFY2(c.isOk(), c.status().message().c_str());
+    for (std::string_view format : kConfigFormats) {
+      auto out = exportConfig(c.value(), format);
+      QVERIFY2(out.isOk(), std::string(format).c_str());
+    }
+    auto megatron = exportConfig(c.value(), "megatron");
+    QVERIFY(megatron->find("--num-layers-per-virtual-pipeline-stage = layers / (2 stages x 0 virtual stages)") !=
+            std::string::npos);
+    QVERIFY(megatron->find("--ddp-bucket-size 2305843009213693952") != std::string::npos);  // ceil(2^63-1 / 4)
+    c.value().knobs["pp.virtual_stages"] = "-3";
+    QVERIFY(exportConfig(c.value(), "megatron").isOk());
+  }
+
   // Settings at the end and measurements: 2 ranks, 6 steps of 10 ms (steps 0-2) then 20 ms
   // (3-5) after dp.bucket_bytes changes at step 3; a refused dp.algorithm change and its
   // restore at step 4 leave ring.

@@ -67,7 +67,7 @@ std::string summaryToJson(const SessionSummary& s, int indent) {
             {"complete", s.complete},
             {"metadata", s.metadata},
             {"ranks", std::move(ranks)}};
-  return j.dump(indent);
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace trainscope::core

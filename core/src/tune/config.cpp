@@ -53,7 +53,7 @@ std::string valueText(const nlohmann::json& v) {
     }
     return s.str();
   }
-  return v.dump();
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 double finiteOr(double v, double fallback) {
@@ -289,7 +289,7 @@ std::string configToJson(const TunedConfig& c) {
       c.createdBy.substr(c.createdBy.rfind(' ') == std::string::npos ? 0 : c.createdBy.rfind(' ') + 1);
   ver["tsdb_schema"] = 2;
   j["versions"] = ver;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Result<TunedConfig> configFromJson(const std::string& text, const std::string& what) {
@@ -350,7 +350,7 @@ Result<TunedConfig> configFromJson(const std::string& text, const std::string& w
   c.source = str(j, "source");
   if (j.contains("notes") && j["notes"].is_object())
     for (const auto& [k, v] : j["notes"].items())
-      c.notes[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      c.notes[k] = v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (j.contains("versions") && j["versions"].is_object()) {
     c.createdBy = str(j["versions"], "created_by");
     c.createdAt = str(j["versions"], "created_at");
