@@ -71,7 +71,7 @@ fuzz-seeds: fuzz-build
 # CMakePresets.json (no GUI, no CUDA). Suppressions for third-party code only:
 # tests/sanitizers/*.supp.
 ASAN_TESTS ?= tst_agent_capture tst_agent_server tst_agent_client tst_agent_interop tst_agent_mpi tst_wire \
-              tst_live_session tst_trace_store tst_session_db tst_analysis tst_chrome_trace
+              tst_trace_store tst_session_db tst_analysis tst_chrome_trace
 TSAN_TESTS ?= tst_agent_capture tst_agent_server tst_agent_mpi tst_wire
 asan: SAN_TESTS = $(ASAN_TESTS)
 tsan: SAN_TESTS = $(TSAN_TESTS)
