@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test run bench soak fuzz format clean torch2-venv hta-venv
+.PHONY: all deps configure build test run bench soak fuzz fuzz-build fuzz-ci fuzz-seeds asan tsan format clean torch2-venv hta-venv
 
 all: build
 
@@ -55,14 +55,39 @@ hta-venv:
 	test -x $(HTA_VENV)/bin/python || python3 -m venv $(HTA_VENV)
 	$(HTA_VENV)/bin/pip install -q holistictraceanalysis==0.5.0
 
-# libFuzzer on the wire decoder (clang; separate build dir, only the decoder and the fuzzer are
-# built). CI runs it for FUZZ_SECONDS after the tests.
-FUZZ_SECONDS ?= 30
-fuzz: deps
-	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DTRAINSCOPE_FUZZ=ON -DTRAINSCOPE_GPU=OFF -DTRAINSCOPE_BUILD_GUI=OFF -DTRAINSCOPE_BUILD_BENCH=OFF >/dev/null
-	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_wire
-	$(BUILD)-fuzz/bin/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1
+# Fuzzing (docs/RELIABILITY.md, "Fuzzing"): libFuzzer with ASan/UBSan (clang), in a separate
+# build directory where every library is instrumented. `make fuzz` runs each target for
+# FUZZ_SECONDS; `make fuzz-ci` (CI) for 20 s each. `make fuzz-seeds` regenerates the generated
+# seeds in tests/fuzz/corpus.
+FUZZ_BUILD   ?= $(BUILD)-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= wire agent_server tsdb chrome_import analysis knobs config
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DTRAINSCOPE_FUZZ=ON -DTRAINSCOPE_GPU=OFF -DTRAINSCOPE_BUILD_GUI=OFF \
+	  -DTRAINSCOPE_BUILD_BENCH=OFF -DTRAINSCOPE_WERROR=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+fuzz: fuzz-build
+	scripts/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+fuzz-ci:
+	$(MAKE) fuzz FUZZ_SECONDS=20
+fuzz-seeds: fuzz-build
+	cmake --build $(FUZZ_BUILD) --target fuzz_seeds
+	$(FUZZ_BUILD)/bin/fuzz_seeds . tests/fuzz/corpus
+
+# Sanitizers (docs/RELIABILITY.md, "Sanitizers"): the agent and core suites built and run under
+# ASan+UBSan (`make asan`, build-asan) and TSan (`make tsan`, build-tsan), with the presets of
+# CMakePresets.json (no GUI, no CUDA). Suppressions for third-party code only:
+# tests/sanitizers/*.supp.
+ASAN_TESTS ?= tst_agent_capture tst_agent_server tst_agent_client tst_agent_interop tst_agent_mpi tst_wire \
+              tst_trace_store tst_session_db tst_analysis tst_chrome_trace
+TSAN_TESTS ?= tst_agent_capture tst_agent_server tst_agent_mpi tst_wire
+asan: SAN_TESTS = $(ASAN_TESTS)
+tsan: SAN_TESTS = $(TSAN_TESTS)
+asan tsan: deps
+	cmake --preset $@ >/dev/null
+	cmake --build build-$@ -j $(JOBS) --target $(SAN_TESTS)
+	ctest --preset $@ -R '^($(subst $(eval) ,|,$(strip $(SAN_TESTS))))$$' -j $(JOBS) --timeout 1200
 
 format:
 	find core profiler agents plots app tests bench -name '*.h' -o -name '*.cpp' -o -name '*.cu' | xargs clang-format -i

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/session/summary.h"
 #include "trainscope/core/synth/synth.h"
 
 using namespace trainscope::core;
@@ -524,6 +525,59 @@ class TstChromeTrace : public QObject {
     QCOMPARE(r.status().code(), ErrorCode::Corrupt);
     QVERIFY2(r.status().message().find(gz.toStdString() + ": damaged gzip data") != std::string::npos,
              r.status().message().c_str());
+  }
+
+  // Found by fuzz_chrome_import: a partial import of a file with invalid UTF-8 after its last
+  // good event keeps the parser's message (with those bytes) in import_first_error, and
+  // summaryToJson (`info --json`) threw nlohmann's type_error 316 on it: the CLI terminated.
+  void summaryOfPartialImportWithInvalidUtf8() {
+    const std::string text = "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", \"ts\": 1, \"dur\": 2, "
+                             "\"pid\": 0, \"tid\": 0}, {\"ph\": \"X\", \"grid\": [1,\xe0\xce\xa2\xca 0}]}";
+    ChromeImportOptions partial;
+    partial.partial = true;
+    auto store = importChromeTrace(text, "bad-utf8.json", partial);
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    std::string json;
+    try {
+      json = summaryToJson(summarizeStore(store.value()));
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+    const auto doc = nlohmann::json::parse(json);
+    QCOMPARE(doc["event_count"].get<int>(), 1);
+  }
+
+  // Found by fuzz_chrome_import: events from -9.2e15 µs to today span more than INT64_MAX ns;
+  // summaryToJson (`info --json`) and the export computed end - start with signed overflow
+  // (undefined). Times are now refused beyond ±2^62 ns (146 years), so every span fits; the
+  // summary saturates anyway (a .tsdb is not checked the same way).
+  void timesBeyond146YearsAreRefused() {
+    const std::string text = R"({"traceEvents": [
+      {"ph": "X", "name": "early", "ts": -9.2e15, "dur": 1, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "late", "ts": 1682725898232995, "dur": 1, "pid": 0, "tid": 0}]})";
+    auto strict = importChromeTrace(text, "span.json");
+    QVERIFY(!strict.isOk());
+    QVERIFY2(strict.status().message().find("within range") != std::string::npos, strict.status().message().c_str());
+    ChromeImportOptions partial;
+    partial.partial = true;
+    auto store = importChromeTrace(text, "span.json", partial);
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    QCOMPARE(store->eventCount(), uint64_t{1});
+    std::ostringstream out;
+    QVERIFY(exportChromeTrace(store.value(), out).isOk());
+    // Just inside the limit at both ends: the span is below INT64_MAX and exports.
+    const std::string edge = R"({"traceEvents": [
+      {"ph": "X", "name": "early", "ts": -4611686018427387, "dur": 1, "pid": 0, "tid": 0},
+      {"ph": "X", "name": "late", "ts": 4611686018427386, "dur": 1, "pid": 0, "tid": 0}]})";
+    auto wide = importChromeTrace(edge, "edge.json");
+    QVERIFY2(wide.isOk(), wide.status().message().c_str());
+    const auto doc = nlohmann::json::parse(summaryToJson(summarizeStore(wide.value())));
+    QCOMPARE(doc["event_count"].get<int>(), 2);
+    QVERIFY(doc["duration_ns"].get<int64_t>() > 0);
+    std::ostringstream out2;
+    QVERIFY(exportChromeTrace(wide.value(), out2).isOk());
+    QVERIFY(!importChromeTrace(R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 4611686018427388, "dur": 1,
+      "pid": 0, "tid": 0}]})", "over.json").isOk());
   }
 
   void importsKinetoSample() {

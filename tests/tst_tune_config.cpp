@@ -14,6 +14,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "cli_test_support.h"
@@ -212,6 +213,52 @@ class TstTuneConfig : public QObject {
         "{\"schema\":\"trainscope.tuned-config\",\"schema_version\":1,\"knobs\":{\"a\":[1]}}", "c.json");
     QVERIFY(!bad.isOk());
     QVERIFY(!exportConfig(dpConfig(), "yaml").isOk());
+  }
+
+  // Found by fuzz_config: a knob text that only looks like a number ("0x0" was written as 0.0,
+  // read back as "0", then written as 0) changed on every save. Now only a number's own text
+  // becomes a JSON number; knob texts survive a round trip, and a second save is the same file.
+  void knobTextsSurviveRoundTrips() {
+    TunedConfig c;
+    c.knobs = {{"a", "0x0"}, {"b", " 5"}, {"c", "1e5"}, {"d", "1048576"}, {"e", "0.01"}, {"f", "1.0"},
+               {"g", "-0"}, {"h", "ring"}, {"i", "99999999999999999999"}};
+    const std::string once = configToJson(c);
+    auto back = configFromJson(once, "once.json");
+    QVERIFY2(back.isOk(), back.status().message().c_str());
+    QCOMPARE(back->knobs, c.knobs);
+    QCOMPARE(configToJson(back.value()), once);
+    const auto doc = nlohmann::json::parse(once);
+    QVERIFY(doc["knobs"]["d"].is_number_integer());
+    QVERIFY(doc["knobs"]["e"].is_number_float());
+    QVERIFY(doc["knobs"]["a"].is_string());
+    QVERIFY(doc["knobs"]["i"].is_string());
+    // A float where an integer belongs is read as one when it fits, else as the default.
+    auto big = configFromJson(R"({"schema":"trainscope.tuned-config","schema_version":1,"knobs":{},
+      "job":{"world_size":1e300,"pp_stages":2.0}})", "big.json");
+    QVERIFY2(big.isOk(), big.status().message().c_str());
+    QCOMPARE(big->job.worldSize, 0);
+    QCOMPARE(big->job.ppStages, 2);
+  }
+
+  // Found by fuzz_config: values read from a file that the translations divide or add by.
+  // pp.virtual_stages 0 with interleaved-1f1b divided by zero in the Megatron export; a bucket
+  // of INT64_MAX bytes overflowed while rounding up to elements.
+  void translationsSurviveHostileCounts() {
+    const std::string text = R"({"schema":"trainscope.tuned-config","schema_version":1,
+      "knobs":{"pp.schedule":"interleaved-1f1b","pp.virtual_stages":0,"dp.bucket_bytes":9223372036854775807},
+      "job":{"job_id":"j","world_size":4,"mode":"hybrid","pp_stages":2,"model_layers":8}})";
+    auto c = configFromJson(text, "hostile.json");
+    QVERIFY2(c.isOk(), c.status().message().c_str());
+    for (std::string_view format : kConfigFormats) {
+      auto out = exportConfig(c.value(), format);
+      QVERIFY2(out.isOk(), std::string(format).c_str());
+    }
+    auto megatron = exportConfig(c.value(), "megatron");
+    QVERIFY(megatron->find("--num-layers-per-virtual-pipeline-stage = layers / (2 stages x 0 virtual stages)") !=
+            std::string::npos);
+    QVERIFY(megatron->find("--ddp-bucket-size 2305843009213693952") != std::string::npos);  // ceil(2^63-1 / 4)
+    c.value().knobs["pp.virtual_stages"] = "-3";
+    QVERIFY(exportConfig(c.value(), "megatron").isOk());
   }
 
   // Settings at the end and measurements: 2 ranks, 6 steps of 10 ms (steps 0-2) then 20 ms

@@ -175,6 +175,8 @@ TS_AGENT_API ts_knob_t ts_knob_int(const char* name, int64_t min, int64_t max, i
     k->type = KnobType::Int;
     k->min = static_cast<double>(min);
     k->max = static_cast<double>(max);
+    k->intMin = min;
+    k->intMax = max;
     k->defaultBits = std::bit_cast<uint64_t>(def);
     return addKnob(std::move(k), name, desc, flags);
   } catch (...) {

@@ -60,9 +60,11 @@ std::optional<uint64_t> KnobRegistry::parse(const ts_knob& k, const std::string&
         reason = k.name + ": '" + text + "' is not an integer";
         return std::nullopt;
       }
-      if (static_cast<double>(v) < k.min || static_cast<double>(v) > k.max) {
-        reason = k.name + ": " + text + " is out of range [" + format(k, std::bit_cast<uint64_t>(static_cast<int64_t>(k.min))) +
-                 ", " + format(k, std::bit_cast<uint64_t>(static_cast<int64_t>(k.max))) + "]";
+      // Compared as integers: near INT64_MAX the double range rounds up to 2^63, which would
+      // both accept values above the maximum and overflow when converted back (found by fuzz_knobs).
+      if (v < k.intMin || v > k.intMax) {
+        reason = k.name + ": " + text + " is out of range [" + std::to_string(k.intMin) + ", " +
+                 std::to_string(k.intMax) + "]";
         return std::nullopt;
       }
       return std::bit_cast<uint64_t>(v);

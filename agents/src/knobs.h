@@ -32,7 +32,8 @@ struct ts_knob {
   std::string name;
   std::string description;
   trainscope::core::wire::KnobType type = trainscope::core::wire::KnobType::Int;
-  double min = 0, max = 0;
+  double min = 0, max = 0;            // the range as KnobList carries it
+  int64_t intMin = 0, intMax = 0;     // Int: the declared range exactly (doubles round above 2^53)
   std::vector<std::string> choices;
   uint64_t defaultBits = 0;
   unsigned flags = 0;

@@ -43,6 +43,7 @@ class Server {
   void wake();
 
  private:
+  friend struct ServerFuzzAccess;  // tests/fuzz/fuzz_agent_server.cpp drives one client's steps
   struct Client;
   void run();
   void acceptClients();

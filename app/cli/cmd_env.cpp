@@ -33,7 +33,7 @@ int runEnv(const EnvOptions& o) {
                         {"cupti_api_version", env.cuptiApiVersion},
                         {"nccl_version", env.ncclVersion}};
     if (o.selftest) j["cuda_selftest"] = {{"rc", selftestRc}, {"message", selftestMsg}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::printf("agent          %s\n", info);
     std::printf("GPU support    %s\n", env.builtWithGpu ? "built in" : "not built");

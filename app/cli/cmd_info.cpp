@@ -25,7 +25,7 @@ void printText(const core::SessionSummary& s) {
   std::printf("events    %s\n", withThousands(s.eventCount).c_str());
   for (const auto& [kind, n] : s.eventsPerKind)
     std::printf("  %-12s %14s\n", std::string(eventKindName(kind)).c_str(), withThousands(n).c_str());
-  const double ms = static_cast<double>(s.endNs - s.startNs) / 1e6;
+  const double ms = (static_cast<double>(s.endNs) - static_cast<double>(s.startNs)) / 1e6;  // no int64 overflow
   std::printf("span      %.3f ms  (%lld .. %lld ns)\n", ms, static_cast<long long>(s.startNs),
               static_cast<long long>(s.endNs));
   std::printf("ranks     %zu\n", s.ranks.size());

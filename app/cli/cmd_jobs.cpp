@@ -37,7 +37,7 @@ int runJobs(bool json) {
                               {"auth", !e.secretFile.empty()}});
       out["jobs"].push_back(std::move(j));
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kExitOk;
   }
   if (jobs.empty()) {

@@ -77,7 +77,7 @@ int runKnobs(const KnobsOptions& o) {
       }
       out["knobs"].push_back(std::move(j));
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::printf("job %s  %zu ranks  step %lld  changes so far %llu\n", o.job.c_str(), lists.size(),
                 static_cast<long long>(ref.currentStep), static_cast<unsigned long long>(ref.lastChangeSeq));

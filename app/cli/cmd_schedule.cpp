@@ -116,7 +116,7 @@ int runSchedule(ScheduleOptions o) {
   if (!sim) return usage(sim.status());  // generated schedules never deadlock: bad durations
   const core::Result<double> theory = core::theoreticalBubbleFraction(o.params, o.durations);
   if (o.json)
-    std::cout << toJson(o, schedule.value(), sim.value(), theory).dump(2) << "\n";
+    std::cout << toJson(o, schedule.value(), sim.value(), theory).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     printText(o, schedule.value(), sim.value(), theory);
   return kExitOk;

@@ -105,7 +105,7 @@ int runSet(const SetOptions& o) {
       std::printf("\n");
     }
   }
-  if (o.json) std::cout << out.dump(2) << "\n";
+  if (o.json) std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return kExitOk;
 }
 

@@ -114,7 +114,7 @@ int runTune(const TuneCliOptions& o) {
     }
     j["trials"] = trials;
     j["out"] = o.out;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::printf("best:");
     for (const auto& [k, v] : res->best) std::printf(" %s=%s", k.c_str(), v.c_str());

@@ -146,7 +146,7 @@ int runWhatIf(const WhatIfOptions& o) {
     nlohmann::ordered_json preds = nlohmann::ordered_json::array();
     for (const auto& [c, p] : out) preds.push_back(toJson(p, c));
     j["predictions"] = preds;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kExitOk;
   }
   std::printf("model from %s, steps %lld..%lld at", o.file.c_str(), static_cast<long long>(model->fromStep()),

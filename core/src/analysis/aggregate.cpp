@@ -335,7 +335,8 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
 // disco_bench_sparsity sample starts a row; the row's other values are each disco_bench_*
 // counter's first sample from then until the next row.
 void aggregateDiscoInference(const AnalyzerState& s, AnalysisResult& out) {
-  for (const auto& [rank, counters] : s.discoBench) {
+  for (const auto& rankCounters : s.discoBench) {
+    const auto& counters = rankCounters.second;  // not a structured binding: clang 14 (fuzz build) cannot capture one
     auto sp = counters.find("disco_bench_sparsity");
     if (sp == counters.end()) continue;
     auto valueIn = [&counters](const char* name, int64_t from, int64_t to) {

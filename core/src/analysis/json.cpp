@@ -257,7 +257,7 @@ std::string analysisToJson(const AnalysisResult& r, int indent) {
               {"disco", discoJson(r.disco, r.discoInference)},
               {"critical_path", criticalJson(r.criticalPath)},
               {"hta", htaJson(r.hta)}};
-  return doc.dump(indent);
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace trainscope::core

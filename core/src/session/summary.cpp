@@ -53,13 +53,17 @@ std::string summaryToJson(const SessionSummary& s, int indent) {
                      {"event_count", events},
                      {"tracks", std::move(tracks)}});
   }
+  // Events may span more than int64 nanoseconds (a trace from -9.2e15 µs to now): the duration
+  // saturates instead of overflowing (found by fuzz_chrome_import).
+  int64_t duration = 0;
+  if (__builtin_sub_overflow(s.endNs, s.startNs, &duration)) duration = INT64_MAX;
   json j = {{"file", s.path.string()},
             {"schema_version", s.schemaVersion},
             {"event_count", s.eventCount},
             {"events_per_kind", std::move(kinds)},
             {"start_ns", s.startNs},
             {"end_ns", s.endNs},
-            {"duration_ns", s.endNs - s.startNs},
+            {"duration_ns", duration},
             {"rank_count", s.ranks.size()},
             {"track_count", s.tracks.size()},
             {"dropped_events", s.droppedEvents},
@@ -67,7 +71,7 @@ std::string summaryToJson(const SessionSummary& s, int indent) {
             {"complete", s.complete},
             {"metadata", s.metadata},
             {"ranks", std::move(ranks)}};
-  return j.dump(indent);
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace trainscope::core

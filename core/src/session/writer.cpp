@@ -77,13 +77,13 @@ struct SegmentStats {
       const std::string name = k < kEventKindCount ? std::string(eventKindName(kind)) : std::to_string(k);
       j[name] = perKind[k];
     }
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   std::string trackCountsJson() const {
     nlohmann::json j = nlohmann::json::object();
     for (size_t t = 0; t < perTrack.size(); ++t)
       if (perTrack[t]) j[std::to_string(t)] = perTrack[t];
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 };
 

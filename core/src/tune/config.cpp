@@ -1,6 +1,7 @@
 #include "trainscope/core/tune/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -25,20 +26,27 @@ std::string nowIso() {
   return buf;
 }
 
-// A knob value typed for JSON: integers and floats as numbers, everything else as text.
+std::string valueText(const nlohmann::json& v);
+
+// A knob value typed for JSON: integers and floats as numbers, everything else as text. Only a
+// number's own text becomes a number ("1048576", "0.01"): any other spelling (" 5", "0x10",
+// "1e5", "1.0") stays text, so that reading the file back gives the same knob text and a
+// configuration written twice is the same file (found by fuzz_config: "0x0" became 0.0, then 0).
 ordered_json typedValue(const std::string& v) {
   if (v.empty()) return v;
   char* end = nullptr;
+  errno = 0;
   const long long i = std::strtoll(v.c_str(), &end, 10);
-  if (end && *end == 0) return i;
+  if (end && *end == 0 && errno == 0 && std::to_string(i) == v) return i;
   const double d = std::strtod(v.c_str(), &end);
-  if (end && *end == 0 && std::isfinite(d)) return d;
+  if (end && *end == 0 && std::isfinite(d) && valueText(nlohmann::json(d)) == v) return d;
   return v;
 }
 
 std::string valueText(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "1" : "0";
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   if (v.is_number()) {
     std::ostringstream s;
@@ -53,7 +61,7 @@ std::string valueText(const nlohmann::json& v) {
     }
     return s.str();
   }
-  return v.dump();
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 double finiteOr(double v, double fallback) {
@@ -289,7 +297,7 @@ std::string configToJson(const TunedConfig& c) {
       c.createdBy.substr(c.createdBy.rfind(' ') == std::string::npos ? 0 : c.createdBy.rfind(' ') + 1);
   ver["tsdb_schema"] = 2;
   j["versions"] = ver;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Result<TunedConfig> configFromJson(const std::string& text, const std::string& what) {
@@ -318,7 +326,10 @@ Result<TunedConfig> configFromJson(const std::string& text, const std::string& w
     return o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
   };
   auto integer = [](const nlohmann::json& o, const char* k, int64_t d) {
-    return o.contains(k) && o[k].is_number() ? o[k].get<int64_t>() : d;
+    if (!o.contains(k) || !o[k].is_number()) return d;
+    if (o[k].is_number_integer()) return o[k].get<int64_t>();
+    const double x = o[k].get<double>();  // a float outside int64 would be undefined to convert
+    return std::isfinite(x) && std::fabs(x) < 9.2e18 ? static_cast<int64_t>(x) : d;
   };
   auto number = [](const nlohmann::json& o, const char* k) {
     return o.contains(k) && o[k].is_number() ? o[k].get<double>() : -1.0;
@@ -350,7 +361,7 @@ Result<TunedConfig> configFromJson(const std::string& text, const std::string& w
   c.source = str(j, "source");
   if (j.contains("notes") && j["notes"].is_object())
     for (const auto& [k, v] : j["notes"].items())
-      c.notes[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      c.notes[k] = v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (j.contains("versions") && j["versions"].is_object()) {
     c.createdBy = str(j["versions"], "created_by");
     c.createdAt = str(j["versions"], "created_at");

@@ -23,7 +23,7 @@ int64_t toInt(const std::string& v) {
 
 // Elements (or parameters) of a bucket of `bytes` gradient bytes at dtypeBytes each, rounded up.
 int64_t elements(int64_t bytes, int dtypeBytes) {
-  return (bytes + dtypeBytes - 1) / dtypeBytes;
+  return bytes / dtypeBytes + (bytes % dtypeBytes > 0 ? 1 : 0);  // no overflow near INT64_MAX
 }
 
 ordered_json header(const TunedConfig& c, const char* format) {
@@ -106,7 +106,7 @@ std::string exportDdp(const TunedConfig& c) {
   j["usage"] =
       "DistributedDataParallel(model, **ddp_kwargs); then comm_hook.register if not null; environment before "
       "init_process_group";
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string exportDeepSpeed(const TunedConfig& c, const ExportParams& p) {
@@ -169,7 +169,7 @@ std::string exportDeepSpeed(const TunedConfig& c, const ExportParams& p) {
     uns[k] = why;
   meta["unsupported"] = uns;
   j["trainscope"] = meta;  // DeepSpeed ignores keys it does not know
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string exportMegatron(const TunedConfig& c, const ExportParams& p) {
@@ -203,8 +203,10 @@ std::string exportMegatron(const TunedConfig& c, const ExportParams& p) {
   const std::string* vs = knob(c, "pp.virtual_stages");
   if (sched && *sched == "1f1b") used["pp.schedule"] = true;
   if (sched && *sched == "interleaved-1f1b") {
-    const int v = vs ? static_cast<int>(toInt(*vs)) : 1;
-    if (c.job.modelLayers > 0 && c.job.modelLayers % (stages * v) == 0) {
+    // A count read from a file: 0, negative or above the layer count does not split the model
+    // (0 divided by zero before, found by fuzz_config).
+    const int64_t v = vs ? toInt(*vs) : 1;
+    if (v >= 1 && v <= c.job.modelLayers && c.job.modelLayers % (stages * v) == 0) {
       args.push_back("--num-layers " + std::to_string(c.job.modelLayers));
       args.push_back("--num-layers-per-virtual-pipeline-stage " +
                      std::to_string(c.job.modelLayers / (stages * v)));

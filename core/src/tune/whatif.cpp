@@ -816,7 +816,7 @@ std::string WhatIfModel::describeJson() const {
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
   }
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 double kendallTau(const std::vector<double>& a, const std::vector<double>& b) {

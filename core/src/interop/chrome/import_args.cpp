@@ -58,7 +58,7 @@ std::optional<EventKind> appendArgs(const Json& args, TraceStore& store, std::ve
       continue;
     } else {  // arrays and objects ("grid": [1, 1, 1]) keep their JSON text
       type = AttrType::String;
-      bits = store.intern(v.dump());
+      bits = store.intern(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     uint32_t attrKey = 0;
     const auto builtin = builtinKeyFor(key);
