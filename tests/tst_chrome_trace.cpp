@@ -537,13 +537,13 @@ class TstChromeTrace : public QObject {
     partial.partial = true;
     auto store = importChromeTrace(text, "bad-utf8.json", partial);
     QVERIFY2(store.isOk(), store.status().message().c_str());
-    std::string json;
+    std::string text2;
     try {
-      json = summaryToJson(summarizeStore(store.value()));
+      text2 = summaryToJson(summarizeStore(store.value()));
     } catch (const std::exception& e) {
       QFAIL(e.what());
     }
-    const auto doc = nlohmann::json::parse(json);
+    const auto doc = nlohmann::json::parse(text2);
     QCOMPARE(doc["event_count"].get<int>(), 1);
   }
 
