@@ -61,7 +61,7 @@ hta-venv:
 # seeds in tests/fuzz/corpus.
 FUZZ_BUILD   ?= $(BUILD)-fuzz
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= wire agent_server tsdb chrome_import analysis knobs config
+FUZZ_TARGETS ?= wire agent_server tsdb chrome_import analysis knobs config nsys
 fuzz-build: deps
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 	  -DCMAKE_CXX_COMPILER=clang++ -DTRAINSCOPE_FUZZ=ON -DTRAINSCOPE_GPU=OFF -DTRAINSCOPE_BUILD_GUI=OFF \
