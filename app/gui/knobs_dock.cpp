@@ -9,6 +9,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -120,9 +121,18 @@ KnobsDock::KnobsDock(QWidget* parent)
   lay->setContentsMargins(4, 4, 4, 4);
   lay->addWidget(table_, 1);
   lay->addLayout(buttons);
-  lay->addWidget(ghost_, 1);
-  lay->addWidget(changeTitle_);
-  lay->addWidget(changeTable_, 1);
+  // Below: the ghost timeline and the last change's table, each a tab with the whole width.
+  auto* changePage = new QWidget;
+  auto* changeLay = new QVBoxLayout(changePage);
+  changeLay->setContentsMargins(0, 0, 0, 0);
+  changeLay->addWidget(changeTitle_);
+  changeLay->addWidget(changeTable_, 1);
+  results_ = new QTabWidget;
+  results_->setObjectName("knobResults");
+  results_->addTab(ghost_, tr("What-if step"));
+  results_->addTab(changePage, tr("Last change"));
+  results_->setVisible(false);
+  lay->addWidget(results_, 2);
   connect(apply_, &QPushButton::clicked, this, &KnobsDock::apply);
   connect(whatIf_, &QPushButton::clicked, this, &KnobsDock::whatIf);
   connect(undo_, &QPushButton::clicked, this, &KnobsDock::undo);
@@ -133,6 +143,8 @@ KnobsDock::KnobsDock(QWidget* parent)
       ghost_->setSteps(std::move(r.measured), std::move(r.predicted));
       ghost_->setCaptions(tr("measured (step %1)").arg(r.measuredStep), tr("predicted"));
       ghost_->setVisible(true);
+      results_->setVisible(true);
+      results_->setCurrentIndex(0);
     }
     emit predicted(r.ok, r.text);
   });
@@ -227,6 +239,7 @@ void KnobsDock::setView(SessionView* v) {
     ghost_->setVisible(false);
     changeTable_->setVisible(false);
     changeTitle_->setVisible(false);
+    results_->setVisible(false);
   }
   undo_->setEnabled(false);
   view_ = v;
@@ -459,6 +472,8 @@ void KnobsDock::fillChangeTable() {
   changeTable_->setVerticalHeaderLabels(names);
   changeTitle_->setVisible(true);
   changeTable_->setVisible(true);
+  results_->setVisible(true);
+  results_->setCurrentIndex(1);
 }
 
 bool KnobsDock::sameKnobs(const std::vector<core::wire::KnobDescriptor>& other) const {

@@ -28,6 +28,7 @@
 
 class QLabel;
 class QPushButton;
+class QTabWidget;
 class QTableWidget;
 class QTimer;
 
@@ -137,6 +138,7 @@ class KnobsDock : public QWidget {
   plots::StepCompareView* ghost_;
   QTableWidget* changeTable_;
   QLabel* changeTitle_;
+  QTabWidget* results_ = nullptr;
   ChangeRecord change_;
   QFutureWatcher<std::pair<core::WindowMetrics, bool>> compareWatcher_;
   std::function<bool(const QString&)> confirm_;

@@ -672,7 +672,12 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     auto sim = simulateSchedule(*sched, base, dur);
     if (!sim) return sim.status();
     p.stepTimeMs = sim->makespan + s.pipeRestMs;
+    // The analysis counts a stage's bubble over its whole step window (docs/ANALYSIS.md): the
+    // rest of the step outside the simulated makespan (optimizer, hand-offs, the job's own
+    // pauses) is idle for the pipeline ops too, so the replay equals the measured bubble.
     p.bubbleFraction = sim->bubbleFraction;
+    if (s.pipeRestMs > 0 && p.stepTimeMs > 0)
+      p.bubbleFraction = (sim->bubbleFraction * sim->makespan + s.pipeRestMs) / p.stepTimeMs;
     for (size_t st = 0; st < sched->stages.size() && st < sim->stages.size(); ++st) {
       const auto& ops = sched->stages[st];
       const auto& times = sim->stages[st].opTimes;
