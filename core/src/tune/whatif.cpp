@@ -573,8 +573,11 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     {
       std::map<int64_t, std::vector<std::pair<RankId, Iv>>> byStep;
       for (const auto& [key, x] : rs) byStep[key.second].push_back({key.first, x.step});
-      std::vector<std::pair<int64_t, int64_t>> lens;  // (span, step)
+      std::vector<std::pair<int64_t, int64_t>> lens;  // (span, step), steps every rank finished
+      size_t ranksMax = 0;
+      for (const auto& [st, v] : byStep) ranksMax = std::max(ranksMax, v.size());
       for (const auto& [st, v] : byStep) {
+        if (v.size() < ranksMax) continue;
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (const auto& [r, iv] : v) lo = std::min(lo, iv.a), hi = std::max(hi, iv.b);
         lens.push_back({hi - lo, st});
