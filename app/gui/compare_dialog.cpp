@@ -32,14 +32,14 @@ QSpinBox* stepBox() {
   return s;
 }
 
+}  // namespace
+
 QString spreadText(const core::Spread& s, int decimals) {
   if (!std::isfinite(s.mean)) return QStringLiteral("—");
   QString t = QString::number(s.mean, 'f', decimals);
   if (std::isfinite(s.sd)) t += QStringLiteral(" ± ") + QString::number(s.sd, 'f', decimals);
   return t;
 }
-
-}  // namespace
 
 CompareDialog::CompareDialog(std::vector<Source> sources, QWidget* parent)
     : QDialog(parent),

@@ -19,7 +19,15 @@ struct TimelineData;
 class StepCompareView;
 }  // namespace trainscope::plots
 
+namespace trainscope::core {
+struct Spread;
+}
+
 namespace trainscope::app {
+
+// "3.412 ± 0.205" (the mean and its spread over steps), "—" when there is no value; shared by the
+// Knobs dock's change table and this dialog.
+QString spreadText(const core::Spread& s, int decimals);
 
 class CompareDialog : public QDialog {
   Q_OBJECT

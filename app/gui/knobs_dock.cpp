@@ -19,6 +19,7 @@
 #include <cmath>
 #include <utility>
 
+#include "compare_dialog.h"
 #include "session_view.h"
 #include "trainscope/core/analysis/analysis.h"
 #include "trainscope/core/live/live_session.h"
@@ -408,13 +409,6 @@ void KnobsDock::updateComparison() {
 }
 
 namespace {
-
-QString spreadText(const core::Spread& s, int decimals) {
-  if (!std::isfinite(s.mean)) return QStringLiteral("—");
-  QString t = QString::number(s.mean, 'f', decimals);
-  if (std::isfinite(s.sd)) t += QStringLiteral(" ± ") + QString::number(s.sd, 'f', decimals);
-  return t;
-}
 
 QString valueText(double v, int decimals) {
   return std::isfinite(v) && v >= 0 ? QString::number(v, 'f', decimals) : QStringLiteral("—");

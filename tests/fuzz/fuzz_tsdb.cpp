@@ -5,14 +5,11 @@
 // Properties: a damaged or hostile file gives an error or data, never a crash, hang, leak or
 // undefined behaviour (ASan/UBSan). SQLite itself is Debian's and not instrumented: coverage
 // guides the fuzzer through our reader only.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
+#include "fuzz_temp_file.h"
 #include "trainscope/core/model/trace_store.h"
 #include "trainscope/core/session/summary.h"
 #include "trainscope/core/session/tsdb.h"
@@ -20,33 +17,19 @@
 using namespace trainscope::core;
 
 namespace {
-std::string g_path;
-
-void removeFiles() {
-  ::unlink(g_path.c_str());
-  ::unlink((g_path + "-wal").c_str());
-  ::unlink((g_path + "-shm").c_str());
-  ::unlink((g_path + "-journal").c_str());
-}
+const fuzz::TempInput* g_input = nullptr;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-  g_path = std::string(base) + "/fuzz_tsdb." + std::to_string(::getpid()) + ".tsdb";
+  g_input = new fuzz::TempInput("fuzz_tsdb", ".tsdb");
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  removeFiles();
-  if (FILE* f = std::fopen(g_path.c_str(), "wb")) {
-    const bool ok = std::fwrite(data, 1, size, f) == size;
-    std::fclose(f);
-    if (!ok) std::abort();
-  } else {
-    std::abort();
-  }
+  g_input->write(data, size);
+  const std::string& path = g_input->path();
   {
-    auto reader = SessionReader::open(g_path);
+    auto reader = SessionReader::open(path);
     if (reader) {
       auto summary = reader.value()->summary();
       if (summary) (void)summaryToJson(summary.value());
@@ -63,6 +46,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  removeFiles();
+  g_input->remove();
   return 0;
 }
