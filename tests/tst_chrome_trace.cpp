@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "trainscope/core/analysis/analysis.h"
 #include "trainscope/core/interop/chrome_trace.h"
 #include "trainscope/core/session/summary.h"
 #include "trainscope/core/synth/synth.h"
@@ -545,6 +546,23 @@ class TstChromeTrace : public QObject {
     }
     const auto doc = nlohmann::json::parse(text2);
     QCOMPARE(doc["event_count"].get<int>(), 1);
+  }
+
+  // Found by fuzz_analysis: an integer attribute given as a double beyond int64 ("chunk":
+  // -9.2e19, "micro_batch": 1e300) was converted with undefined behaviour in the analysis's
+  // window pass (UBSan, `make asan`); such a value now reads as 0.
+  void analysisOfAttributesBeyondInt64() {
+    const std::string text = R"({"traceEvents": [
+      {"ph": "X", "name": "F0", "cat": "mb_forward", "ts": 1, "dur": 2, "pid": 0, "tid": 0,
+       "args": {"kind": "mb_forward", "micro_batch": 0, "stage": 0, "chunk": -92233720368547758080}},
+      {"ph": "X", "name": "B0", "cat": "mb_backward", "ts": 4, "dur": 2, "pid": 0, "tid": 0,
+       "args": {"kind": "mb_backward", "micro_batch": 1e300, "stage": 0, "chunk": 0}},
+      {"ph": "X", "name": "step", "cat": "step", "ts": 0, "dur": 10, "pid": 0, "tid": 0,
+       "args": {"kind": "step", "step": 1}}]})";
+    auto store = importChromeTrace(text, "beyond.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    const AnalysisResult a = analyzeStore(store.value());
+    QCOMPARE(a.ranks.size(), size_t{1});
   }
 
   // Found by fuzz_chrome_import: events from -9.2e15 µs to today span more than INT64_MAX ns;

@@ -15,13 +15,19 @@ bool computeTrack(TrackKind k) {
   return k == TrackKind::CpuThread || k == TrackKind::CudaStream || k == TrackKind::PipelineStage;
 }
 
+// A double attribute where an integer is expected: truncated when it fits in int64, else 0 (NaN,
+// infinities and |v| >= 2^63 would be undefined behaviour to convert; found by fuzz_analysis).
+int64_t doubleToInt(double d) {
+  return d > -9.2e18 && d < 9.2e18 ? static_cast<int64_t>(d) : 0;
+}
+
 // One pass over the event's attributes (the first of each key wins, as findAttr).
 void readAttrs(std::span<const Attr> attrs, WinEvent& e) {
   uint32_t seen = 0;
   for (const Attr& a : attrs) {
     if (a.key > kBuiltinAttrMax || a.type == AttrType::String || (seen >> a.key & 1u)) continue;
     seen |= 1u << a.key;
-    const int64_t v = a.type == AttrType::Double ? static_cast<int64_t>(a.asDouble()) : a.asInt();
+    const int64_t v = a.type == AttrType::Double ? doubleToInt(a.asDouble()) : a.asInt();
     switch (static_cast<AttrKey>(a.key)) {
       case AttrKey::MicroBatch:
         e.microBatch = v;
