@@ -70,7 +70,7 @@ fuzz-build: deps
 fuzz: fuzz-build
 	scripts/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 fuzz-ci:
-	$(MAKE) fuzz FUZZ_SECONDS=20
+	FUZZ_SEED=1 $(MAKE) fuzz FUZZ_SECONDS=20
 fuzz-seeds: fuzz-build
 	cmake --build $(FUZZ_BUILD) --target fuzz_seeds
 	$(FUZZ_BUILD)/bin/fuzz_seeds . tests/fuzz/corpus
