@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <shared_mutex>
+#include <iterator>
 #include <thread>
 
 #include "agent_raw_client.h"
@@ -586,6 +587,9 @@ class TstAgentMpi : public QObject {
     QCOMPARE(job.entries.size(), size_t{4});
     const pid_t pid = static_cast<pid_t>(job.entries[1].pid);
     QCOMPARE(::kill(pid, SIGSTOP), 0);
+    // kill() returns before the stop lands; on a loaded machine a thread of the rank (its agent's
+    // server) can still answer a handshake for a while. Attach only once every thread is stopped.
+    QVERIFY2(waitAllThreadsStopped(pid, 5000), "rank 1 did not stop within 5 s");
     trainscope::core::TraceStore store;
     std::shared_mutex mu;
     trainscope::core::LiveOptions o;
@@ -620,6 +624,25 @@ class TstAgentMpi : public QObject {
   }
 
  private:
+  // Every thread of pid in state T (stopped), from /proc/<pid>/task/*/stat.
+  static bool waitAllThreadsStopped(pid_t pid, int timeoutMs) {
+    for (int waited = 0; waited <= timeoutMs; waited += 20) {
+      bool all = true, any = false;
+      std::error_code ec;
+      for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+        std::ifstream f(task.path() / "stat");
+        std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const size_t paren = stat.rfind(')');
+        if (paren == std::string::npos || paren + 2 >= stat.size()) continue;
+        any = true;
+        const char state = stat[paren + 2];
+        all &= state == 'T' || state == 't';
+      }
+      if (any && all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
   static int64_t rssBytes(pid_t pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
     std::string line;
