@@ -95,6 +95,8 @@ def main():
     ap.add_argument("--bo-steps", type=int, default=10)
     ap.add_argument("--bo-seconds", type=float, default=1.5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--grid-only", action="store_true", help="only the what-if grid (no tune, no BO)")
+    ap.add_argument("--keep", action="store_true", help="print where the recordings are and keep them")
     args = ap.parse_args()
     cli = os.path.join(args.build, "bin", "trainscope-cli")
     rt = tempfile.mkdtemp(prefix="tune-bench-")
@@ -171,6 +173,10 @@ def main():
         best = min(rows, key=lambda r: r["measured_ms"])
         print(f"exhaustive grid best: dp.bucket_bytes={best['bucket_bytes']} dp.algorithm={best['algorithm']} "
               f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
+        if args.keep:
+            print(f"grid recording: {session}; acknowledged steps: {acks}")
+        if args.grid_only:
+            return
         # Autotune from the base cell over the same values.
         run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}", check=False)
         t0 = time.time()
@@ -195,18 +201,28 @@ def main():
         grid = list(itertools.product(buckets, algos))
         xs, ys, bo = [], [], []
         t0 = time.time()
+        # The GP needs each sample's value before choosing the next: each sample is recorded
+        # from before its `set` (so the steps after the acknowledged one are all in the file)
+        # for --bo-seconds, then measured over 10 steps after 2 warm-up steps.
         for i in range(args.bo_samples):
             if i < 3:
                 c = rng.choice(grid)
             else:
                 ei = expected_improvement(xs, ys, [enc(g) for g in grid])
                 c = grid[int(np.argmax(ei))]
+            f = os.path.join(rt, f"bo{i}.tsdb")
+            rec_i = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(args.bo_seconds + 30), "--out", f],
+                                     env=env)
+            time.sleep(1.0)
             r = run("set", "--job", job, f"dp.bucket_bytes={c[0]}", f"dp.algorithm={c[1]}", "--json", check=False)
             if r.returncode != 0:
+                rec_i.terminate()
+                rec_i.wait(timeout=60)
                 continue
             s0 = max(x["step"] for x in json.loads(r.stdout))
-            f = os.path.join(rt, f"bo{i}.tsdb")
-            run("record", "--job", job, "--seconds", str(args.bo_seconds), "--out", f, check=False)
+            time.sleep(args.bo_seconds)
+            rec_i.terminate()
+            rec_i.wait(timeout=60)
             w = run("whatif", f, "--json", "--from-step", str(s0 + 2), "--to-step", str(s0 + 1 + args.bo_steps),
                     check=False)
             if w.returncode != 0:

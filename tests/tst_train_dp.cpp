@@ -205,7 +205,9 @@ class TstTrainDp : public QObject {
         QStandardPaths::findExecutable("mpirun"),
         QStringList{"-np", QString::number(ranks), "--oversubscribe", "-x", "LD_PRELOAD", "-x", "PMPI_COUNT_OUT",
                     trainer()} +
-            kSmallMlp + QStringList{"--batch", "60", "--algorithm", algorithm, "--compression", compression},
+            kSmallMlp + QStringList{"--batch", "60", "--algorithm", algorithm, "--compression", compression,
+                                    // the buckets' bytes only: no what-if calibration traffic
+                                    "--calibrate", "0"},
         120000, env);
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
     const QRegularExpression line("rank (\\d+) dp bytes counted: sent (\\d+) received (\\d+) handed-to-mpi-reductions (\\d+)");

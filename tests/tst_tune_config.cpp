@@ -337,23 +337,29 @@ class TstTuneConfig : public QObject {
     QVERIFY(std::abs(m->measured().exposedCommMs - 1.5) < 1e-9);
     QVERIFY(std::abs(m->measured().overlapRatio - 2 / 3.5) < 1e-9);
     QCOMPARE(m->measured().bytes, 3000.0);
-    // Fit: serial-channel service times 1, 1, 1.5 ms at 1000 bytes each (one size: through the
-    // origin): 3.5 / 3000 ms per byte; each bucket 3.5 / 3 = 1.1667 ms. Layers take 2 ms each
-    // (no kernel ever ran without communication, so no slowdown is measurable: 0). Replay:
-    // buckets [2, 3.1667], [4, 5.1667], [6, 7.1667] relative to the backward's start; exposed
-    // 1.1667; step = rest (1 + 0.5) + forward 2 + backward 6 + exposed 1.1667 + optimizer 1.
+    // Layers take 2 ms each (no kernel ever ran without communication, so no slowdown is
+    // measurable: 0); the backward (6) is all compute: no gaps, so the cost per bucket reduced
+    // during it is (6 - 6) / 2 early buckets = 0. Reductions 1, 1, 1.5 ms at 1000 bytes each
+    // (one size: split by the 64 KiB prior; each c = 3.5 / 3 at 1000 bytes). The tail 1.5 =
+    // the last reduction's own time (no calibration: the mean reduction, c) + a queue of
+    // 1.5 - c over 2 early buckets. Replay: buckets from the backward's start [2, 2 + c],
+    // [4, 4 + c], [6, 7.5]; exposed 1.5; step = rest (1 + 0.5) + forward 2 + backward 6 +
+    // exposed 1.5 + optimizer 1 = 12, as measured.
+    const double c = 3.5 / 3;
     auto replay = m->predict({});
     QVERIFY(replay.isOk());
     QCOMPARE(replay->buckets, 3);
-    QVERIFY(std::abs(replay->stepTimeMs - (10.5 + 3.5 / 3)) < 1e-6);
-    QVERIFY(std::abs(replay->exposedCommMs - 3.5 / 3) < 1e-6);
-    QVERIFY(std::abs(replay->overlapRatio - 2.0 / 3.0) < 1e-6);
+    QVERIFY(std::abs(replay->stepTimeMs - 12.0) < 1e-6);
+    QVERIFY(std::abs(replay->exposedCommMs - 1.5) < 1e-6);
+    QVERIFY(std::abs(replay->overlapRatio - 2 * c / (2 * c + 1.5)) < 1e-6);
     QVERIFY(std::abs(replay->bytes - 3000) < 1e-6);
-    // One big bucket: 3000 payload bytes after the backward, 3.5 ms, all exposed.
+    // One big bucket: 3000 payload bytes after the backward, no queue (no early bucket), its
+    // own time c scaled by the prior: c (65536 + 3000) / (65536 + 1000); all exposed.
+    const double own = c * (65536.0 + 3000) / (65536.0 + 1000);
     auto big = m->predict({{"dp.bucket_bytes", "100000"}});
     QVERIFY(big.isOk());
     QCOMPARE(big->buckets, 1);
-    QVERIFY(std::abs(big->stepTimeMs - 14.0) < 1e-6);
+    QVERIFY(std::abs(big->stepTimeMs - (10.5 + own)) < 1e-6);
     QCOMPARE(big->overlapRatio, 0.0);
     // int8 never ran: extrapolated (the payload formula: 2 (2-1) x (4 + 375) bytes per bucket
     // of 750 floats split in 2 chunks of 375 = 758 bytes) and flagged.
@@ -367,7 +373,7 @@ class TstTuneConfig : public QObject {
     // 1 ms preamble [1, 3]; B+W per layer from the backward's start at 3 (no gaps between
     // kernels in this session): layer 2 [3, 5], 1 [5, 7], 0 [7, 9]; each bucket from its
     // layer's end for 3.5/3 ms: [5, 6.1667], [7, 8.1667], [9, 10.1667]; the optimizer after the
-    // exposed part (no wait overhead): [10.1667, 11.1667].
+    // exposed part (no wait overhead): [10.5, 11.5]; the last bucket ends with the tail, 10.5.
     auto find = [](const std::vector<StepOp>& ops, const std::string& label) -> const StepOp* {
       for (const auto& op : ops)
         if (op.label == label) return &op;
@@ -377,14 +383,13 @@ class TstTuneConfig : public QObject {
       const StepOp* op = find(ops, label);
       return op && std::abs(op->startMs - a) < 1e-6 && std::abs(op->endMs - e) < 1e-6;
     };
-    const double c = 3.5 / 3;
     QCOMPARE(replay->timeline.size(), size_t{8});
     QVERIFY(at(replay->timeline, "forward", 1, 3));
     QVERIFY(at(replay->timeline, "B+W 2", 3, 5) && at(replay->timeline, "B+W 1", 5, 7) &&
             at(replay->timeline, "B+W 0", 7, 9));
     QVERIFY(at(replay->timeline, "bucket 0", 5, 5 + c) && at(replay->timeline, "bucket 1", 7, 7 + c) &&
-            at(replay->timeline, "bucket 2", 9, 9 + c));
-    QVERIFY(at(replay->timeline, "optimizer", 9 + c, 10 + c));
+            at(replay->timeline, "bucket 2", 9, 10.5));
+    QVERIFY(at(replay->timeline, "optimizer", 10.5, 11.5));
     QCOMPARE(find(replay->timeline, "bucket 0")->lane, std::string("gradient sync"));
     QVERIFY(find(replay->timeline, "bucket 0")->kind == StepOp::Kind::Communication);
     // The measured step drawn with the same lanes: every step here is the same, so any of them.
@@ -394,7 +399,61 @@ class TstTuneConfig : public QObject {
     QVERIFY(at(ms, "forward", 1, 3) && at(ms, "B 2", 3, 4) && at(ms, "W 0", 7, 9));
     QVERIFY(at(ms, "bucket 2", 9, 10.5) && at(ms, "optimizer", 10.5, 11.5));
     // One big bucket: its reduction starts when the backward ends, at 9.
-    QVERIFY(at(big->timeline, "bucket 0", 9, 9 + 3.5));
+    QVERIFY(at(big->timeline, "bucket 0", 9, 9 + own));
+  }
+
+  // The backward's cost per bucket (kappa) by hand: the session of whatIfByHand with layer 0's
+  // W one ms later ([8, 10]) while bucket 1 reduces [7, 8]: backward [3, 10] = 7 ms, compute 6,
+  // no idle gap, so kappa = (7 - 6) / 2 early buckets = 0.5 ms. Replay: layer 2 [0, 2], bucket
+  // 0 starts at 2, +0.5; layer 1 [2.5, 4.5], bucket 1, +0.5; layer 0 [5, 7]: backward 7 as
+  // measured. One big bucket has no early bucket: backward 6, a ms less than the replay's.
+  void whatIfBackwardCostPerBucket() {
+    Builder b;
+    b.s.metadata()["knob.dp.bucket_bytes"] = "1";
+    b.s.metadata()["knob.dp.algorithm"] = "allreduce";
+    b.s.metadata()["knob.dp.compression"] = "none";
+    b.s.metadata()["world_size"] = "2";
+    for (int step = 0; step < 4; ++step) {
+      const int64_t o = step * 13 * kMs;
+      auto at = [&](double ms) { return o + static_cast<int64_t>(ms * kMs); };
+      b.ev(0, EventKind::Step, "step", at(0), at(13), {Attr::ofInt(AttrKey::Step, step)});
+      b.ev(0, EventKind::Phase, "forward", at(1), at(3));
+      b.ev(0, EventKind::Phase, "backward", at(3), at(10));
+      b.ev(0, EventKind::Kernel, "B linear", at(3), at(4), {Attr::ofInt(AttrKey::Layer, 2)});
+      b.ev(0, EventKind::Kernel, "W linear", at(4), at(5), {Attr::ofInt(AttrKey::Layer, 2)});
+      b.ev(0, EventKind::Kernel, "B linear", at(5), at(6), {Attr::ofInt(AttrKey::Layer, 1)});
+      b.ev(0, EventKind::Kernel, "W linear", at(6), at(7), {Attr::ofInt(AttrKey::Layer, 1)});
+      b.ev(0, EventKind::Kernel, "W linear", at(8), at(10), {Attr::ofInt(AttrKey::Layer, 0)});
+      const double ready[3] = {5, 7, 10}, end[3] = {6, 8, 11.5};
+      for (int k = 0; k < 3; ++k) {
+        b.ev(0, EventKind::Bucket, "bucket", at(ready[k]), at(end[k]),
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
+        b.ev(0, EventKind::Collective, "bucket allreduce", at(ready[k]), at(end[k]),
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000),
+              Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce"))});
+      }
+      b.ev(0, EventKind::Range, "wait gradients", at(10), at(11.5));
+      b.ev(0, EventKind::Phase, "optimizer", at(11.5), at(12.5));
+    }
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY(std::abs(replay->stepTimeMs - 13.0) < 1e-6);  // 1.5 + 2 + 7 + 1.5 + 1
+    auto big = m->predict({{"dp.bucket_bytes", "100000"}});
+    QVERIFY(big.isOk());
+    const double c = 3.5 / 3, own = c * (65536.0 + 3000) / (65536.0 + 1000);
+    QVERIFY(std::abs(big->stepTimeMs - (1.5 + 2 + 6 + own + 1)) < 1e-6);
+    // Two layers per bucket (2000 bytes each at bucket_bytes 2000: layers 2+1, then 0): one
+    // early bucket of twice the window's payload, kappa x (65536 + 2000) / (65536 + 1000).
+    auto two = m->predict({{"dp.bucket_bytes", "2000"}});
+    QVERIFY(two.isOk());
+    QCOMPARE(two->buckets, 2);
+    const double kappa2 = 0.5 * (65536.0 + 2000) / (65536.0 + 1000);
+    const double queue = (1.5 - c) * 1 / 2;  // the window's queue per early bucket, one early bucket
+    const double own1 = c;                   // the last bucket (layer 0) has the window's size
+    QVERIFY2(std::abs(two->stepTimeMs - (1.5 + 2 + 6 + kappa2 + queue + own1 + 1)) < 1e-6,
+             std::to_string(two->stepTimeMs).c_str());
   }
 
   // Before/after windows by hand: 4 steps of 12 ms, 3 x 1000 collective bytes per step, loss

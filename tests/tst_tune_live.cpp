@@ -244,6 +244,17 @@ class TstTuneLive : public QObject {
     QVERIFY(measuredTiny > 0 && measuredBig > 0);
     QVERIFY2(std::abs(replay - measuredTiny) / measuredTiny < 0.35, "replay off by more than 35 %");
     QVERIFY2(std::abs(predicted - measuredBig) / measuredBig < 0.5, "prediction off by more than 50 %");
+    // The job calibrated its three centralized algorithms at each change (docs/TUNING.md): the
+    // model has an isolated time for each, growing with the payload (1 KiB vs 64 KiB).
+    const Run d = cli({"whatif", file, "--describe"});
+    QVERIFY2(d.code == 0, qPrintable(d.err));
+    const QJsonArray cal = QJsonDocument::fromJson(d.out.toUtf8()).object()["calibration"].toArray();
+    QStringList calibrated;
+    for (const auto& c : cal) {
+      calibrated << c.toObject()["algorithm"].toString();
+      QVERIFY(c.toObject()["alpha_ms"].toDouble() >= 0 && c.toObject()["ms_per_mb_payload"].toDouble() >= 0);
+    }
+    QCOMPARE(calibrated, (QStringList{"allreduce", "recursive-doubling", "ring"}));
     // A grid gives one row per combination.
     const Run g = cli({"whatif", file, "--json", "--grid", "dp.bucket_bytes=64,65536,67108864", "--grid",
                        "dp.algorithm=allreduce,ring"});

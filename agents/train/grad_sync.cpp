@@ -105,6 +105,31 @@ void GradSync::progress() {
   }
 }
 
+void GradSync::calibrate() {
+  if (comms_.world->size() < 2) return;
+  const uint32_t name = ts_name("calibrate");
+  std::vector<float> scratch(16384, 1.0f);
+  ErrorFeedback ef;
+  Backoff backoff;
+  for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
+    const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
+    for (size_t n : {size_t{256}, size_t{16384}})
+      for (int rep = 0; rep < 3; ++rep) {
+        OpParams p;
+        p.algorithm = a;
+        p.data = scratch.data();
+        p.params = scratch.data();
+        p.n = n;
+        p.bucket = rep;
+        p.ef = &ef;
+        ts_comm_begin(TS_COMM_COLLECTIVE, name, 4 * n, -1, algoName);
+        auto op = makeBucketOp(comms_, p);
+        while (!op->progress(INT_MAX)) backoff.pause();
+        ts_comm_end();
+      }
+  }
+}
+
 void GradSync::finish() {
   while (nextBucket_ < buckets_.size()) start(nextBucket_++);  // layers never reported: start anyway
   Backoff backoff;

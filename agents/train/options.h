@@ -55,6 +55,7 @@ struct Options {
   bool noAgent = false;
   bool prefetch = true;  // the next step's batches made on a loader thread (--no-prefetch: inline)
   int stepDelayMs = 0;
+  bool calibrate = true;  // what-if calibration after each change of the gradient sync
   std::string stepsFile;  // rank 0 writes "steptime <step> <us>" per step
 };
 

@@ -151,6 +151,7 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     }
     if (sync_.configure(*model_, want)) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
+      if (knobs && o_.calibrate) sync_.calibrate();
       if (rank_ == 0 && s > first)
         std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
                     opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());

@@ -96,6 +96,9 @@ WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t 
   // collectives whose messages it chooses), else the event's Bytes.
   const uint32_t sentKey =
       kCustomAttrBase + store.strings().find("bytes_sent").value_or(UINT32_MAX - kCustomAttrBase);
+  // trainscope-train's what-if calibration (docs/TUNING.md) is the tool's traffic, not the
+  // training's: left out of the bytes per step.
+  const StringId calibrateName = store.strings().find("calibrate").value_or(UINT32_MAX);
   std::map<int64_t, std::map<RankId, double>> bytes;
   std::map<int64_t, std::pair<double, int>> loss;
   for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -106,7 +109,8 @@ WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t 
     const TrackEvents& ev = store.events(t);
     for (size_t i = 0; i < ev.size(); ++i) {
       const EventKind k = ev.kind(i);
-      const bool isBytes = k == EventKind::Collective || k == EventKind::P2PSend;
+      const bool isBytes =
+          (k == EventKind::Collective && ev.name(i) != calibrateName) || k == EventKind::P2PSend;
       const bool isLoss = k == EventKind::Counter && ev.name(i) == lossName;
       if (!isBytes && !isLoss) continue;
       int64_t step = INT64_MIN;

@@ -83,6 +83,12 @@ std::string traceKey(const std::string& algorithm, const std::string& codec) {
   return (algorithm == "allreduce" ? std::string("scatter-reduce") : algorithm) + "+" + codec;
 }
 
+// The prior crossover size of a bucket reduction (latency = bandwidth time), used only when a
+// window has one message size and the split cannot be fitted: 64 KiB, a prior of the order of
+// the points where MPI transports and NCCL protocols change from latency- to bandwidth-bound
+// (docs/TUNING.md; bench/tune_bench.py measures what it gives).
+constexpr double kHalfPowerBytes = 65536;
+
 std::string fmt(double v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.6g", v);
@@ -113,6 +119,22 @@ struct WhatIfModel::State {
   double slowdown = 0;
   bool slowdownMeasured = false;
   double gapBusyMs = 0, gapIdleMs = 0;  // per layer: time between kernels, channel busy / idle
+  // The backward's extra time per bucket reduced while layers were still to compute (kappa):
+  // the measured backward minus its compute alone and its idle gaps, over those buckets.
+  double perBucketMs = 0;
+  bool perBucketMeasured = false;
+  bool oneSize = false;  // the window's reductions had one size: the alpha/beta split is a prior
+  // trainscope-train's calibration (its "calibrate" collectives, docs/TUNING.md): per algorithm
+  // the isolated reduction time as alpha + ms per payload byte, from the latest calibration
+  // before the window's end; and the window's mean bucket and last-bucket payloads, at which
+  // the measured costs are scaled to another algorithm or size.
+  std::map<std::string, std::pair<double, double>> calib;
+  double meanPayload = 0, lastPayload = 0;
+  double meanDurationMs = 0;  // the window's mean bucket reduction, start to end
+  // The measured tail split: the last reduction's own time and the queue before it (earlier
+  // buckets still reducing when the backward ended), per early bucket.
+  double lastOwnMs = 0, queueMs = 0, earlyBuckets = 0;
+  double lastWireBytes = 0;  // the window's mean last-bucket wire bytes
   std::map<std::string, WhatIfFit> fits;
   double wireCalibration = 1;  // measured wire bytes / formula at the measured setting
   // Pipeline.
@@ -297,6 +319,48 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     }
   }
 
+  // Calibration: per rank, the "calibrate" collectives that started before the window's last
+  // step ended; per (algorithm, payload) the last three of each rank, pooled, median.
+  if (auto calName = store.strings().find("calibrate")) {
+    std::map<std::pair<std::string, int64_t>, std::vector<double>> pooled;
+    for (TrackId t = 0; t < store.trackCount(); ++t) {
+      const RankId r = store.track(t).rank;
+      auto ss = stepStarts.find(r);
+      if (ss == stepStarts.end() || ss->second.empty()) continue;
+      int64_t windowEnd = INT64_MIN;
+      for (const auto& [key, x] : rs)
+        if (key.first == r) windowEnd = std::max(windowEnd, x.step.b);
+      std::map<std::pair<std::string, int64_t>, std::vector<std::pair<int64_t, double>>> mine;
+      const TrackEvents& ev = store.events(t);
+      for (size_t i = 0; i < ev.size(); ++i) {
+        if (ev.kind(i) != EventKind::Collective || ev.name(i) != *calName || ev.start(i) >= windowEnd) continue;
+        const Attr* al = ev.findAttr(i, AttrKey::Algorithm);
+        const Attr* by = ev.findAttr(i, AttrKey::Bytes);
+        if (!al || !by || ev.end(i) <= ev.start(i)) continue;
+        mine[{std::string(store.str(al->asString())), by->asInt()}].push_back(
+            {ev.start(i), static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs});
+      }
+      for (auto& [k, v] : mine) {
+        std::sort(v.begin(), v.end());
+        for (size_t j = v.size() > 3 ? v.size() - 3 : 0; j < v.size(); ++j) pooled[k].push_back(v[j].second);
+      }
+    }
+    std::map<std::string, std::vector<std::pair<double, double>>> pts;  // algo -> (payload, median ms)
+    for (auto& [k, v] : pooled) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      pts[k.first].push_back({static_cast<double>(k.second), v[v.size() / 2]});
+    }
+    for (auto& [algo, v] : pts) {
+      if (v.size() < 2) continue;
+      std::sort(v.begin(), v.end());
+      const auto& [x0, y0] = v.front();
+      const auto& [x1, y1] = v.back();
+      if (x1 <= x0) continue;
+      const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
+      s.calib[algo] = {std::max(0.0, y0 - slope * x0), slope};
+    }
+  }
+
   std::vector<double> stepMs;
   for (const auto& [key, x] : rs) stepMs.push_back(static_cast<double>(x.step.b - x.step.a) / kNsPerMs);
   s.measured.knobs = s.knobs;
@@ -340,7 +404,16 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     std::vector<double> fwd, opt, rest, restBefore, waitOver, gapBusy, gapIdle, exposed, overlap, wire;
     int64_t gapCount = 0;
     std::map<std::vector<int64_t>, double> groupBytes;                  // layers of a bucket -> payload bytes
-    std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, service ms)
+    std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, duration ms)
+    // Per step: backward length, its compute alone, gaps, buckets started with layers to go.
+    struct BwdStep {
+      double bwdMs, computeMs;
+      int64_t gaps;
+      int64_t earlyBuckets;
+    };
+    std::vector<BwdStep> bwdSteps;
+    std::vector<double> lastWire;  // per step: the last bucket's wire bytes
+    std::vector<double> bucketPayloads, lastPayloads;
     int n = 0;
     for (const auto& [key, x] : rs) {
       if (!x.hasFwd || !x.hasBwd || !x.hasOpt) continue;
@@ -348,14 +421,17 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       std::vector<std::pair<double, double>> comm;
       for (const auto& c : x.comms)
         comm.push_back({static_cast<double>(c.iv.a), static_cast<double>(c.iv.b)});
+      double computeAlone = 0;
       for (const auto& k : x.kernels) {
         if (k.iv.a < x.bwd.a || k.iv.b > x.bwd.b + 1) continue;
         double d = static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
         if (unionWithin(comm, static_cast<double>(k.iv.a), static_cast<double>(k.iv.b)) > 0)
           d /= 1 + s.slowdown;
         s.layerMs[static_cast<size_t>(k.layer)] += d;
+        computeAlone += d;
         if (k.weight) wMsPerLayer[static_cast<size_t>(k.layer)] += d;
       }
+      const int64_t gapsBefore = gapCount;
       // The backward's time between kernels (the progress calls: MPI_Test on every bucket in
       // flight), split by whether communication was in flight.
       {
@@ -379,12 +455,23 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         }
         gapTo(x.bwd.b);
       }
+      bwdSteps.push_back({static_cast<double>(x.bwd.b - x.bwd.a) / kNsPerMs, computeAlone, gapCount - gapsBefore,
+                          std::max<int64_t>(0, static_cast<int64_t>(x.buckets.size()) - 1)});
       fwd.push_back(static_cast<double>(x.fwd.b - x.fwd.a) / kNsPerMs);
       opt.push_back(static_cast<double>(x.opt.b - x.opt.a) / kNsPerMs);
       double lastEnd = static_cast<double>(x.bwd.b);
       for (const auto& c : x.comms) lastEnd = std::max(lastEnd, static_cast<double>(c.iv.b));
       const double exp = (lastEnd - static_cast<double>(x.bwd.b)) / kNsPerMs;
       exposed.push_back(exp);
+      {
+        // The last bucket's wire bytes (the reduction that starts after layer 0).
+        const RankStep::C* last = nullptr;
+        for (const auto& c : x.comms)
+          if (!last || c.iv.a > last->iv.a) last = &c;
+        lastWire.push_back(last ? last->wire : 0.0);
+        for (const auto& [b, info] : x.buckets) bucketPayloads.push_back(info.second);
+        if (!x.buckets.empty()) lastPayloads.push_back(x.buckets.rbegin()->second.second);
+      }
       waitOver.push_back(std::max(0.0, static_cast<double>(x.opt.a - x.bwd.b) / kNsPerMs - exp));
       rest.push_back(static_cast<double>((x.fwd.a - x.step.a) + (x.step.b - x.opt.b)) / kNsPerMs);
       restBefore.push_back(static_cast<double>(x.fwd.a - x.step.a) / kNsPerMs);
@@ -410,15 +497,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         if (!group.empty()) groupBytes[group] = info.second;
         upper = lowest - 1;
       }
-      // Serial channel: service = end - max(ready, previous end), in start order.
-      std::vector<RankStep::C> cs = x.comms;
-      std::sort(cs.begin(), cs.end(), [](const auto& a, const auto& b) { return a.iv.a < b.iv.a; });
-      int64_t prevEnd = INT64_MIN;
-      for (const auto& c : cs) {
-        const int64_t begin = std::max(c.iv.a, prevEnd);
-        svc[c.algo].push_back({c.wire, static_cast<double>(c.iv.b - begin) / kNsPerMs});
-        prevEnd = std::max(prevEnd, c.iv.b);
-      }
+      // A bucket's reduction from its start to its end: buckets run concurrently (every bucket
+      // in flight is progressed) and complete in order (their collective stages are ordered).
+      for (const auto& c : x.comms) svc[c.algo].push_back({c.wire, static_cast<double>(c.iv.b - c.iv.a) / kNsPerMs});
     }
     if (n == 0)
       return Status(
@@ -431,9 +512,26 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // takes the other's mean).
     const double gapsPerLayer = static_cast<double>(gapCount) / n / s.layers;
     const double busyMean = gapBusy.empty() ? mean(gapIdle) : mean(gapBusy);
-    const double idleMean = gapIdle.empty() ? mean(gapBusy) : mean(gapIdle);
+    // A window where a reduction was always in flight has no idle gap: its gaps are all the
+    // reductions' cost (kappa below), none is the bare progress call.
+    const double idleMean = gapIdle.empty() ? 0.0 : mean(gapIdle);
     s.gapBusyMs = gapsPerLayer * busyMean;
     s.gapIdleMs = gapsPerLayer * idleMean;
+    {
+      // kappa: what the backward took beyond its compute (alone) and its idle progress calls,
+      // per bucket whose reduction ran while layers were still to compute (all but the last,
+      // which starts after layer 0). On a CPU job that is the reductions' own CPU time and the
+      // ranks' waits for each other; on a GPU job the kernels' slowdown under communication.
+      double extra = 0, early = 0;
+      for (const BwdStep& b : bwdSteps) {
+        extra += std::max(0.0, b.bwdMs - b.computeMs - static_cast<double>(b.gaps) * idleMean);
+        early += static_cast<double>(b.earlyBuckets);
+      }
+      if (early > 0) {
+        s.perBucketMs = extra / early;
+        s.perBucketMeasured = true;
+      }
+    }
     s.forwardMs = mean(fwd);
     s.optimizerMs = mean(opt);
     s.restMs = mean(rest);
@@ -466,6 +564,33 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     }
     s.waitOverheadMs = mean(waitOver);
     s.measured.exposedCommMs = mean(exposed);
+    s.meanPayload = mean(bucketPayloads);
+    {
+      double sum = 0, cnt = 0;
+      for (const auto& [algo, pts] : svc)
+        for (const auto& [x, y] : pts) sum += y, ++cnt;
+      s.meanDurationMs = cnt > 0 ? sum / cnt : 0;
+    }
+    {
+      // The last reduction's own time: calibrated (isolated, at its payload) or else the
+      // window's mean reduction; what the tail measured beyond it is the queue.
+      const std::string a = s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce";
+      const std::string c = s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none";
+      auto cal = s.calib.find(traceKey(a, c));
+      const double E = s.measured.exposedCommMs;
+      s.lastOwnMs = std::min(E, cal != s.calib.end() ? cal->second.first + cal->second.second * s.lastPayload
+                                                      : s.meanDurationMs);
+      s.queueMs = std::max(0.0, E - s.lastOwnMs);
+    }
+    s.lastPayload = mean(lastPayloads);
+    {
+      s.lastWireBytes = mean(lastWire);
+    }
+    {
+      double early = 0;
+      for (const BwdStep& b : bwdSteps) early += static_cast<double>(b.earlyBuckets);
+      s.earlyBuckets = bwdSteps.empty() ? 0 : early / static_cast<double>(bwdSteps.size());
+    }
     s.measured.overlapRatio = overlap.empty() ? -1 : mean(overlap);
     s.measured.bytes = mean(wire);
     // Per-layer bytes: exact from single-layer buckets, the rest split by W time.
@@ -501,12 +626,24 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         f.msPerByte = (N * sxy - sx * sy) / den;
         f.alphaMs = (sy - f.msPerByte * sx) / N;
       }
-      const bool twoSizes = pts.size() >= 2 && den > 1e-9 * N * sxx;
-      if (!twoSizes || f.alphaMs < 0 || f.msPerByte < 0) {
+      // Sizes within a factor 2 of each other do not constrain the slope: a line through them
+      // is the noise's (a 2 KiB ring window fitted 0.3 ms per KiB with its intercept at 0).
+      double lo = INFINITY, hi = 0;
+      for (const auto& [x, y] : pts) lo = std::min(lo, x), hi = std::max(hi, x);
+      const bool twoSizes = pts.size() >= 2 && den > 1e-9 * N * sxx && hi >= 2 * lo;
+      if (!twoSizes) {
+        // One message size: latency and bandwidth cannot be told apart. Split the measured time
+        // T at size S with a prior crossover size n1/2 (latency = bandwidth time there):
+        // alpha = T n1/2 / (n1/2 + S), beta = T / (n1/2 + S). Small buckets stay latency-bound,
+        // large ones bandwidth-bound (docs/TUNING.md).
+        const double S = N > 0 ? sx / N : 0, T = N > 0 ? sy / N : 0;
+        f.alphaMs = T * kHalfPowerBytes / (kHalfPowerBytes + S);
+        f.msPerByte = T / (kHalfPowerBytes + S);
+        s.oneSize = true;
+      } else if (f.alphaMs < 0 || f.msPerByte < 0) {
         // Non-negative least squares: the optimum lies on a boundary, a line through the
         // origin (bandwidth only) or a constant (latency only: on a CPU/MPI job a bucket
-        // completes at a progress point); keep the one with the smaller squared residual. With
-        // one message size both fit equally and the origin line is kept.
+        // completes at a progress point); keep the one with the smaller squared residual.
         const double slope = sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
         const double level = sy / N;
         double resOrigin = 0, resLevel = 0;
@@ -514,7 +651,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           resOrigin += (y - slope * x) * (y - slope * x);
           resLevel += (y - level) * (y - level);
         }
-        if (twoSizes && resLevel < resOrigin) {
+        if (resLevel < resOrigin) {
           f.alphaMs = level;
           f.msPerByte = 0;
         } else {
@@ -707,7 +844,28 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const std::string key = traceKey(alg, codec);
   const WhatIfFit* fit = nullptr;
   if (auto it = s.fits.find(key); it != s.fits.end()) fit = &it->second;
-  if (!fit) {
+  // With trainscope-train's calibration of both the window's algorithm and this one: the
+  // backward's cost per bucket is scaled by the two algorithms' calibrated times at the
+  // window's bucket size; a reduction's duration and the exposed tail change by the difference
+  // of the calibrated isolated times (what was measured beyond them -- waits, queueing behind
+  // other buckets -- is kept).
+  const std::string baseKey = traceKey(s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce",
+                                       s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none");
+  const auto calA = s.calib.find(baseKey), calB = s.calib.find(key);
+  const bool calibrated = calA != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0 &&
+                          calA->second.first + calA->second.second * s.meanPayload > 0 &&
+                          calA->second.first + calA->second.second * s.lastPayload > 0;
+  auto calTime = [](const std::pair<double, double>& c, double payload) { return c.first + c.second * payload; };
+  const double algRatio =
+      calibrated ? calTime(calB->second, s.meanPayload) / calTime(calA->second, s.meanPayload) : 1.0;
+  auto calDelta = [&](double payload, double at) {
+    return calTime(calB->second, payload) - calTime(calA->second, at);
+  };
+  // The size dependence of the cost per bucket: the prior split (alpha at n1/2 = beta x n1/2).
+  auto sizeRatio = [&](double payload) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + s.meanPayload); };
+  if (calibrated) {
+    p.notes.push_back("costs scaled by the job's calibration: " + key + " vs " + baseKey + " at the bucket sizes");
+  } else if (!fit) {
     // The nearest measured: the same codec family first, else the largest sample.
     for (const auto& [k, f] : s.fits)
       if (!fit || f.samples > fit->samples) fit = &f;
@@ -731,6 +889,10 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       acc = 0;
     }
   }
+  // The backward layer by layer: the idle progress gap, the compute; each bucket starts when
+  // its lowest layer is done and, while layers are still to compute, costs the backward kappa;
+  // reductions run concurrently and complete in order: end = max(start + alpha + beta w,
+  // previous end).
   double t = 0, chanEnd = 0;
   size_t next = 0;
   std::vector<std::pair<double, double>> comm;
@@ -739,30 +901,52 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   double bytes = 0;
   for (int l = s.layers - 1; l >= 0; --l) {
     const double d = s.layerMs[static_cast<size_t>(l)];
-    t += chanEnd > t ? s.gapBusyMs : s.gapIdleMs;
+    t += s.gapIdleMs;
     const double layerStart = t;
-    // The part of this layer's compute that runs while the channel is busy is slowed.
-    if (chanEnd > t) {
-      const double busy = chanEnd - t;
-      const double slowed = std::min(d * (1 + s.slowdown), busy);
-      t += slowed + (d - slowed / (1 + s.slowdown));
-    } else {
-      t += d;
-    }
+    t += d;
     layerOps.push_back({l, {layerStart, t}});
     while (next < buckets.size() && buckets[next].lowest >= l) {
       const double w = wireFormula(alg, codec, ratio,
                                    static_cast<size_t>(std::llround(buckets[next].payload / 4)), s.world) *
                        s.wireCalibration;
-      const double start = std::max(t, chanEnd);
-      chanEnd = start + fit->alphaMs + fit->msPerByte * w;
-      comm.push_back({t, chanEnd});
+      const double start = t;
+      const double payload = buckets[next].payload;
+      const double dur = calibrated ? std::max(0.0, s.meanDurationMs + calDelta(payload, s.meanPayload))
+                                    : fit->alphaMs + fit->msPerByte * w;
+      chanEnd = std::max(chanEnd, start + dur);
+      comm.push_back({start, chanEnd});
       commBucket.push_back(static_cast<int>(next));
       bytes += w;
+      if (l > 0) t += s.perBucketMs * algRatio * (s.meanPayload > 0 ? sizeRatio(payload) : 1.0);
       ++next;
     }
+    if (l > 0 && !layerOps.empty()) layerOps.back().second.second = t;  // the layer's share drawn with it
   }
   const double bwdEnd = t;
+  // Exposed: the measured tail after the backward, changed for the new last bucket (its bytes,
+  // its algorithm). The reductions' drawn intervals end by then: a fitted duration extrapolated
+  // far from the window's sizes must not decide the step (a 2 KiB window's line put a 16 KiB
+  // ring reduction at 48 ms).
+  double lastWire = 0;
+  if (!buckets.empty())
+    lastWire = wireFormula(alg, codec, ratio, static_cast<size_t>(std::llround(buckets.back().payload / 4)),
+                           s.world) *
+               s.wireCalibration;
+  // The queue scales with the buckets still reducing (all but the last) and the algorithm; the
+  // last reduction's own time with its bytes: calibrated, else the prior split.
+  const double early = buckets.empty() ? 0.0 : static_cast<double>(buckets.size() - 1);
+  const double queue = s.earlyBuckets > 0 ? s.queueMs * algRatio * early / s.earlyBuckets : 0.0;
+  double own = 0;
+  if (!buckets.empty()) {
+    if (calibrated)
+      own = calTime(calB->second, buckets.back().payload);
+    else
+      own = s.lastOwnMs * (kHalfPowerBytes + lastWire) / (kHalfPowerBytes + s.lastWireBytes);
+  }
+  const double tail = queue + own;
+  for (auto& c : comm) c.second = std::min(c.second, bwdEnd + tail);
+  if (!comm.empty()) comm.back().second = bwdEnd + tail;
+  chanEnd = comm.empty() ? bwdEnd : bwdEnd + tail;
   const double total = unionLength(comm);
   p.exposedCommMs = std::max(0.0, chanEnd - bwdEnd);
   p.overlapRatio = total > 0 ? unionWithin(comm, 0, bwdEnd) / total : -1;
@@ -783,6 +967,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     p.timeline.push_back({"compute", "optimizer", StepOp::Kind::Compute, o0, o0 + s.optimizerMs});
   }
   if (!s.slowdownMeasured) p.notes.push_back("overlap slowdown not measurable in the session (taken as 0)");
+  if (!s.perBucketMeasured)
+    p.notes.push_back("the window reduced one bucket per step: the cost of reductions during the backward is "
+                      "not measurable (taken as 0)");
+  if (s.oneSize && !calibrated)
+    p.notes.push_back("the window's reductions had one size: latency and time per byte split by the 64 KiB prior");
   return p;
 }
 
@@ -803,6 +992,19 @@ std::string WhatIfModel::describeJson() const {
     j["wait_overhead_ms"] = s.waitOverheadMs;
     j["backward_gap_busy_ms"] = s.gapBusyMs;
     j["backward_gap_idle_ms"] = s.gapIdleMs;
+    j["backward_ms_per_bucket"] = s.perBucketMs;
+    j["tail_last_reduction_ms"] = s.lastOwnMs;
+    j["tail_queue_ms"] = s.queueMs;
+    j["early_buckets_per_step"] = s.earlyBuckets;
+    j["mean_bucket_payload_bytes"] = s.meanPayload;
+    j["last_bucket_payload_bytes"] = s.lastPayload;
+    j["mean_bucket_reduction_ms"] = s.meanDurationMs;
+    nlohmann::ordered_json cal = nlohmann::ordered_json::array();
+    for (const auto& [k, c] : s.calib)
+      cal.push_back({{"algorithm", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
+    j["calibration"] = cal;
+    j["backward_ms_per_bucket_measured"] = s.perBucketMeasured;
+    j["one_message_size"] = s.oneSize;
     j["overlap_slowdown"] = s.slowdown;
     j["overlap_slowdown_measured"] = s.slowdownMeasured;
     j["wire_calibration"] = s.wireCalibration;

@@ -3,12 +3,13 @@
 //
 // Data parallel (trainscope-train's step, docs/TRAINER.md): forward, the backward layer by layer
 // (measured B+W time per layer, the overlap slowdown taken out), the gradient buckets re-planned
-// for dp.bucket_bytes from per-layer gradient bytes (recovered from the recorded buckets), each
-// bucket's reduction on one serial channel: service time alpha + wire bytes / beta fitted per
-// algorithm and compression from the session's bucket events, wire bytes by the codec's payload
-// formula, the optimizer, and the measured rest of the step. Compute that runs while the channel
-// is busy is slowed by the factor measured from the session (kernels overlapping communication
-// versus the same kernels alone).
+// for dp.bucket_bytes from per-layer gradient bytes (recovered from the recorded buckets); each
+// bucket reduced while layers are still to compute costs the backward a measured kappa (its CPU
+// work and waits on a CPU job, the kernels' slowdown on a GPU); the exposed tail is the last
+// reduction's own time plus the queue before it; costs move to other algorithms and sizes by
+// the job's calibration (trainscope-train's "calibrate" collectives) or else by a prior
+// crossover size; wire bytes by the codec's payload formula; the optimizer and the measured
+// rest of the step (docs/TUNING.md).
 //
 // Pipelines (pp.* knobs): core/sched's schedule simulator with the measured per-micro-batch F,
 // B, W times per stage (scaled by the micro-batch size), the measured hand-off latency, plus the
