@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Overhead of the trainscope Python package + DDP hook on the torch-ddp demo's step time.
 
-Alternates runs of the same 2-rank DDP job (python/trainscope/demo_ddp.py, gloo, CPU) without
-the package (--no-trainscope: DDP's built-in allreduce, no step markers) and with it (agent
-started, step agreement over torch.distributed every step, the comm hook with
-dp.compression=none, loss counters; no client attached). Each run's rank-0 step times after
---warmup steps give one median; the result is the median of those medians per configuration.
+Rotates runs of the same 2-rank DDP job (python/trainscope/demo_ddp.py, gloo, CPU) over the
+configurations of --configs (CONFIGS below; the first is the baseline): plain DDP, DDP with
+PyTorch's own Python allreduce hook (the anchor), the package with our hook (agent, step
+agreement, dp.compression=none, measured TCP counters, loss counters; no client attached), the
+package with hook="on-demand". Each run's rank-0 step times after --warmup steps give one
+median; the result is the median of those medians per configuration, with the range of run
+medians and a 95 % bootstrap interval of each ratio.
 
-    python3 bench/bench_torch_ddp.py --build build --runs 6 --steps 300
+    python3 bench/bench_torch_ddp.py --build build --configs plain,torch-hook,trainscope --runs 6 --steps 250
     python3 bench/bench_torch_ddp.py --build build --wire [--ranks 3]   # bytes: measured vs recorded
 
 Needs Debian's python3-torch (run with /usr/bin/python3 or --python).
