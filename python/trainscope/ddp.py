@@ -9,8 +9,12 @@ bucket index, Bytes = the bytes this rank sends for it, Algorithm = what ran, e.
 `allreduce+fp16`), from the collective's start to its completion; a counter `bucket <k> params`
 (scalar parameters in the bucket; recorded when it changes, i.e. at step 0 and after DDP's
 rebuild of its buckets). Per step, at the last bucket: counters `dp_wire_bytes`
-(sent) and `dp_recv_bytes` (received). Bytes follow gloo's algorithms: ring allreduce sends and
-receives 2(n-1)/n of the buffer, ring allgather (n-1) times this rank's buffer.
+(sent) and `dp_recv_bytes` (received). These Bytes are computed from gloo's algorithms (ring
+allreduce sends and receives 2(n-1)/n of the buffer, ring allgather (n-1) times this rank's
+buffer): gloo shares one connection per peer among all collectives and runs them on its own
+threads, so no socket counter separates one bucket's bytes. What is measured, per step, is the
+kernel's count on the process's TCP sockets: counters `tcp_sent_bytes` / `tcp_recv_bytes`
+(attach_ddp(measure_wire=True), TcpBytes below).
 
 | dp.compression | collective | bytes sent per rank (N values) |
 |---|---|---|
