@@ -556,10 +556,13 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // analysis aggregates over all steps; the window's knob values are what the job ran last).
     s.stages = static_cast<int>(a.pipeline.perStage.size());
     s.chunks = std::max(1, a.pipeline.virtualStages);
+    // The analysis' op means are per op, i.e. per chunk when a stage holds several chunks; the
+    // model's times are per micro-batch and whole stage (the simulator gives a chunk op 1/v).
+    const double perStage = static_cast<double>(s.chunks);
     for (const StageResult& st : a.pipeline.perStage) {
-      s.fMs.push_back(std::isfinite(st.fMs) ? st.fMs : 0);
-      s.bMs.push_back(std::isfinite(st.bMs) ? st.bMs : 0);
-      s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs : 0);
+      s.fMs.push_back(std::isfinite(st.fMs) ? st.fMs * perStage : 0);
+      s.bMs.push_back(std::isfinite(st.bMs) ? st.bMs * perStage : 0);
+      s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs * perStage : 0);
       if (std::isfinite(st.wMs) && st.wMs > 0) s.measuredSplit = true;
     }
     // Hand-off: the mean P2P send interval (the time the sender spends posting it).
