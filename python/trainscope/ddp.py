@@ -286,17 +286,15 @@ def ddp_hook(state, bucket):
     if mode == FP16:
         t = buf.to(torch.float16).div_(w)
         nbytes = t.numel() * t.element_size()
-        sent = recv = 2 * (w - 1) * nbytes // w
+        sent = 2 * (w - 1) * nbytes // w  # = received (ring allreduce)
         if lib is not None:
             lib.ts_bucket_comm_begin2(idx, sent, state._algo_ids[mode])
         fut = state._pg.allreduce([t]).get_future()
 
-        def done(f, buf=buf, idx=idx, mode=mode):
+        def done(f, buf=buf, idx=idx):
             r = f.value()[0]
             if lib is not None:
                 lib.ts_bucket_comm_end(idx)
-            if mode == NONE:
-                return r
             buf.copy_(r)
             return buf
     else:
@@ -319,7 +317,7 @@ def ddp_hook(state, bucket):
             state.residual[idx] = acc  # what was not sent this step
             payload = torch.cat([vals, ind.to(torch.int32).view(torch.float32)])
         nbytes = payload.numel() * payload.element_size()
-        sent = recv = (w - 1) * nbytes
+        sent = (w - 1) * nbytes  # = received (ring allgather)
         if lib is not None:
             lib.ts_bucket_comm_begin2(idx, sent, state._algo_ids[mode])
         fut, outs = _allgather(state, payload)
