@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <tuple>
+#include <vector>
 
 #include "trainscope/core/sched/schedule.h"
 #include "trainscope/core/sched/schedule_sim.h"
@@ -395,9 +396,12 @@ class TstSchedule : public QObject {
   void dependenciesRespected() {
     std::mt19937 rng(7);
     std::uniform_real_distribution<double> dist(0.1, 3.0);
-    for (ScheduleKind kind : kAllSchedules) {
-      const ScheduleParams sp{kind, 4, 8, kind == ScheduleKind::Interleaved1F1B ? 2 : 1,
-                              kind == ScheduleKind::Seq1F1B ? 3 : 1};
+    std::vector<ScheduleKind> kinds(std::begin(kAllSchedules), std::end(kAllSchedules));
+    kinds.insert(kinds.end(), std::begin(kTorchSchedules), std::end(kTorchSchedules));
+    for (ScheduleKind kind : kinds) {
+      const bool chunked = kind == ScheduleKind::Interleaved1F1B || kind == ScheduleKind::InterleavedZb ||
+                           kind == ScheduleKind::Zbv;
+      const ScheduleParams sp{kind, 4, 8, chunked ? 2 : 1, kind == ScheduleKind::Seq1F1B ? 3 : 1};
       const Schedule s = generateSchedule(sp).value();
       std::map<std::tuple<int, int, int, int, int>, double> cost;  // random but fixed per op
       auto fn = [&](int stage, const PipeOp& o) {
@@ -419,9 +423,10 @@ class TstSchedule : public QObject {
             when[{st, static_cast<int>(o.kind), o.microBatch, o.chunk, o.segment}] =
                 sim->stages[static_cast<size_t>(st)].opTimes[i];
         }
-      const int p = sp.stages, last = p * sp.virtualStages - 1;
-      auto at = [&](int u, OpKind k, int mb, int seg) {
-        return when.at({u % p, static_cast<int>(k), mb, u / p, seg});
+      const int last = sp.stages * sp.virtualStages - 1;
+      auto at = [&](int u, OpKind k, int mb, int seg) {  // virtual stage u, wherever it lives (zbv: a V)
+        const StageChunk sc = stageOfVirtual(sp, u);
+        return when.at({sc.stage, static_cast<int>(k), mb, sc.chunk, seg});
       };
       for (int u = 0; u <= last; ++u)
         for (int mb = 0; mb < sp.microBatches; ++mb)
