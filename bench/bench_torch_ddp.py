@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Overhead of the trainscope Python package + DDP hook on the torch-ddp demo's step time.
 
-Alternates runs of the same 2-rank DDP job (python/trainscope/demo_ddp.py, gloo, CPU) without
-the package (--no-trainscope: DDP's built-in allreduce, no step markers) and with it (agent
-started, step agreement over torch.distributed every step, the comm hook with
-dp.compression=none, loss counters; no client attached). Each run's rank-0 step times after
---warmup steps give one median; the result is the median of those medians per configuration.
+Rotates runs of the same 2-rank DDP job (python/trainscope/demo_ddp.py, gloo, CPU) over the
+configurations of --configs (CONFIGS below; the first is the baseline): plain DDP, DDP with
+PyTorch's own Python allreduce hook (the anchor), the package with our hook (agent, step
+agreement, dp.compression=none, measured TCP counters, loss counters; no client attached), the
+package with hook="on-demand". Each run's rank-0 step times after --warmup steps give one
+median; the result is the median of those medians per configuration, with the range of run
+medians and a 95 % bootstrap interval of each ratio.
 
-    python3 bench/bench_torch_ddp.py --build build --runs 6 --steps 300
+    python3 bench/bench_torch_ddp.py --build build --configs plain,torch-hook,trainscope --runs 6 --steps 250
     python3 bench/bench_torch_ddp.py --build build --wire [--ranks 3]   # bytes: measured vs recorded
 
 Needs Debian's python3-torch (run with /usr/bin/python3 or --python).
@@ -16,6 +18,7 @@ Needs Debian's python3-torch (run with /usr/bin/python3 or --python).
 import argparse
 import os
 import socket
+import random
 import statistics
 import subprocess
 import sys
@@ -30,21 +33,28 @@ def free_port():
     return p
 
 
-def run_once(a, with_ts, tmp, idx):
-    out = os.path.join(tmp, "times-%d-%d.txt" % (idx, with_ts))
+# Configurations: what each run starts (--configs picks and orders them).
+CONFIGS = {
+    "plain": ["--no-trainscope"],                     # DDP's built-in C++ allreduce, no package
+    "torch-hook": ["--no-trainscope", "--torch-hook"],  # the anchor: PyTorch's own Python allreduce_hook
+    "trainscope": [],                                 # package, agent, agreement, our hook (compression none)
+    "ts-no-hook": ["--no-hook"],                      # package, agent, agreement; DDP's own allreduce
+    "ts-on-demand": ["--hook", "on-demand"],          # attach_ddp(hook="on-demand") under none
+}
+
+
+def run_once(a, config, tmp, idx):
+    out = os.path.join(tmp, "times-%d-%s.txt" % (idx, config))
     env = dict(os.environ)
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.ranks),
                 "PYTHONPATH": os.path.join(a.build, "python"),
                 "TRAINSCOPE_AGENT_LIB": os.path.join(a.build, "lib", "libtrainscope_agent.so"),
                 "TRAINSCOPE_RUNTIME_DIR": os.path.join(tmp, "run"), "TRAINSCOPE_JOB_ID": "bench-%d" % idx})
     cmd = [a.python, "-m", "trainscope.demo_ddp", "--steps", str(a.steps), "--log-every", "0", "--eval-every", "0",
-           "--time-out", out]
-    if not with_ts:
-        cmd.append("--no-trainscope")
+           "--time-out", out] + CONFIGS[config]
+    if config == "plain":
         cmd += a.baseline_args.split()
-    elif a.no_hook:
-        cmd.append("--no-hook")
-    if with_ts:
+    if config.startswith("t") and config != "torch-hook":
         cmd += ["--agree-every", str(a.agree_every)]
     cmd += a.demo_args.split()
     procs = []
@@ -63,6 +73,19 @@ def run_once(a, with_ts, tmp, idx):
         rows = [tuple(float(x) for x in line.split()) for line in f if line.strip()]
     rows = rows[a.warmup:]
     return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+
+
+def interval(base, other, reps=2000, seed=7):
+    """95 % bootstrap interval (runs resampled within each configuration) of
+    median(other) / median(base) - 1, in percent."""
+    rnd = random.Random(seed)
+    vals = []
+    for _ in range(reps):
+        b = statistics.median(rnd.choice(base) for _ in base)
+        o = statistics.median(rnd.choice(other) for _ in other)
+        vals.append((o / b - 1.0) * 100.0)
+    vals.sort()
+    return vals[int(0.025 * reps)], vals[int(0.975 * reps) - 1]
 
 
 def wire(a, tmp):
@@ -96,7 +119,9 @@ def main():
     p.add_argument("--baseline-args", default="", help="more options for the baseline only, e.g. '--torch-hook'")
     p.add_argument("--demo-args", default="", help="more demo_ddp options, e.g. '--batch 512'")
     p.add_argument("--agree-every", type=int, default=1, help="trainscope.init(agree_every=K)")
-    p.add_argument("--no-hook", action="store_true", help="the trainscope runs without the DDP hook (breakdown)")
+    p.add_argument("--no-hook", action="store_true", help="the same as --configs plain,ts-no-hook (breakdown)")
+    p.add_argument("--configs", default="plain,trainscope",
+                   help="comma-separated, the first is the baseline: " + ", ".join(CONFIGS))
     p.add_argument("--wire", action="store_true", help="measure bytes on the wire per compression instead")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
@@ -104,19 +129,37 @@ def main():
         os.mkdir(os.path.join(tmp, "run"), 0o700)
         if a.wire:
             return wire(a, tmp)
-        base, ts = [], []
+        configs = a.configs.split(",")
+        if a.no_hook:  # old spelling of --configs plain,ts-no-hook
+            configs = ["plain", "ts-no-hook"]
+        for c in configs:
+            if c not in CONFIGS:
+                sys.exit("unknown configuration %r (one of %s)" % (c, ", ".join(CONFIGS)))
+        res = {c: [] for c in configs}
         for i in range(a.runs):
-            # alternate the order too, so that drift in the machine's load hits both alike
-            for with_ts in ((False, True) if i % 2 == 0 else (True, False)):
-                m = run_once(a, with_ts, tmp, i)
-                (ts if with_ts else base).append(m)
-                print("run %d %-10s median step %.3f ms wall, %.3f ms cpu" % (
-                    i, "trainscope" if with_ts else "baseline", m[0], m[1]), flush=True)
+            # rotate the order every round, so that drift in the machine's load hits all alike
+            k = i % len(configs)
+            for c in configs[k:] + configs[:k]:
+                m = run_once(a, c, tmp, i)
+                res[c].append(m)
+                print("run %d %-11s median step %.3f ms wall, %.3f ms cpu" % (i, c, m[0], m[1]), flush=True)
+        base = configs[0]
         for j, what in ((0, "wall"), (1, "cpu ")):
-            mb, mt = statistics.median(x[j] for x in base), statistics.median(x[j] for x in ts)
-            print("%s baseline %.3f ms, trainscope %.3f ms (median of run medians), overhead %+.2f %%" % (
-                what, mb, mt, (mt / mb - 1.0) * 100.0))
-
+            mb = statistics.median(x[j] for x in res[base])
+            print("%s %-11s %.3f ms (median of %d run medians; runs %.3f-%.3f)" % (
+                what, base, mb, len(res[base]), min(x[j] for x in res[base]), max(x[j] for x in res[base])))
+            for c in configs[1:]:
+                mt = statistics.median(x[j] for x in res[c])
+                lo, hi = interval([x[j] for x in res[base]], [x[j] for x in res[c]])
+                print("%s %-11s %.3f ms (runs %.3f-%.3f), vs %s %+.2f %% [95 %% interval %+.2f, %+.2f]" % (
+                    what, c, mt, min(x[j] for x in res[c]), max(x[j] for x in res[c]), base,
+                    (mt / mb - 1.0) * 100.0, lo, hi))
+            if "torch-hook" in configs and "trainscope" in configs and base != "torch-hook":
+                mh = statistics.median(x[j] for x in res["torch-hook"])
+                mt = statistics.median(x[j] for x in res["trainscope"])
+                lo, hi = interval([x[j] for x in res["torch-hook"]], [x[j] for x in res["trainscope"]])
+                print("%s trainscope vs torch-hook %+.2f %% [95 %% interval %+.2f, %+.2f]" % (
+                    what, (mt / mh - 1.0) * 100.0, lo, hi))
 
 if __name__ == "__main__":
     main()

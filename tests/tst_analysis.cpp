@@ -325,6 +325,39 @@ class TstAnalysis : public QObject {
     QCOMPARE(r.knobChanges[0].values.at("pp.schedule"), std::string("zb-h1"));
   }
 
+  // PyTorch's ZBV (tests/data/pp_zbv), p = 2, m = 3, every op 1 ms, V placement (rank 0 holds
+  // virtual stages 0 and 3, rank 1 holds 1 and 2), the order of tst_schedule's handCaseZbvP2M3:
+  // rank 0 idles only 18-19 (waiting for nobody, the step ends), rank 1 only 0-1 (for rank 0's
+  // F0): bubble 1/19 on both; theory and simulation (balanced, no latency) are the same 1/19.
+  void pipelineZbv() {
+    const AnalysisResult r = analyse("pp_zbv");
+    QCOMPARE(r.pipeline.schedule, std::string("zbv"));
+    QCOMPARE(r.pipeline.virtualStages, 2);
+    QCOMPARE(r.pipeline.microbatches, 3);
+    NEAR(r.pipeline.bubbleFraction, 1.0 / 19);
+    NEAR(r.pipeline.bubbleFractionTheory, 1.0 / 19);
+    NEAR(stage(r, 0).bubbleFractionSimulated, 1.0 / 19);
+    NEAR(stage(r, 1).bubbleFractionSimulated, 1.0 / 19);
+    NEAR(stage(r, 0).wMs, 1.0);
+    NEAR(waitFor(stage(r, 1), 0), 1.0);
+    QCOMPARE(stage(r, 0).microBatches.size(), size_t{6});  // (mb, chunk) pairs
+  }
+
+  // PyTorch's interleaved zero bubble (tests/data/pp_interleaved_zb), p = 2, m = 2, v = 2,
+  // every op 1 ms, tst_schedule's handCaseInterleavedZbP2M2: rank 0 waits 4-5 for rank 1's
+  // B0c1, rank 1 waits 0-1 for rank 0's F0; window 13: bubble 1/13, theory and simulation too.
+  void pipelineInterleavedZb() {
+    const AnalysisResult r = analyse("pp_interleaved_zb");
+    QCOMPARE(r.pipeline.schedule, std::string("interleaved-zb"));
+    QCOMPARE(r.pipeline.virtualStages, 2);
+    NEAR(r.pipeline.bubbleFraction, 1.0 / 13);
+    NEAR(r.pipeline.bubbleFractionTheory, 1.0 / 13);
+    NEAR(stage(r, 0).bubbleFractionSimulated, 1.0 / 13);
+    NEAR(stage(r, 1).bubbleFractionSimulated, 1.0 / 13);
+    NEAR(waitFor(stage(r, 0), 1), 1.0);
+    NEAR(waitFor(stage(r, 1), 0), 1.0);
+  }
+
   // Two ranks, one step window of 10 ms each; rank 1 is 0.3 ms later on the session clock
   // (per-rank windows: same answers). Rank 2 has no events. Relative times:
   //   compute  rank 0: 0-6 backward, 9-9.5 optimizer; rank 1: 0-5, 9-9.5

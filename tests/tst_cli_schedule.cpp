@@ -50,6 +50,10 @@ class TstCliSchedule : public QObject {
         {"interleaved-1f1b", {"--virtual", "2"}, 32, 3.0 / 19},
         {"zb-h1", {}, 24, 3.0 / 27},
         {"seq1f1b", {"--segments", "2"}, 32, 3.0 / 19},
+        // PyTorch's: theory = the balanced simulation (docs/SCHEDULES.md), 1/17 at p = 4, m = 8;
+        // zbv takes v = 2 without being told
+        {"interleaved-zb", {"--virtual", "2"}, 48, 1.0 / 17},
+        {"zbv", {}, 48, 1.0 / 17},
     };
     for (const Case& c : cases) {
       const CliRun r = cli(QStringList{"-s", c.name, "-p", "4", "-m", "8", "--json"} + c.extra);
@@ -77,6 +81,9 @@ class TstCliSchedule : public QObject {
     r = cli({"--forward", "-1"});
     QCOMPARE(r.code, 2);
     QVERIFY(r.err.contains("durations must be finite and >= 0"));
+    r = cli({"-s", "zbv", "-v", "3"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("zbv needs exactly 2 virtual stages per stage (its V), got 3"), qPrintable(r.err));
     r = cli({"--stages", "many"});
     QCOMPARE(r.code, 2);
     QVERIFY(r.out.isEmpty());

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <tuple>
+#include <vector>
 
 #include "trainscope/core/sched/schedule.h"
 #include "trainscope/core/sched/schedule_sim.h"
@@ -59,7 +60,12 @@ class TstSchedule : public QObject {
  private slots:
   void namesRoundTrip() {
     for (ScheduleKind k : kAllSchedules) QCOMPARE(parseSchedule(scheduleName(k)).value(), k);
-    QCOMPARE(scheduleNameList(), std::string("gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b"));
+    for (ScheduleKind k : kTorchSchedules) QCOMPARE(parseSchedule(scheduleName(k)).value(), k);
+    QCOMPARE(scheduleNameList(),
+             std::string("gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b, interleaved-zb, zbv"));
+    QVERIFY(!splitsBackward(ScheduleKind::OneFOneB));
+    QVERIFY(splitsBackward(ScheduleKind::ZbH1) && splitsBackward(ScheduleKind::InterleavedZb) &&
+            splitsBackward(ScheduleKind::Zbv));
     auto bad = parseSchedule("1F1B");
     QVERIFY(!bad);
     QVERIFY(bad.status().message().find("one of: gpipe, 1f1b") != std::string::npos);
@@ -80,7 +86,11 @@ class TstSchedule : public QObject {
     row("v=0", ScheduleKind::Interleaved1F1B, 2, 4, 0, 1, "virtual stages must be >= 1, got 0");
     row("k=0", ScheduleKind::Seq1F1B, 2, 4, 1, 0, "segments must be >= 1, got 0");
     row("v on 1f1b", ScheduleKind::OneFOneB, 4, 8, 2, 1,
-        "virtual stages apply to interleaved-1f1b only; 1f1b needs 1");
+        "virtual stages apply to interleaved-1f1b, interleaved-zb and zbv only; 1f1b needs 1");
+    row("zbv v=1", ScheduleKind::Zbv, 2, 4, 1, 1, "zbv needs exactly 2 virtual stages per stage (its V), got 1");
+    row("zbv v=3", ScheduleKind::Zbv, 2, 4, 3, 1, "zbv needs exactly 2 virtual stages per stage (its V), got 3");
+    row("interleaved-zb rounds", ScheduleKind::InterleavedZb, 4, 9, 2, 1,
+        "interleaved-zb needs micro-batches divisible by the rounds max(1, m/p) = 2 (PyTorch's rule), got m=9, p=4");
     row("interleaved v=1", ScheduleKind::Interleaved1F1B, 4, 8, 1, 1, "needs virtual stages >= 2");
     row("interleaved m%p", ScheduleKind::Interleaved1F1B, 4, 6, 2, 1,
         "needs micro-batches divisible by stages (Megatron-LM's rule), got m=6, p=4");
@@ -259,13 +269,139 @@ class TstSchedule : public QObject {
              3 * 72 + 3 * 72 + 2 * 17);  // gpipe, 1f1b, zb-h1; seq1f1b x k; interleaved (m % p == 0) x v
   }
 
+  // PyTorch's zero-bubble schedules on a grid: valid, every unit once, simulated without
+  // deadlock, theory (balanced simulation) == simulation; and never worse than zb-h1 / 1f1b with
+  // the same work where the schedules are comparable (F = B = W).
+  void gridTorchSchedules() {
+    int cases = 0;
+    for (ScheduleKind kind : kTorchSchedules)
+      for (int p = 1; p <= 6; ++p)
+        for (int m = 1; m <= 12; ++m)
+          for (int v = 1; v <= 3; ++v) {
+            const ScheduleParams sp{kind, p, m, v, 1};
+            if (!validateSchedule(sp)) continue;
+            ++cases;
+            checkGridCase(sp);
+            if (QTest::currentTestFailed()) return;
+            const OpDurations unit{1, 1, 1};
+            const double zb = simulate(make(kind, p, m, v), unit).bubbleFraction;
+            const double onef = theoreticalBubbleFraction({ScheduleKind::OneFOneB, p, m}, unit).value();
+            QVERIFY2(zb <= onef + 1e-9, qPrintable(QString("%1 p=%2 m=%3 v=%4: %5 > 1f1b %6")
+                                                       .arg(scheduleName(kind).data())
+                                                       .arg(p)
+                                                       .arg(m)
+                                                       .arg(v)
+                                                       .arg(zb)
+                                                       .arg(onef)));
+          }
+    // interleaved-zb: m % max(1, m/p) == 0 for each v; zbv: every (p, m) with v = 2
+    int izb = 0;
+    for (int p = 1; p <= 6; ++p)
+      for (int m = 1; m <= 12; ++m) izb += m % std::max(1, m / p) == 0;
+    QCOMPARE(cases, 3 * izb + 6 * 12);
+  }
+
+  // zbv, p = 2, m = 3 by hand (PyTorch's construction, ScheduleZBVZeroBubble). Stage 0 holds
+  // virtual stages 0 (chunk 0) and 3 (c1), stage 1 holds 1 (c0) and 2 (c1): the V.
+  //  stage 0: 2(p-s)-1 = 3 forwards of c0; p-s = 2 times F B W of c1; stable: B0 W0 F2c1 B2c1
+  //           W2c1 (no F0 left); cool-down: p-s = 2 times B W of c0.
+  //  stage 1: 1 forward of c0; F0c1 F1; F1c1 B0c1 W0c1; stable: F2 B0 W0 F2c1 B1c1 W1c1;
+  //           cool-down: s = 1 time B1 B2c1 (W deferred); B2 W1; then W2c1, W2.
+  // F = B = W = 1 per micro-batch and stage, so 1/2 per chunk op (one tick below):
+  //   tick    0 1 2 3 4 5 6 7 8 9 ...
+  //   stage 0 F0F1F2 F0c1(waits for stage 1's F0c1, done at 3) ...
+  //   stage 1 . F0F0c1 F1 F1c1 B0c1(waits for stage 0's B0c1, done at 5) ...
+  // Worked through op by op: stage 0 idles only the last tick (ends at 18), stage 1 only the
+  // first: makespan 19 ticks = 9.5, each stage busy 18 ticks, bubble 1/19 per stage.
+  void handCaseZbvP2M3() {
+    const Schedule z = make(ScheduleKind::Zbv, 2, 3, 2);
+    QVERIFY(z.splitBackward);
+    QCOMPARE(stageOps(z, 0), std::string("F0 F1 F2 F0c1 B0c1 W0c1 F1c1 B1c1 W1c1 B0 W0 F2c1 B2c1 W2c1 B1 W1 B2 W2"));
+    QCOMPARE(stageOps(z, 1), std::string("F0 F0c1 F1 F1c1 B0c1 W0c1 F2 B0 W0 F2c1 B1c1 W1c1 B1 B2c1 B2 W1 W2c1 W2"));
+    // The V: stage 1 hands virtual stage 1's output to its own virtual stage 2; stage 0's
+    // chunk 1 (virtual stage 3, the last) receives from stage 1 and sends no activation.
+    QCOMPARE(virtualStage(z.params, 0, 1), 3);
+    QCOMPARE(virtualStage(z.params, 1, 1), 2);
+    QCOMPARE(stageOfVirtual(z.params, 2).stage, 1);
+    QCOMPARE(stageOfVirtual(z.params, 3).chunk, 1);
+    const std::string s1 = formatStageOps(z.stages[1], true);
+    QVERIFY2(s1.find("F0, send-act F0 ->1, recv-act F0c1 <-1, F0c1, send-act F0c1 ->0") != std::string::npos,
+             s1.c_str());
+    const OpDurations unit{1, 1, 1};
+    const ScheduleSimulation zs = simulate(z, unit);
+    QCOMPARE(zs.makespan, 9.5);
+    QCOMPARE(zs.stages[0].bubbleFraction, 1.0 / 19);
+    QCOMPARE(zs.stages[1].bubbleFraction, 1.0 / 19);
+    QCOMPARE(zs.stages[0].idle.front().start, 9.0);  // stage 0: the last tick
+    QCOMPARE(zs.stages[1].idle.front().end, 0.5);    // stage 1: the first tick
+    QCOMPARE(theoreticalBubbleFraction("zbv", 2, 3, 2, 1, unit).value(), 1.0 / 19);
+    // The same work under zb-h1 idles 1 of 10, under 1f1b 3 of 12.
+    QCOMPARE(theoreticalBubbleFraction("zb-h1", 2, 3, 1, 1, unit).value(), 1.0 / 10);
+  }
+
+  // interleaved-zb, p = 2, m = 2, v = 2 by hand (ScheduleInterleavedZeroBubble, ZB1P): one
+  // round of r = 2 micro-batches; stage s warms up with (v-1) r + (p-1-s) forwards (3, 2);
+  // forwards run chunk (k / r) mod v, backwards chunk v-1-((k - warm-up) / r) mod v; stage s
+  // defers the W of its first s backwards.
+  //  stage 0: F0 F1 F0c1 | F1c1 B0c1 W0c1 | B1c1 W1c1 | B0 W0 | B1 W1
+  //  stage 1: F0 F1 | F0c1 B0c1 | F1c1 B1c1 W0c1 | B0 W1c1 | B1 W0 | W1
+  // Ticks of 1/2 (one chunk op), virtual stages 0 (s0c0), 1 (s1c0), 2 (s0c1), 3 (s1c1):
+  //   stage 0 |F0F1F0c1F1c1 . B0c1W0c1B1c1W1c1B0W0B1W1|   idle [4,5]: waits for stage 1's B0c1
+  //   stage 1 | . F0F1F0c1B0c1F1c1B1c1W0c1B0W1c1B1W0W1|   idle [0,1]
+  // makespan 13 ticks, 12 busy on each stage: bubble 1/13.
+  void handCaseInterleavedZbP2M2() {
+    const Schedule z = make(ScheduleKind::InterleavedZb, 2, 2, 2);
+    QCOMPARE(stageOps(z, 0), std::string("F0 F1 F0c1 F1c1 B0c1 W0c1 B1c1 W1c1 B0 W0 B1 W1"));
+    QCOMPARE(stageOps(z, 1), std::string("F0 F1 F0c1 B0c1 F1c1 B1c1 W0c1 B0 W1c1 B1 W0 W1"));
+    const OpDurations unit{1, 1, 1};
+    const ScheduleSimulation zs = simulate(z, unit);
+    QCOMPARE(zs.makespan, 6.5);
+    QCOMPARE(zs.bubbleFraction, 1.0 / 13);
+    QCOMPARE(zs.stages[0].idle.front().start, 2.0);
+    QCOMPARE(zs.stages[0].idle.front().end, 2.5);
+    QCOMPARE(theoreticalBubbleFraction("interleaved-zb", 2, 2, 2, 1, unit).value(), 1.0 / 13);
+  }
+
+  // The op order PyTorch's own schedule objects produce (tests/data/torch_pp_orders.txt, written
+  // by bench/torch_pp_orders.py from ScheduleInterleavedZeroBubble / ScheduleZBVZeroBubble's
+  // pipeline_order, idle slots dropped) equals the generator's, for every (schedule, p, m, v)
+  // recorded there.
+  void torchOrders() {
+    QFile f(QString(TRAINSCOPE_TEST_DATA) + "/torch_pp_orders.txt");
+    QVERIFY2(f.open(QIODevice::ReadOnly | QIODevice::Text), "tests/data/torch_pp_orders.txt");
+    int compared = 0;
+    QString header;
+    while (!f.atEnd()) {
+      const QString line = QString::fromUtf8(f.readLine()).trimmed();
+      if (line.isEmpty() || line.startsWith('#')) {
+        if (line.startsWith("# torch ")) header = line;
+        continue;
+      }
+      // "<schedule> p=<p> m=<m> v=<v> stage=<s>: <ops>"
+      const int colon = line.indexOf(':');
+      const QStringList key = line.left(colon).split(' ');
+      QCOMPARE(key.size(), 5);
+      auto num = [&](int i) { return key[i].section('=', 1).toInt(); };
+      const auto kind = parseSchedule(key[0].toStdString());
+      QVERIFY(kind);
+      const Schedule s = make(kind.value(), num(1), num(2), num(3));
+      const std::string expected = line.mid(colon + 1).trimmed().toStdString();
+      QCOMPARE(stageOps(s, num(4)), expected);
+      ++compared;
+    }
+    QVERIFY2(compared >= 100, qPrintable(header));
+  }
+
   // Random op durations and a send latency: every op starts only after what it needs.
   void dependenciesRespected() {
     std::mt19937 rng(7);
     std::uniform_real_distribution<double> dist(0.1, 3.0);
-    for (ScheduleKind kind : kAllSchedules) {
-      const ScheduleParams sp{kind, 4, 8, kind == ScheduleKind::Interleaved1F1B ? 2 : 1,
-                              kind == ScheduleKind::Seq1F1B ? 3 : 1};
+    std::vector<ScheduleKind> kinds(std::begin(kAllSchedules), std::end(kAllSchedules));
+    kinds.insert(kinds.end(), std::begin(kTorchSchedules), std::end(kTorchSchedules));
+    for (ScheduleKind kind : kinds) {
+      const bool chunked = kind == ScheduleKind::Interleaved1F1B || kind == ScheduleKind::InterleavedZb ||
+                           kind == ScheduleKind::Zbv;
+      const ScheduleParams sp{kind, 4, 8, chunked ? 2 : 1, kind == ScheduleKind::Seq1F1B ? 3 : 1};
       const Schedule s = generateSchedule(sp).value();
       std::map<std::tuple<int, int, int, int, int>, double> cost;  // random but fixed per op
       auto fn = [&](int stage, const PipeOp& o) {
@@ -287,9 +423,10 @@ class TstSchedule : public QObject {
             when[{st, static_cast<int>(o.kind), o.microBatch, o.chunk, o.segment}] =
                 sim->stages[static_cast<size_t>(st)].opTimes[i];
         }
-      const int p = sp.stages, last = p * sp.virtualStages - 1;
-      auto at = [&](int u, OpKind k, int mb, int seg) {
-        return when.at({u % p, static_cast<int>(k), mb, u / p, seg});
+      const int last = sp.stages * sp.virtualStages - 1;
+      auto at = [&](int u, OpKind k, int mb, int seg) {  // virtual stage u, wherever it lives (zbv: a V)
+        const StageChunk sc = stageOfVirtual(sp, u);
+        return when.at({sc.stage, static_cast<int>(k), mb, sc.chunk, seg});
       };
       for (int u = 0; u <= last; ++u)
         for (int mb = 0; mb < sp.microBatches; ++mb)
@@ -449,6 +586,9 @@ class TstSchedule : public QObject {
         case ScheduleKind::ZbH1:
           QVERIFY2(peak <= std::min(p, m), name.constData());
           break;
+        case ScheduleKind::InterleavedZb:
+        case ScheduleKind::Zbv:
+          break;  // PyTorch's orders, checked against its objects in torchOrders()
       }
       if (expected >= 0) QVERIFY2(peak == expected, (name + " stage " + QByteArray::number(st)).constData());
     }

@@ -30,6 +30,7 @@ const char* const kPython = "/usr/bin/python3";
 
 struct RankView {
   std::map<int64_t, std::pair<int64_t, int64_t>> steps;          // step -> window
+  std::map<int64_t, std::pair<double, double>> tcp;              // step -> (tcp_sent, tcp_recv)
   std::map<int64_t, std::map<int64_t, int64_t>> bucketBytes;     // step -> bucket -> bytes
   std::map<int64_t, std::map<int64_t, std::string>> bucketAlgo;  // step -> bucket -> algorithm
   std::vector<std::pair<int64_t, double>> evalLoss;              // (time -> step, held-out loss)
@@ -42,6 +43,12 @@ std::map<RankId, RankView> view(TraceStore& s) {
     std::string algo;
   };
   std::map<RankId, std::vector<Comm>> comms;
+  struct Count {
+    int64_t t;
+    std::string name;
+    double value;
+  };
+  std::map<RankId, std::vector<Count>> counts;
   for (TrackId t = 0; t < s.trackCount(); ++t) {
     const TrackEvents& ev = s.events(t);
     const RankId rank = s.track(t).rank;
@@ -51,6 +58,8 @@ std::map<RankId, RankView> view(TraceStore& s) {
         if (const Attr* a = ev.findAttr(i, AttrKey::Step)) v.steps[a->asInt()] = {ev.start(i), ev.end(i)};
       } else if (ev.kind(i) == EventKind::Counter && s.str(ev.name(i)) == "eval_loss") {
         v.evalLoss.emplace_back(ev.start(i), ev.findAttr(i, AttrKey::Value)->asDouble());
+      } else if (ev.kind(i) == EventKind::Counter) {
+        counts[rank].push_back({ev.start(i), std::string(s.str(ev.name(i))), ev.findAttr(i, AttrKey::Value)->asDouble()});
       } else if (ev.kind(i) == EventKind::Collective && ev.findAttr(i, AttrKey::Bucket)) {
         const Attr* a = ev.findAttr(i, AttrKey::Algorithm);
         comms[rank].push_back({ev.start(i), ev.findAttr(i, AttrKey::Bucket)->asInt(),
@@ -72,6 +81,12 @@ std::map<RankId, RankView> view(TraceStore& s) {
       v.bucketAlgo[st][c.bucket] = c.algo;
     }
     for (auto& e : v.evalLoss) e.first = stepAt(e.first);
+    for (const Count& c : counts[r]) {
+      const int64_t st = stepAt(c.t);
+      if (st < 0) continue;
+      if (c.name == "tcp_sent_bytes") v.tcp[st].first = c.value;
+      if (c.name == "tcp_recv_bytes") v.tcp[st].second = c.value;
+    }
   }
   return out;
 }
@@ -318,6 +333,51 @@ class TstTorchLive : public QObject {
 
   void demoStops() {
     QVERIFY2(stopDemo(job_), "the torch-ddp job did not stop after SIGTERM to its launcher");
+  }
+
+  // attach_ddp(hook="on-demand"): while dp.compression is none DDP runs its own allreduce (no
+  // bucket events), and `set dp.compression=fp16` registers the hook at the agreed step on both
+  // ranks: bucket events (allreduce+fp16) from that step on, none before. The kernel's TCP byte
+  // counts per step (tcp_sent_bytes / tcp_recv_bytes, measured, not computed) show the same
+  // change: before it, every full step moves at least the fp32 gradients' ring-allreduce bytes
+  // (4 N, N = 662 026 parameters, 2 ranks) and at most 16 KiB more (the previous step end's
+  // agreement allreduce, gloo's framing); from step k on (the counter is read at the step's end,
+  // after its fp16 buckets) at least 2 N and at most 2 N + 16 KiB.
+  void onDemandHookAndMeasuredBytes() {
+    DemoJob job = startDemo({"--mode", "torch-ddp", "--steps", "100000", "--", "--step-delay-ms", "20",
+                             "--hook", "on-demand"},
+                            "dp.compression");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    const QString file = dir_.filePath("torch-on-demand.tsdb");
+    const RecordedChanges rc = recordWhileSetting(job.id, file, 7, {"dp.compression=fp16"}, 3000, 0);
+    const bool stopped = stopDemo(job);
+    if (job.launcher > 0) ::kill(-static_cast<pid_t>(job.launcher), SIGKILL);
+    QVERIFY2(rc.error.isEmpty(), qPrintable(rc.error));
+    QVERIFY(stopped);
+    const int64_t k = rc.stepOf.at("dp.compression=fp16");
+    auto session = loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    const auto ranks = view(session.value());
+    QCOMPARE(int(ranks.size()), kRanks);
+    constexpr double kFp32 = 4.0 * 662026, kSlack = 16384;
+    for (const auto& [rank, v] : ranks) {
+      const QString who = QString("rank %1, fp16 at step %2: ").arg(rank).arg(k);
+      for (const auto& [step, buckets] : v.bucketAlgo) {
+        QVERIFY2(step >= k, qPrintable(who + QString("a bucket event at step %1, before the hook").arg(step)));
+        for (const auto& [b, algo] : buckets) QCOMPARE(algo, std::string("allreduce+fp16"));
+      }
+      QVERIFY2(v.bucketAlgo.count(k) && v.bucketAlgo.count(k + 1), qPrintable(who + "no bucket events after"));
+      int before = 0, after = 0;
+      for (const auto& [step, sr] : v.tcp) {
+        if (step < 1 || !v.steps.count(step)) continue;
+        const double want = step < k ? kFp32 : kFp32 / 2;
+        for (double x : {sr.first, sr.second})
+          QVERIFY2(x >= want && x <= want + kSlack,
+                   qPrintable(who + QString("step %1: %2 bytes on TCP, want %3 + < %4").arg(step).arg(x).arg(want).arg(kSlack)));
+        (step < k ? before : after) += 1;
+      }
+      QVERIFY2(before >= 3 && after >= 3, qPrintable(who + QString("%1 / %2 steps with TCP counts").arg(before).arg(after)));
+    }
   }
 
   // `launch` starts a Python command torch-style (no mpirun): both ranks rendezvous, train with

@@ -76,6 +76,8 @@ class TstTrainPp : public QObject {
     QTest::newRow("no micro-batches") << QStringList{"--microbatches", "0"} << "pipeline:";
     QTest::newRow("batch split") << QStringList{"--microbatches", "5"} << "does not split into 5 micro-batches";
     QTest::newRow("schedule name") << QStringList{"--schedule", "2f2b"} << "gpipe, 1f1b";
+    QTest::newRow("PyTorch's schedule") << QStringList{"--schedule", "zbv"}
+                                        << "--schedule zbv is PyTorch's (analysed in recordings of PyTorch pipelines)";
     QTest::newRow("partition") << QStringList{"--partition", "magic"} << "--partition must be even or auto";
   }
 

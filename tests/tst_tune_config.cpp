@@ -540,6 +540,25 @@ class TstTuneConfig : public QObject {
     QCOMPARE(lanes.size(), size_t{4});
   }
 
+  // A recording of PyTorch's ZBV (tests/data/pp_zbv: p = 2, m = 3, two chunks per rank in a V,
+  // every op 1 ms): the what-if model replays it with zbv's V and 2 chunks (bubble 1/19, as
+  // tst_schedule draws it) and predicts interleaved-zb with the 2 chunks the session ran (no
+  // pp.virtual_stages knob in PyTorch jobs), not with 1.
+  void whatIfTorchZeroBubble() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_zbv/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto replay = m->predict({});
+    QVERIFY2(replay.isOk(), replay.status().message().c_str());
+    QVERIFY2(std::abs(replay->bubbleFraction - 1.0 / 19) < 1e-9, qPrintable(QString::number(replay->bubbleFraction)));
+    auto izb = m->predict({{"pp.schedule", "interleaved-zb"}});
+    QVERIFY2(izb.isOk(), izb.status().message().c_str());
+    int chunk1 = 0;
+    for (const auto& op : izb->timeline) chunk1 += op.kind == StepOp::Kind::Compute && op.label.find("c1") != std::string::npos;
+    QCOMPARE(chunk1, 2 * 3 * 3);  // 2 stages x 3 micro-batches x F, B, W of chunk 1
+  }
+
   void kendall() {
     QCOMPARE(kendallTau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
     QCOMPARE(kendallTau({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);

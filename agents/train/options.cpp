@@ -250,6 +250,8 @@ std::string validatePipeline(const Options& o, int world) {
     return "--partition must be even or auto, not '" + o.partition + "'";
   auto kind = core::parseSchedule(o.schedule);
   if (!kind) return "--schedule: " + kind.status().message();
+  if (std::find(std::begin(core::kAllSchedules), std::end(core::kAllSchedules), *kind) == std::end(core::kAllSchedules))
+    return "--schedule " + o.schedule + " is PyTorch's (analysed in recordings of PyTorch pipelines); the trainer runs gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b";
   if (o.mode == "hybrid" && o.ppStages < 1) return "--mode hybrid needs --pp-stages >= 1";
   if (world == 1) return {};  // the rest depends on the world size
   const int p = pipelineStages(o, world);

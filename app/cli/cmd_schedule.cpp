@@ -110,6 +110,8 @@ int runSchedule(ScheduleOptions o) {
   auto kind = core::parseSchedule(o.schedule);
   if (!kind) return usage(kind.status());
   o.params.kind = kind.value();
+  // zbv always has two chunks per stage (its V); --virtual may be left out
+  if (o.params.kind == core::ScheduleKind::Zbv && o.params.virtualStages == 1) o.params.virtualStages = 2;
   auto schedule = core::generateSchedule(o.params);
   if (!schedule) return usage(schedule.status());
   auto sim = core::simulateSchedule(schedule.value(), o.durations);
@@ -129,7 +131,7 @@ void addScheduleCommand(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "schedule",
       "Preview a pipeline schedule: per-stage op order, simulated timeline, bubble fraction vs theory");
-  cmd->add_option("--schedule,-s", o->schedule, "gpipe, 1f1b, interleaved-1f1b, zb-h1 or seq1f1b")
+  cmd->add_option("--schedule,-s", o->schedule, "gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b, interleaved-zb or zbv (PyTorch's; zbv has v = 2)")
       ->capture_default_str();
   cmd->add_option("--stages,-p", o->params.stages, "Pipeline stages")->capture_default_str();
   cmd->add_option("--microbatches,-m", o->params.microBatches, "Micro-batches per step")

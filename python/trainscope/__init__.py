@@ -165,9 +165,16 @@ def step_begin(i):
         _lib.ts_step_begin(_step)
 
 
+# Called with the step number at every step end, before the agent's (e.g. the DDP hook's
+# measured bytes of the step). Each must not raise.
+_step_end_hooks = []
+
+
 def step_end(i):
     """Closes step i; every rank takes part in the knob agreement here (call it on all ranks)."""
     if _lib is not None:
+        for h in _step_end_hooks:
+            h(int(i))
         _lib.ts_step_end(int(i))
 
 
@@ -187,6 +194,8 @@ class step(object):
 
     def __exit__(self, *exc):
         if _lib is not None:
+            for h in _step_end_hooks:
+                h(self.i)
             _lib.ts_step_end(self.i)
         return False
 
@@ -425,11 +434,13 @@ def knob_enum(name, choices, default, desc="", changes_math=False):
 
 # ---- DDP (imports torch only when used) --------------------------------------------------------
 
-def attach_ddp(model, compression="none", topk_ratio=0.01, verbose=True):
+def attach_ddp(model, compression="none", topk_ratio=0.01, verbose=True, hook="always", measure_wire=True):
     """Registers the Trainscope communication hook on a DistributedDataParallel model and declares
-    dp.compression / dp.topk_ratio. Returns its DdpState. See trainscope.ddp."""
+    dp.compression / dp.topk_ratio. Returns its DdpState. hook="on-demand" registers the hook only
+    from the first agreed compression other than none; measure_wire records the kernel's TCP byte
+    counts per step. See trainscope.ddp."""
     from . import ddp
-    return ddp.attach_ddp(model, compression, topk_ratio, verbose)
+    return ddp.attach_ddp(model, compression, topk_ratio, verbose, hook, measure_wire)
 
 
 def ddp_hook(state, bucket):

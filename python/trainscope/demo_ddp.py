@@ -67,6 +67,8 @@ def parse(argv=None):
     p.add_argument("--torch-hook", action="store_true",
                    help="with --no-trainscope: PyTorch's own Python allreduce_hook (to compare hook costs)")
     p.add_argument("--no-hook", action="store_true", help="package and step markers, but DDP's own allreduce")
+    p.add_argument("--hook", default="always", choices=["always", "on-demand"],
+                   help="attach_ddp(hook=...): on-demand registers the hook only when a compression is chosen")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--time-out", default="", help="write 'wall_ms cpu_ms' of every step to this file (rank 0; cpu: this process, all threads)")
     p.add_argument("--wire-out", default="",
@@ -106,7 +108,7 @@ def main(argv=None):
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
     state = None
     if ts is not None and not a.no_hook:
-        state = ts.attach_ddp(ddp, compression=a.compression, topk_ratio=a.topk_ratio)
+        state = ts.attach_ddp(ddp, compression=a.compression, topk_ratio=a.topk_ratio, hook=a.hook)
     if ts is None and a.torch_hook:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, default_hooks.allreduce_hook)

@@ -23,6 +23,16 @@ double bubbleFractionTheory(const std::string& schedule, int p, int m, int v, do
     const double work = m * (tf + tb + tw);
     return idle + work > 0 ? idle / (idle + work) : kNaN;
   }
+  if (schedule == "interleaved-zb" || schedule == "zbv") {
+    // PyTorch's zero-bubble schedules: no closed form for every case; the schedule on balanced
+    // stages with the measured mean F, B, W (core's theoreticalBubbleFraction).
+    OpDurations d;
+    d.forward = tf;
+    d.backward = tb;
+    d.weight = tw;
+    const auto th = theoreticalBubbleFraction(schedule, p, m, schedule == "zbv" ? 2 : v, 1, d);
+    return th ? th.value() : kNaN;
+  }
   return kNaN;
 }
 
@@ -133,7 +143,9 @@ std::vector<double> simulatedBubbles(const std::string& schedule, const std::vec
   sp.kind = kind.value();
   sp.stages = static_cast<int>(stageIds.size());
   sp.microBatches = m;
-  sp.virtualStages = sp.kind == ScheduleKind::Interleaved1F1B ? v : 1;
+  sp.virtualStages = sp.kind == ScheduleKind::Interleaved1F1B || sp.kind == ScheduleKind::InterleavedZb ? v
+                     : sp.kind == ScheduleKind::Zbv                                                   ? 2
+                                                                                                      : 1;
   sp.segments = sp.kind == ScheduleKind::Seq1F1B ? std::max(1, units / m) : 1;
   const auto sched = generateSchedule(sp);
   if (!sched) return none;
@@ -239,7 +251,8 @@ void aggregatePipeline(const AnalyzerState& s, AnalysisResult& out) {
     // Seq1F1B pipelines sequence segments: every forward op on a chunk is one pipelined unit.
     const int units = schedule == "seq1f1b" ? std::max(m, fOpsMax / std::max(1, v)) : m;
     const double tf = opCnt[0] ? opSum[0] / opCnt[0] : 1, tb = opCnt[1] ? opSum[1] / opCnt[1] : tf;
-    const double tw = opCnt[2] ? opSum[2] / opCnt[2] : (schedule == "zb-h1" ? tf : 0);
+    const bool split = schedule == "zb-h1" || schedule == "interleaved-zb" || schedule == "zbv";
+    const double tw = opCnt[2] ? opSum[2] / opCnt[2] : (split ? tf : 0);
     // p is the pipeline's stage count, also in a step the recording caught on some stages only
     const double th = bubbleFractionTheory(schedule, static_cast<int>(stages.size()), units, v, tf, tb, tw);
     p.schedule = schedule;

@@ -49,11 +49,12 @@ Status checkOp(const ScheduleParams& sp, int stage, int index, const PipeOp& op)
     return op.payload == Payload::None ? Status::ok()
                                        : bad(where(stage, index, op) + ": payload on a compute op");
   if (op.payload == Payload::None) return bad(where(stage, index, op) + ": send/recv without a payload");
-  const int peerU = peerVirtualStage(stage, op, sp.stages);
+  const int peerU = peerVirtualStage(sp, stage, op);
   if (peerU < 0 || peerU >= sp.stages * sp.virtualStages)
     return bad(where(stage, index, op) + ": no virtual stage on the other side");
-  if (op.peer != peerU % sp.stages)
-    return bad(where(stage, index, op) + ": peer must be stage " + std::to_string(peerU % sp.stages));
+  const int peerStage = stageOfVirtual(sp, peerU).stage;
+  if (op.peer != peerStage)
+    return bad(where(stage, index, op) + ": peer must be stage " + std::to_string(peerStage));
   return Status::ok();
 }
 
@@ -76,7 +77,7 @@ Status checkStage(const ScheduleParams& sp, bool split, int stage, const std::ve
     for (int c = 0; c < sp.virtualStages; ++c)
       for (int g = 0; g < sp.segments; ++g) {
         const UnitPositions& u = pos[unitIndex(sp, mb, c, g)];
-        const int v = virtualStage(stage, c, sp.stages);
+        const int v = virtualStage(sp, stage, c);
         const std::string unit = " of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(c) +
                                  " segment " + std::to_string(g);
         auto need = [&](bool cond, const char* what) {

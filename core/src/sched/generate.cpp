@@ -1,4 +1,4 @@
-// The five generators (schedule.h). Each first decides the order of compute ops per stage;
+// The seven generators (schedule.h). Each first decides the order of compute ops per stage;
 // withComm() then inserts the Recv before and the Send after each op that crosses stages, so
 // all schedules share one communication convention.
 #include <algorithm>
@@ -97,21 +97,112 @@ Order zbH1(int p, int m, int s) {
   return o;
 }
 
+// PyTorch's ScheduleInterleavedZeroBubble (ZB1P; torch/distributed/pipelining/schedules.py,
+// `_calculate_single_rank_operations` with `enable_zero_bubble`), in the order its schedule
+// object runs on each rank (PyTorch pads with idle slots; only the order matters here). Loop
+// placement: chunk c of stage s is virtual stage c p + s. Micro-batches go in rounds of
+// r = m / max(1, m / p); the k-th forward runs chunk (k / r) mod v, the k-th backward (counted
+// from the end of the warm-up) chunk v-1-(k / r) mod v; each chunk's micro-batches in order.
+// Warm-up (v-1) r + (p-1-s) forwards (1F1B's hop factor 1, where interleaved-1f1b has 2), then
+// F and B alternately, then the remaining B's. As in zb-h1 stage s defers the W of its first s
+// backwards: from the (s+1)-th backward on, each B is followed by the oldest pending W; the
+// rest of the W's close the step.
+Order interleavedZb(int p, int m, int v, int s) {
+  const int rounds = std::max(1, m / p);
+  const int perRound = m / rounds;
+  const int total = m * v;
+  const int warmup = std::min((v - 1) * perRound + (p - 1 - s), total);
+  auto fChunk = [&](int k) { return (k / perRound) % v; };
+  auto bChunk = [&](int k) { return v - 1 - ((k - warmup) / perRound) % v; };
+  std::vector<int> fNext(static_cast<size_t>(v), 0), bNext(fNext), wNext(fNext);
+  auto next = [](std::vector<int>& counter, int chunk) { return counter[static_cast<size_t>(chunk)]++; };
+  std::vector<int> backwards;  // chunk of each B so far, in order
+  size_t weights = 0;
+  Order o;
+  auto backward = [&](int k) {
+    const int c = bChunk(k);
+    o.push_back(compute(OpKind::Backward, next(bNext, c), c));
+    backwards.push_back(c);
+    if (k - warmup >= s) {
+      const int wc = backwards[weights++];
+      o.push_back(compute(OpKind::Weight, next(wNext, wc), wc));
+    }
+  };
+  for (int k = 0; k < total + warmup; ++k) {
+    if (k < total) {
+      const int c = fChunk(k);
+      o.push_back(compute(OpKind::Forward, next(fNext, c), c));
+    }
+    if (k >= warmup) backward(k);
+  }
+  while (weights < backwards.size()) {
+    const int wc = backwards[weights++];
+    o.push_back(compute(OpKind::Weight, next(wNext, wc), wc));
+  }
+  return o;
+}
+
+// PyTorch's ScheduleZBVZeroBubble (Qi et al. 2023, section 6; the same file), in the order its
+// schedule object runs. V placement: chunk 0 of stage s is virtual stage s, chunk 1 is 2p-1-s.
+// Built for n = max(2p-1, m) micro-batches, then the ops of micro-batches >= m are dropped, as
+// PyTorch does. Per stage s: 2(p-s)-1 forwards of chunk 0; s times F1 F0; p-s times F1 B1 W1;
+// then while chunk 1 lags chunk 0 or chunk 0 has forwards left: [F0] B0 W0 F1 B1 W1; then s
+// times B0 B1 (their W's deferred), p-s times B0 W0, and the remaining W1's, then W0's.
+Order zbv(int p, int m, int s) {
+  const int n = std::max(2 * p - 1, m);
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  Order o;
+  auto op = [&](OpKind kind, int mb, int chunk) {
+    if (mb < m) o.push_back(compute(kind, mb, chunk));
+  };
+  for (int i = 0; i < 2 * (p - s) - 1; ++i) op(OpKind::Forward, f0++, 0);
+  for (int i = 0; i < s; ++i) {
+    op(OpKind::Forward, f1++, 1);
+    op(OpKind::Forward, f0++, 0);
+  }
+  for (int i = 0; i < p - s; ++i) {
+    op(OpKind::Forward, f1++, 1);
+    op(OpKind::Backward, b1, 1);
+    op(OpKind::Weight, b1++, 1);
+  }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) op(OpKind::Forward, f0++, 0);
+    op(OpKind::Backward, b0, 0);
+    op(OpKind::Weight, b0++, 0);
+    op(OpKind::Forward, f1++, 1);
+    op(OpKind::Backward, b1, 1);
+    op(OpKind::Weight, b1++, 1);
+  }
+  int w0 = b0, w1 = b1;
+  for (int i = 0; i < s; ++i) {
+    op(OpKind::Backward, b0++, 0);
+    op(OpKind::Backward, b1++, 1);
+  }
+  for (int i = 0; i < p - s; ++i) {
+    op(OpKind::Backward, b0++, 0);
+    op(OpKind::Weight, w0++, 0);
+  }
+  while (w1 < b1) op(OpKind::Weight, w1++, 1);
+  while (w0 < b0) op(OpKind::Weight, w0++, 0);
+  return o;
+}
+
 // Inserts Recv/Send around each compute op whose input comes from, or output goes to, another
-// virtual stage. Virtual stage u = chunk * p + stage runs on stage u % p, chunk u / p.
-std::vector<PipeOp> withComm(const Order& order, int stage, int p, int v) {
-  const int last = p * v - 1;
+// virtual stage (virtualStage(sp, stage, chunk); under zbv the hand-off between virtual stages
+// p-1 and p is a pair from stage p-1 to itself).
+std::vector<PipeOp> withComm(const Order& order, int stage, const ScheduleParams& sp) {
+  const int last = sp.stages * sp.virtualStages - 1;
   std::vector<PipeOp> ops;
   ops.reserve(order.size() * 3);
   auto comm = [&](OpKind kind, Payload payload, const PipeOp& c, int peerVirtual) {
     PipeOp op = c;
     op.kind = kind;
     op.payload = payload;
-    op.peer = peerVirtual % p;
+    op.peer = stageOfVirtual(sp, peerVirtual).stage;
     ops.push_back(op);
   };
   for (const PipeOp& c : order) {
-    const int u = virtualStage(stage, c.chunk, p);
+    const int u = virtualStage(sp, stage, c.chunk);
     if (c.kind == OpKind::Forward) {
       if (u > 0) comm(OpKind::Recv, Payload::Activation, c, u - 1);
       ops.push_back(c);
@@ -133,7 +224,7 @@ Result<Schedule> generateSchedule(const ScheduleParams& sp) {
   if (Status s = validateSchedule(sp); !s) return s;
   Schedule sched;
   sched.params = sp;
-  sched.splitBackward = sp.kind == ScheduleKind::ZbH1;
+  sched.splitBackward = splitsBackward(sp.kind);
   const int p = sp.stages, m = sp.microBatches;
   for (int s = 0; s < p; ++s) {
     Order order;
@@ -153,8 +244,14 @@ Result<Schedule> generateSchedule(const ScheduleParams& sp) {
       case ScheduleKind::Seq1F1B:
         order = seq1F1B(p, m, sp.segments, s);
         break;
+      case ScheduleKind::InterleavedZb:
+        order = interleavedZb(p, m, sp.virtualStages, s);
+        break;
+      case ScheduleKind::Zbv:
+        order = zbv(p, m, s);
+        break;
     }
-    sched.stages.push_back(withComm(order, s, p, sp.virtualStages));
+    sched.stages.push_back(withComm(order, s, sp));
   }
   return sched;
 }

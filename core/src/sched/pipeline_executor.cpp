@@ -19,8 +19,8 @@ Status withContext(const Status& s, int stage, size_t index, const PipeOp& op) {
 
 int64_t messageTag(const ScheduleParams& sp, int stage, const PipeOp& op) {
   // The receiver's virtual stage names the message on both sides.
-  const int receiver = op.kind == OpKind::Recv ? virtualStage(stage, op.chunk, sp.stages)
-                                               : peerVirtualStage(stage, op, sp.stages);
+  const int receiver = op.kind == OpKind::Recv ? virtualStage(sp, stage, op.chunk)
+                                               : peerVirtualStage(sp, stage, op);
   const int64_t payload = op.payload == Payload::Gradient ? 1 : 0;
   return ((payload * sp.microBatches + op.microBatch) * (int64_t{sp.stages} * sp.virtualStages) + receiver) *
              sp.segments +

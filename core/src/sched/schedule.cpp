@@ -1,6 +1,8 @@
 // Schedule names, validation, labels and the papers' bubble formulas (schedule.h).
 #include "trainscope/core/sched/schedule.h"
 
+#include "trainscope/core/sched/schedule_sim.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,21 +29,33 @@ std::string_view scheduleName(ScheduleKind kind) {
       return "zb-h1";
     case ScheduleKind::Seq1F1B:
       return "seq1f1b";
+    case ScheduleKind::InterleavedZb:
+      return "interleaved-zb";
+    case ScheduleKind::Zbv:
+      return "zbv";
   }
   return "unknown";
 }
 
+bool splitsBackward(ScheduleKind kind) {
+  return kind == ScheduleKind::ZbH1 || kind == ScheduleKind::InterleavedZb || kind == ScheduleKind::Zbv;
+}
+
 std::string scheduleNameList() {
   std::string out;
-  for (ScheduleKind k : kAllSchedules) {
+  auto add = [&out](ScheduleKind k) {
     if (!out.empty()) out += ", ";
     out += scheduleName(k);
-  }
+  };
+  for (ScheduleKind k : kAllSchedules) add(k);
+  for (ScheduleKind k : kTorchSchedules) add(k);
   return out;
 }
 
 Result<ScheduleKind> parseSchedule(std::string_view name) {
   for (ScheduleKind k : kAllSchedules)
+    if (scheduleName(k) == name) return k;
+  for (ScheduleKind k : kTorchSchedules)
     if (scheduleName(k) == name) return k;
   return invalid("unknown pipeline schedule '" + std::string(name) + "' (one of: " + scheduleNameList() +
                  ")");
@@ -69,9 +83,19 @@ Status validateSchedule(const ScheduleParams& sp) {
     if (sp.microBatches % sp.stages != 0)
       return invalid("interleaved-1f1b needs micro-batches divisible by stages (Megatron-LM's rule), got m=" +
                      std::to_string(sp.microBatches) + ", p=" + std::to_string(sp.stages));
+  } else if (sp.kind == ScheduleKind::InterleavedZb) {
+    const int rounds = std::max(1, sp.microBatches / sp.stages);
+    if (sp.microBatches % rounds != 0)
+      return invalid("interleaved-zb needs micro-batches divisible by the rounds max(1, m/p) = " +
+                     std::to_string(rounds) + " (PyTorch's rule), got m=" + std::to_string(sp.microBatches) +
+                     ", p=" + std::to_string(sp.stages));
+  } else if (sp.kind == ScheduleKind::Zbv) {
+    if (sp.virtualStages != 2)
+      return invalid("zbv needs exactly 2 virtual stages per stage (its V), got " +
+                     std::to_string(sp.virtualStages));
   } else if (sp.virtualStages != 1) {
-    return invalid("virtual stages apply to interleaved-1f1b only; " + name + " needs 1, got " +
-                   std::to_string(sp.virtualStages));
+    return invalid("virtual stages apply to interleaved-1f1b, interleaved-zb and zbv only; " + name +
+                   " needs 1, got " + std::to_string(sp.virtualStages));
   }
   if (sp.kind != ScheduleKind::Seq1F1B && sp.segments != 1)
     return invalid("sequence segments apply to seq1f1b only; " + name + " needs 1, got " +
@@ -149,6 +173,21 @@ Result<double> theoreticalBubbleFraction(const ScheduleParams& sp, const OpDurat
       const double filled = (std::min(sp.microBatches, sp.stages) - 1) * std::min(d.forward, d.weight);
       const double bubble = p1 * (d.forward + d.backward) - filled;
       return bubble / (m * t + bubble);
+    }
+    case ScheduleKind::InterleavedZb:
+    case ScheduleKind::Zbv: {
+      // No closed form for every case (PyTorch's generators are heuristics): the schedule on
+      // balanced stages with these durations and no communication time.
+      const double t = d.forward + d.backward + d.weight;
+      if (!(d.forward >= 0 && d.backward >= 0 && d.weight >= 0 && t > 0 && std::isfinite(t)))
+        return invalid(std::string(scheduleName(sp.kind)) + " needs finite durations >= 0 with a positive sum");
+      auto sched = generateSchedule(sp);
+      if (!sched) return sched.status();
+      OpDurations balanced = d;
+      balanced.sendLatency = balanced.sendCost = 0;
+      auto sim = simulateSchedule(sched.value(), balanced);
+      if (!sim) return sim.status();
+      return sim.value().bubbleFraction;
     }
   }
   return invalid("unknown schedule");

@@ -72,7 +72,6 @@ class Simulator {
     double& clock = clock_[static_cast<size_t>(s)];
     StageSimulation& st = out_.stages[static_cast<size_t>(s)];
     const size_t start = i;
-    const int p = sched_.params.stages;
     for (; i < ops.size(); ++i) {
       const PipeOp& op = ops[i];
       const double t0 = clock;
@@ -82,8 +81,8 @@ class Simulator {
         clock = std::max(clock, at);
       } else if (op.kind == OpKind::Send) {
         clock += d_.sendCost;
-        const int peerU = peerVirtualStage(s, op, p);
-        arrival(peerU % p, op.payload, unitIndex(sched_.params, op.microBatch, peerU / p, op.segment)) =
+        const StageChunk to = stageOfVirtual(sched_.params, peerVirtualStage(sched_.params, s, op));
+        arrival(to.stage, op.payload, unitIndex(sched_.params, op.microBatch, to.chunk, op.segment)) =
             clock + d_.sendLatency;
       } else {
         clock += computeTime(s, op);

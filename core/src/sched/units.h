@@ -24,8 +24,8 @@ inline size_t unitCount(const ScheduleParams& sp) {
 
 // The virtual stage on the other side of a Send/Recv: activations flow to u + 1 and come
 // from u - 1, gradients the other way.
-inline int peerVirtualStage(int stage, const PipeOp& op, int stages) {
-  const int u = virtualStage(stage, op.chunk, stages);
+inline int peerVirtualStage(const ScheduleParams& sp, int stage, const PipeOp& op) {
+  const int u = virtualStage(sp, stage, op.chunk);
   const bool towardsEnd = (op.kind == OpKind::Send) == (op.payload == Payload::Activation);
   return towardsEnd ? u + 1 : u - 1;
 }

@@ -140,6 +140,7 @@ struct WhatIfModel::State {
   // Pipeline.
   int stages = 0;
   std::vector<double> fMs, bMs, wMs;  // [stage] per micro-batch at the measured m, whole stage
+  int chunks = 1;                     // distinct chunks per stage seen (the analysis' v)
   bool measuredSplit = false;
   double sendLatencyMs = 0;
   double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
@@ -691,10 +692,14 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // Per stage over the window's steps: the mean op times of the whole session's analysis (the
     // analysis aggregates over all steps; the window's knob values are what the job ran last).
     s.stages = static_cast<int>(a.pipeline.perStage.size());
+    s.chunks = std::max(1, a.pipeline.virtualStages);
+    // The analysis' op means are per op, i.e. per chunk when a stage holds several chunks; the
+    // model's times are per micro-batch and whole stage (the simulator gives a chunk op 1/v).
+    const double perStage = static_cast<double>(s.chunks);
     for (const StageResult& st : a.pipeline.perStage) {
-      s.fMs.push_back(std::isfinite(st.fMs) ? st.fMs : 0);
-      s.bMs.push_back(std::isfinite(st.bMs) ? st.bMs : 0);
-      s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs : 0);
+      s.fMs.push_back(std::isfinite(st.fMs) ? st.fMs * perStage : 0);
+      s.bMs.push_back(std::isfinite(st.bMs) ? st.bMs * perStage : 0);
+      s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs * perStage : 0);
       if (std::isfinite(st.wMs) && st.wMs > 0) s.measuredSplit = true;
     }
     // Hand-off: the mean P2P send interval (the time the sender spends posting it).
@@ -787,6 +792,12 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     sp.microBatches = std::atoi(get("pp.microbatches", "1").c_str());
     sp.virtualStages =
         *kind == ScheduleKind::Interleaved1F1B ? std::atoi(get("pp.virtual_stages", "1").c_str()) : 1;
+    // PyTorch's zero-bubble schedules have no pp.virtual_stages knob: the chunks the session ran
+    // (zbv always 2, its V)
+    if (*kind == ScheduleKind::InterleavedZb)
+      sp.virtualStages = p.knobs.count("pp.virtual_stages") ? std::atoi(get("pp.virtual_stages", "1").c_str())
+                                                            : s.chunks;
+    if (*kind == ScheduleKind::Zbv) sp.virtualStages = 2;
     sp.segments = *kind == ScheduleKind::Seq1F1B ? std::atoi(get("pp.segments", "1").c_str()) : 1;
     if (Status st = validateSchedule(sp); !st) return st;
     auto sched = generateSchedule(sp);
@@ -797,7 +808,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     if (split && !s.measuredSplit) {
       p.extrapolated = true;
       p.notes.push_back(
-          "the session ran no split backward: zb-h1's B and W are taken as halves of the measured B");
+          "the session ran no split backward: the split schedule's B and W are taken as halves of the measured B");
     }
     OpDurations base;
     base.sendLatency = s.sendLatencyMs;

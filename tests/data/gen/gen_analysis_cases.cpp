@@ -75,11 +75,12 @@ struct Op {
   int chunk;
 };
 
-// Ranks 0..p-1 hold stage = rank; virtual stage of (rank, chunk) = chunk * p + rank.
+// Ranks 0..p-1 hold stage = rank; virtual stage of (rank, chunk) = chunk * p + rank, or with
+// vShape (zbv, v = 2) chunk 1 of rank r is virtual stage 2p-1-r.
 // slow[r] scales rank r's op times (unbalanced stages); empty = balanced.
 void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& order, double tf, double tb,
                  double tw, int64_t stepNo, double t0, double windowEnd,
-                 const std::vector<double>& slow = {}) {
+                 const std::vector<double>& slow = {}, bool vShape = false) {
   const int vs = p * v;
   std::map<std::tuple<char, int, int>, std::pair<double, int>> done;  // (kind, mb, vstage) -> end, rank
   std::vector<size_t> next(p, 0);
@@ -90,7 +91,7 @@ void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& orde
     for (int r = 0; r < p; ++r) {
       if (next[r] >= order[r].size()) continue;
       const Op op = order[r][next[r]];
-      const int vstage = op.chunk * p + r;
+      const int vstage = vShape && op.chunk == 1 ? 2 * p - 1 - r : op.chunk * p + r;
       std::tuple<char, int, int> dep{' ', 0, 0};
       if (op.kind == 'F' && vstage > 0) dep = {'F', op.mb, vstage - 1};
       if (op.kind == 'B')
@@ -224,6 +225,51 @@ void pipelineZbh1(const fs::path& dir) {
       {{'F', 0, 0}, {'B', 0, 0}, {'F', 1, 0}, {'B', 1, 0}, {'W', 0, 0}, {'W', 1, 0}}};
   runPipeline(c, 2, 1, o, 1, 1, 1, 0, 0, 7);
   c.write(dir, "pp_zbh1");
+}
+
+// PyTorch's zero-bubble schedules, as `trainscope.attach_pipeline` records them (pp.schedule knob,
+// Chunk = the index of the stage among the rank's stages). Orders: ScheduleZBVZeroBubble and
+// ScheduleInterleavedZeroBubble for p = 2 (tst_schedule's hand cases), every op 1 ms.
+std::vector<Op> ops(const std::string& text) {  // "F0 F0c1 B2c1 W1" -> ops
+  std::vector<Op> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ') {
+      ++i;
+      continue;
+    }
+    Op op{text[i++], 0, 0};
+    size_t n = 0;
+    op.mb = std::stoi(text.substr(i), &n);
+    i += n;
+    if (i < text.size() && text[i] == 'c') {
+      op.chunk = std::stoi(text.substr(i + 1), &n);
+      i += 1 + n;
+    }
+    out.push_back(op);
+  }
+  return out;
+}
+
+void pipelineZbv(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "zbv";
+  c.s.metadata()["knob.pp.microbatches"] = "3";
+  std::vector<std::vector<Op>> o = {
+      ops("F0 F1 F2 F0c1 B0c1 W0c1 F1c1 B1c1 W1c1 B0 W0 F2c1 B2c1 W2c1 B1 W1 B2 W2"),
+      ops("F0 F0c1 F1 F1c1 B0c1 W0c1 F2 B0 W0 F2c1 B1c1 W1c1 B1 B2c1 B2 W1 W2c1 W2")};
+  runPipeline(c, 2, 2, o, 1, 1, 1, 0, 0, 19, {}, true);
+  c.write(dir, "pp_zbv");
+}
+
+void pipelineInterleavedZb(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "interleaved-zb";
+  c.s.metadata()["knob.pp.microbatches"] = "2";
+  std::vector<std::vector<Op>> o = {ops("F0 F1 F0c1 F1c1 B0c1 W0c1 B1c1 W1c1 B0 W0 B1 W1"),
+                                    ops("F0 F1 F0c1 B0c1 F1c1 B1c1 W0c1 B0 W1c1 B1 W0 W1")};
+  runPipeline(c, 2, 2, o, 1, 1, 1, 0, 0, 13);
+  c.write(dir, "pp_interleaved_zb");
 }
 
 // ---- data parallel ------------------------------------------------------------------------
@@ -370,6 +416,8 @@ int main(int argc, char** argv) {
   pipelineInterleaved(dir);
   pipelineInterleavedUnbalanced(dir);
   pipelineZbh1(dir);
+  pipelineZbv(dir);
+  pipelineInterleavedZb(dir);
   dataParallel(dir);
   straggler(dir);
   disco(dir);

@@ -5,7 +5,10 @@
 // and the Send/Recv of activations and gradients between stages. The same lists drive the
 // simulator (schedule_sim.h), `trainscope-cli schedule`, and the trainer's pipeline executor.
 //
-// Names are the `pp.schedule` knob values: gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b.
+// Names are the `pp.schedule` knob values: gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b (the
+// reference trainer's), and interleaved-zb, zbv (PyTorch's ScheduleInterleavedZeroBubble and
+// ScheduleZBVZeroBubble, generated in the order PyTorch's schedule objects run, so `analyze` can
+// simulate recordings of PyTorch pipelines; the trainer does not run them).
 // docs/SCHEDULES.md draws each schedule for a small example and states every convention.
 #pragma once
 
@@ -18,23 +21,29 @@
 
 namespace trainscope::core {
 
-enum class ScheduleKind : uint8_t { GPipe, OneFOneB, Interleaved1F1B, ZbH1, Seq1F1B };
+enum class ScheduleKind : uint8_t { GPipe, OneFOneB, Interleaved1F1B, ZbH1, Seq1F1B, InterleavedZb, Zbv };
+// The reference trainer's schedules (its pp.schedule knob: the index is the enum value).
 inline constexpr ScheduleKind kAllSchedules[] = {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
                                                  ScheduleKind::Interleaved1F1B, ScheduleKind::ZbH1,
                                                  ScheduleKind::Seq1F1B};
+// PyTorch's zero-bubble schedules with more than one stage per rank, known to the generator,
+// the simulator and the analysis (recordings of `trainscope.attach_pipeline`).
+inline constexpr ScheduleKind kTorchSchedules[] = {ScheduleKind::InterleavedZb, ScheduleKind::Zbv};
 
-// "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "seq1f1b".
+// "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "seq1f1b", "interleaved-zb", "zbv".
 std::string_view scheduleName(ScheduleKind kind);
-// The inverse of scheduleName; the error lists the valid names.
+// The inverse of scheduleName (all seven); the error lists the valid names.
 Result<ScheduleKind> parseSchedule(std::string_view name);
-// "gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b"
+// "gpipe, 1f1b, interleaved-1f1b, zb-h1, seq1f1b, interleaved-zb, zbv"
 std::string scheduleNameList();
+// Whether B is the input gradient only and W a separate op (zb-h1, interleaved-zb, zbv).
+bool splitsBackward(ScheduleKind kind);
 
 struct ScheduleParams {
   ScheduleKind kind = ScheduleKind::OneFOneB;
   int stages = 1;         // p: pipeline stages (ranks of one pipeline)
   int microBatches = 1;   // m
-  int virtualStages = 1;  // v: model chunks per stage; > 1 only for interleaved-1f1b
+  int virtualStages = 1;  // v: model chunks per stage; interleaved-1f1b, interleaved-zb; zbv: 2
   int segments = 1;       // k: sequence segments per micro-batch; > 1 only for seq1f1b
 };
 
@@ -46,7 +55,9 @@ inline constexpr int64_t kMaxScheduleUnits = int64_t{1} << 22;
 // Rules (each refusal says which one):
 //  - p, m, v, k >= 1; p * m * v * k within the limits above.
 //  - v > 1 only with interleaved-1f1b, which needs v >= 2 (v = 1 is plain 1f1b), p >= 2, and
-//    m % p == 0 (Megatron-LM's rule: micro-batches enter in groups of p per chunk).
+//    m % p == 0 (Megatron-LM's rule: micro-batches enter in groups of p per chunk), and with
+//    interleaved-zb (v >= 1), which needs m % max(1, m / p) == 0 (PyTorch's rule: rounds of
+//    m / rounds micro-batches). zbv needs v = 2 (its V: stages r and 2p-1-r on rank r).
 //  - k > 1 only with seq1f1b (k = 1 makes seq1f1b identical to 1f1b).
 Status validateSchedule(const ScheduleParams& params);
 
@@ -62,7 +73,7 @@ struct PipeOp {
   OpKind kind = OpKind::Forward;
   Payload payload = Payload::None;  // Send/Recv: activation (forward) or gradient (backward)
   int32_t microBatch = 0;
-  int16_t chunk = 0;    // model chunk on this stage (interleaved); virtual stage = chunk * p + stage
+  int16_t chunk = 0;    // model chunk on this stage; virtual stage: see virtualStage() below
   int16_t segment = 0;  // sequence segment (seq1f1b)
   int32_t peer = -1;    // Send/Recv: the other stage
 
@@ -80,8 +91,10 @@ struct PipeOp {
 //  - A Recv sits right before the compute op that consumes the data, a Send right after the op
 //    that produced it.
 //  - splitBackward = false: B computes the input and the weight gradients (no W ops);
-//    splitBackward = true (zb-h1): B computes the input gradient only and W, later, the
-//    weight gradient.
+//    splitBackward = true (zb-h1, interleaved-zb, zbv): B computes the input gradient only and
+//    W, later, the weight gradient.
+//  - Under zbv, virtual stages p-1 and p are both on stage p-1: that hand-off is a Send/Recv
+//    pair from the stage to itself (free with zero latency and cost).
 struct Schedule {
   ScheduleParams params;
   bool splitBackward = false;
@@ -96,9 +109,25 @@ Result<Schedule> generateSchedule(const ScheduleParams& params);
 // follows segment j-1's F and segment j's B follows segment j+1's B. The error names the op.
 Status checkSchedule(const Schedule& schedule);
 
-// Virtual stage (position in the model's chain of chunks) of a chunk on a stage.
+// Virtual stage (position in the model's chain of chunks) of a chunk on a stage, in the loop
+// placement (Megatron-LM; PyTorch's interleaved schedules): chunk c of stage s is c * p + s.
 inline int virtualStage(int stage, int chunk, int stages) {
   return chunk * stages + stage;
+}
+// The same for any schedule: zbv places the model in a V, chunk 0 of stage s is virtual stage s,
+// chunk 1 is 2p-1-s (PyTorch's "v" stage-to-rank mapping).
+inline int virtualStage(const ScheduleParams& sp, int stage, int chunk) {
+  if (sp.kind == ScheduleKind::Zbv && chunk == 1) return 2 * sp.stages - 1 - stage;
+  return virtualStage(stage, chunk, sp.stages);
+}
+// The inverse: the stage and chunk that hold virtual stage u.
+struct StageChunk {
+  int stage = 0;
+  int chunk = 0;
+};
+inline StageChunk stageOfVirtual(const ScheduleParams& sp, int u) {
+  if (sp.kind == ScheduleKind::Zbv && u >= sp.stages) return {2 * sp.stages - 1 - u, 1};
+  return {u % sp.stages, u / sp.stages};
 }
 
 // "F3", "B3", "W3"; with chunks "F3c1", with segments "F3s2"; comm ops
@@ -132,6 +161,10 @@ struct OpDurations {
 //                       2023); with F = B = W: (p-1) / (3m + p-1), a third of 1f1b's bubble
 //                       time. W > F: a deferred W only fills F-sized gaps. (Derived for our
 //                       generator and checked against the simulator over a grid of p, m, F, B, W.)
+//  - interleaved-zb, zbv: PyTorch's generators are heuristics without a closed form for every
+//                       (p, m, F, B, W); the value is the schedule simulated on balanced stages
+//                       with these F, B, W and no communication time (what the formulas above
+//                       also assume). docs/SCHEDULES.md gives the closed forms where they exist.
 // gpipe and 1f1b count B and W together (the papers' "backward"): the formula holds for any
 // forward/backward ratio. An invalid ScheduleParams gives its validation error.
 Result<double> theoreticalBubbleFraction(const ScheduleParams& params, const OpDurations& durations = {});
