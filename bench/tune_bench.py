@@ -96,6 +96,9 @@ def main():
     ap.add_argument("--bo-seconds", type=float, default=1.5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--grid-only", action="store_true", help="only the what-if grid (no tune, no BO)")
+    ap.add_argument("--paired", action="store_true",
+                    help="run the base cell again before every other cell and predict each cell from the base "
+                         "window right before it (the machine's load drifts over the grid)")
     ap.add_argument("--keep", action="store_true", help="print where the recordings are and keep them")
     args = ap.parse_args()
     cli = os.path.join(args.build, "bin", "trainscope-cli")
@@ -129,6 +132,10 @@ def main():
         base = tuple(args.base.split(","))
         cells.remove(base)
         cells.insert(0, base)
+        grid_cells = list(cells)
+        if args.paired:  # base, c1, base, c2, ...: each cell's model from the base window just before it
+            cells = [base] + [y for c in grid_cells[1:] for y in (c, base)]
+            cells = cells[:-1]
         session = os.path.join(rt, "grid.tsdb")
         total = args.seconds_per_cell * len(cells) + 2
         rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(total), "--out", session], env=env)
@@ -142,7 +149,11 @@ def main():
         ends = acks[1:] + [None]
         rows = []
         base_from, base_to = acks[0] + args.warmup, acks[1] - 1
-        for (b, a), s, e in zip(cells, acks, ends):
+        for idx, ((b, a), s, e) in enumerate(zip(cells, acks, ends)):
+            if args.paired and (b, a) == base:
+                base_from, base_to = s + args.warmup, e - 1  # the model for the next cell
+                if idx > 0:
+                    continue
             frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
             own = json.loads(run("whatif", session, "--json", *frm).stdout)
             pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
@@ -211,18 +222,18 @@ def main():
                 ei = expected_improvement(xs, ys, [enc(g) for g in grid])
                 c = grid[int(np.argmax(ei))]
             f = os.path.join(rt, f"bo{i}.tsdb")
-            rec_i = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(args.bo_seconds + 30), "--out", f],
-                                     env=env)
-            time.sleep(1.0)
+            # Record until every rank is attached (its history first), then set, then let the
+            # recording run its time out so the sample's steps are all written.
+            rec_i = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(args.bo_seconds + 2), "--out", f],
+                                     env=env, stderr=subprocess.PIPE, text=True)
+            for line in rec_i.stderr:
+                if line.startswith("recording job"):  # announced once the ranks are attached
+                    break
             r = run("set", "--job", job, f"dp.bucket_bytes={c[0]}", f"dp.algorithm={c[1]}", "--json", check=False)
+            rec_i.communicate(timeout=300)
             if r.returncode != 0:
-                rec_i.terminate()
-                rec_i.wait(timeout=60)
                 continue
             s0 = max(x["step"] for x in json.loads(r.stdout))
-            time.sleep(args.bo_seconds)
-            rec_i.terminate()
-            rec_i.wait(timeout=60)
             w = run("whatif", f, "--json", "--from-step", str(s0 + 2), "--to-step", str(s0 + 1 + args.bo_steps),
                     check=False)
             if w.returncode != 0:

@@ -321,7 +321,8 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   }
 
   // Calibration: per rank, the "calibrate" collectives that started before the window's last
-  // step ended; per (algorithm, payload) the last three of each rank, pooled, median.
+  // step ended; per (algorithm, payload) the fastest of each rank's last three (a latency
+  // benchmark's estimator: the repetitions a busy machine did not interrupt), median over ranks.
   if (auto calName = store.strings().find("calibrate")) {
     std::map<std::pair<std::string, int64_t>, std::vector<double>> pooled;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -343,7 +344,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       }
       for (auto& [k, v] : mine) {
         std::sort(v.begin(), v.end());
-        for (size_t j = v.size() > 3 ? v.size() - 3 : 0; j < v.size(); ++j) pooled[k].push_back(v[j].second);
+        double fastest = INFINITY;
+        for (size_t j = v.size() > 3 ? v.size() - 3 : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
+        pooled[k].push_back(fastest);
       }
     }
     std::map<std::string, std::vector<std::pair<double, double>>> pts;  // algo -> (payload, median ms)
@@ -573,14 +576,10 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.meanDurationMs = cnt > 0 ? sum / cnt : 0;
     }
     {
-      // The last reduction's own time: calibrated (isolated, at its payload) or else the
-      // window's mean reduction; what the tail measured beyond it is the queue.
-      const std::string a = s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce";
-      const std::string c = s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none";
-      auto cal = s.calib.find(traceKey(a, c));
+      // The last reduction's own time: the window's mean reduction (at most the tail); what
+      // the tail measured beyond it is the queue.
       const double E = s.measured.exposedCommMs;
-      s.lastOwnMs = std::min(E, cal != s.calib.end() ? cal->second.first + cal->second.second * s.lastPayload
-                                                      : s.meanDurationMs);
+      s.lastOwnMs = std::min(E, s.meanDurationMs);
       s.queueMs = std::max(0.0, E - s.lastOwnMs);
     }
     s.lastPayload = mean(lastPayloads);
@@ -855,11 +854,10 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const std::string key = traceKey(alg, codec);
   const WhatIfFit* fit = nullptr;
   if (auto it = s.fits.find(key); it != s.fits.end()) fit = &it->second;
-  // With trainscope-train's calibration of both the window's algorithm and this one: the
-  // backward's cost per bucket is scaled by the two algorithms' calibrated times at the
-  // window's bucket size; a reduction's duration and the exposed tail change by the difference
-  // of the calibrated isolated times (what was measured beyond them -- waits, queueing behind
-  // other buckets -- is kept).
+  // With trainscope-train's calibration of both the window's algorithm and this one, measured
+  // costs move by ratios of calibrated times (a busy machine scales both alike): the backward's
+  // cost per bucket by the two algorithms' ratio at the window's bucket size, a reduction's
+  // duration and the last one's own time by the ratio at their payloads.
   const std::string baseKey = traceKey(s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce",
                                        s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none");
   const auto calA = s.calib.find(baseKey), calB = s.calib.find(key);
@@ -869,8 +867,8 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   auto calTime = [](const std::pair<double, double>& c, double payload) { return c.first + c.second * payload; };
   const double algRatio =
       calibrated ? calTime(calB->second, s.meanPayload) / calTime(calA->second, s.meanPayload) : 1.0;
-  auto calDelta = [&](double payload, double at) {
-    return calTime(calB->second, payload) - calTime(calA->second, at);
+  auto calRatio = [&](double payload, double at) {
+    return calTime(calB->second, payload) / calTime(calA->second, at);
   };
   // The size dependence of the cost per bucket: the prior split (alpha at n1/2 = beta x n1/2).
   auto sizeRatio = [&](double payload) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + s.meanPayload); };
@@ -922,7 +920,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                        s.wireCalibration;
       const double start = t;
       const double payload = buckets[next].payload;
-      const double dur = calibrated ? std::max(0.0, s.meanDurationMs + calDelta(payload, s.meanPayload))
+      const double dur = calibrated ? s.meanDurationMs * calRatio(payload, s.meanPayload)
                                     : fit->alphaMs + fit->msPerByte * w;
       chanEnd = std::max(chanEnd, start + dur);
       comm.push_back({start, chanEnd});
@@ -950,7 +948,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   double own = 0;
   if (!buckets.empty()) {
     if (calibrated)
-      own = calTime(calB->second, buckets.back().payload);
+      own = s.lastOwnMs * calRatio(buckets.back().payload, s.lastPayload);
     else
       own = s.lastOwnMs * (kHalfPowerBytes + lastWire) / (kHalfPowerBytes + s.lastWireBytes);
   }
