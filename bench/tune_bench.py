@@ -16,7 +16,7 @@ grid's best: the setting found, its measured time, steps used (the grid: cells x
 measured steps)). Then a Bayesian-optimisation baseline as Horovod's autotuner runs by default
 (HOROVOD_AUTOTUNE: a Gaussian process with expected improvement, 20 samples of 10 measured steps
 each, the first 3 at random; bayes_opt in horovod/common/optim): each sample `set`s the
-candidate, records --bo-seconds and takes the mean step time of 10 steps after 2 warm-up steps.
+candidate and measures it live (`tune` over that one value: 10 steps after 2 warm-up steps).
 
   bench/tune_bench.py [--build build] [--seconds-per-cell 3] [--warmup 3] [--bo-samples 20]
 """
@@ -93,7 +93,7 @@ def main():
     ap.add_argument("--budget-steps", type=int, default=120)
     ap.add_argument("--bo-samples", type=int, default=20)
     ap.add_argument("--bo-steps", type=int, default=10)
-    ap.add_argument("--bo-seconds", type=float, default=1.5)
+    ap.add_argument("--bo-only", action="store_true", help="only the Bayesian baseline (no grid, no tune)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--grid-only", action="store_true", help="only the what-if grid (no tune, no BO)")
     ap.add_argument("--paired", action="store_true",
@@ -130,79 +130,82 @@ def main():
         algos = args.algorithms.split(",")
         cells = list(itertools.product(buckets, algos))
         base = tuple(args.base.split(","))
-        cells.remove(base)
-        cells.insert(0, base)
-        grid_cells = list(cells)
-        if args.paired:  # base, c1, base, c2, ...: each cell's model from the base window just before it
-            cells = [base] + [y for c in grid_cells[1:] for y in (c, base)]
-            cells = cells[:-1]
-        session = os.path.join(rt, "grid.tsdb")
-        total = args.seconds_per_cell * len(cells) + 2
-        rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(total), "--out", session], env=env)
-        time.sleep(1.0)
-        acks = []
-        for b, a in cells:
-            r = run("set", "--job", job, f"dp.bucket_bytes={b}", f"dp.algorithm={a}", "--json")
-            acks.append(max(x["step"] for x in json.loads(r.stdout)))
-            time.sleep(args.seconds_per_cell)
-        rec.wait(timeout=120)
-        ends = acks[1:] + [None]
         rows = []
-        base_from, base_to = acks[0] + args.warmup, acks[1] - 1
-        for idx, ((b, a), s, e) in enumerate(zip(cells, acks, ends)):
-            if args.paired and (b, a) == base:
-                base_from, base_to = s + args.warmup, e - 1  # the model for the next cell
-                if idx > 0:
-                    continue
-            frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
-            own = json.loads(run("whatif", session, "--json", *frm).stdout)
-            pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
-                                  str(base_to), "--set", f"dp.bucket_bytes={b}", "--set",
-                                  f"dp.algorithm={a}").stdout)
-            p = pred["predictions"][0]
-            steps = (e - 1 if e else own["to_step"]) - (s + args.warmup) + 1
-            rows.append({"bucket_bytes": int(b), "algorithm": a, "steps": steps,
-                         "measured_ms": own["measured"]["step_time_ms"],
-                         "replay_ms": own["replay"]["step_time_ms"],
-                         "predicted_ms": p["step_time_ms"], "extrapolated": p["extrapolated"],
-                         "measured_overlap": own["measured"]["overlap_ratio"],
-                         "predicted_overlap": p["overlap_ratio"],
-                         "measured_exposed_ms": own["measured"]["exposed_comm_ms"],
-                         "predicted_exposed_ms": p["exposed_comm_ms"]})
-        print("| dp.bucket_bytes | dp.algorithm | steps | measured ms | replay ms (err) | predicted from base ms (err) "
-              "| overlap meas/pred | exposed ms meas/pred |")
-        print("|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            m = r["measured_ms"]
-            print(f"| {r['bucket_bytes']} | {r['algorithm']} | {r['steps']} | {m:.3f} | {r['replay_ms']:.3f} "
-                  f"({100 * (r['replay_ms'] - m) / m:+.1f} %) | {r['predicted_ms']:.3f} "
-                  f"({100 * (r['predicted_ms'] - m) / m:+.1f} %){' *' if r['extrapolated'] else ''} | "
-                  f"{(r['measured_overlap'] or 0):.2f} / {(r['predicted_overlap'] or 0):.2f} | "
-                  f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f} |")
-        tau = kendall([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
-        print(f"\nKendall tau-b (predicted from base vs measured, {len(rows)} cells): {tau:.3f}")
-        best = min(rows, key=lambda r: r["measured_ms"])
-        print(f"exhaustive grid best: dp.bucket_bytes={best['bucket_bytes']} dp.algorithm={best['algorithm']} "
-              f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
-        if args.keep:
-            print(f"grid recording: {session}; acknowledged steps: {acks}")
-        if args.grid_only:
-            return
-        # Autotune from the base cell over the same values.
-        run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}", check=False)
-        t0 = time.time()
-        t = run("tune", "--job", job, "--knobs", "dp.bucket_bytes,dp.algorithm", "--values",
-                f"dp.bucket_bytes={args.buckets}", "--values", f"dp.algorithm={args.algorithms}",
-                "--budget-steps", str(args.budget_steps), "--out", os.path.join(rt, "tuned.json"), "--json")
-        tr = json.loads(t.stdout)
-        print(t.stderr)
-        found = tr["best"]
-        cell = next((r for r in rows if str(r["bucket_bytes"]) == found["dp.bucket_bytes"]
-                     and r["algorithm"] == found["dp.algorithm"]), None)
-        print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
-              f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
-              f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
-              f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
+        if not args.bo_only:
+            cells.remove(base)
+            cells.insert(0, base)
+            grid_cells = list(cells)
+            if args.paired:  # base, c1, base, c2, ...: each cell's model from the base window just before it
+                cells = [base] + [y for c in grid_cells[1:] for y in (c, base)]
+                cells = cells[:-1]
+            session = os.path.join(rt, "grid.tsdb")
+            total = args.seconds_per_cell * len(cells) + 120  # stopped after the last cell
+            rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(total), "--out", session], env=env)
+            time.sleep(1.0)
+            acks = []
+            for b, a in cells:
+                r = run("set", "--job", job, f"dp.bucket_bytes={b}", f"dp.algorithm={a}", "--json")
+                acks.append(max(x["step"] for x in json.loads(r.stdout)))
+                time.sleep(args.seconds_per_cell)
+            rec.send_signal(signal.SIGINT)  # the last cell has had its time: stop and save
+            rec.wait(timeout=300)
+            ends = acks[1:] + [None]
+            rows = []
+            base_from, base_to = acks[0] + args.warmup, acks[1] - 1
+            for idx, ((b, a), s, e) in enumerate(zip(cells, acks, ends)):
+                if args.paired and (b, a) == base:
+                    base_from, base_to = s + args.warmup, e - 1  # the model for the next cell
+                    if idx > 0:
+                        continue
+                frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
+                own = json.loads(run("whatif", session, "--json", *frm).stdout)
+                pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
+                                      str(base_to), "--set", f"dp.bucket_bytes={b}", "--set",
+                                      f"dp.algorithm={a}").stdout)
+                p = pred["predictions"][0]
+                steps = (e - 1 if e else own["to_step"]) - (s + args.warmup) + 1
+                rows.append({"bucket_bytes": int(b), "algorithm": a, "steps": steps,
+                             "measured_ms": own["measured"]["step_time_ms"],
+                             "replay_ms": own["replay"]["step_time_ms"],
+                             "predicted_ms": p["step_time_ms"], "extrapolated": p["extrapolated"],
+                             "measured_overlap": own["measured"]["overlap_ratio"],
+                             "predicted_overlap": p["overlap_ratio"],
+                             "measured_exposed_ms": own["measured"]["exposed_comm_ms"],
+                             "predicted_exposed_ms": p["exposed_comm_ms"]})
+            print("| dp.bucket_bytes | dp.algorithm | steps | measured ms | replay ms (err) | predicted from base ms (err) "
+                  "| overlap meas/pred | exposed ms meas/pred |")
+            print("|---|---|---|---|---|---|---|---|")
+            for r in rows:
+                m = r["measured_ms"]
+                print(f"| {r['bucket_bytes']} | {r['algorithm']} | {r['steps']} | {m:.3f} | {r['replay_ms']:.3f} "
+                      f"({100 * (r['replay_ms'] - m) / m:+.1f} %) | {r['predicted_ms']:.3f} "
+                      f"({100 * (r['predicted_ms'] - m) / m:+.1f} %){' *' if r['extrapolated'] else ''} | "
+                      f"{(r['measured_overlap'] or 0):.2f} / {(r['predicted_overlap'] or 0):.2f} | "
+                      f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f} |")
+            tau = kendall([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
+            print(f"\nKendall tau-b (predicted from base vs measured, {len(rows)} cells): {tau:.3f}")
+            best = min(rows, key=lambda r: r["measured_ms"])
+            print(f"exhaustive grid best: dp.bucket_bytes={best['bucket_bytes']} dp.algorithm={best['algorithm']} "
+                  f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
+            if args.keep:
+                print(f"grid recording: {session}; acknowledged steps: {acks}")
+            if args.grid_only:
+                return
+            # Autotune from the base cell over the same values.
+            run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}", check=False)
+            t0 = time.time()
+            t = run("tune", "--job", job, "--knobs", "dp.bucket_bytes,dp.algorithm", "--values",
+                    f"dp.bucket_bytes={args.buckets}", "--values", f"dp.algorithm={args.algorithms}",
+                    "--budget-steps", str(args.budget_steps), "--out", os.path.join(rt, "tuned.json"), "--json")
+            tr = json.loads(t.stdout)
+            print(t.stderr)
+            found = tr["best"]
+            cell = next((r for r in rows if str(r["bucket_bytes"]) == found["dp.bucket_bytes"]
+                         and r["algorithm"] == found["dp.algorithm"]), None)
+            print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
+                  f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
+                  f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
+                  f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
 
         # Bayesian-optimisation baseline (Horovod's autotuner defaults): 20 samples x 10 steps.
         rng = random.Random(args.seed)
@@ -212,34 +215,27 @@ def main():
         grid = list(itertools.product(buckets, algos))
         xs, ys, bo = [], [], []
         t0 = time.time()
-        # The GP needs each sample's value before choosing the next: each sample is recorded
-        # from before its `set` (so the steps after the acknowledged one are all in the file)
-        # for --bo-seconds, then measured over 10 steps after 2 warm-up steps.
+        # The GP needs each sample's value before choosing the next. Each sample: `set` the
+        # candidate, then measure it live with `tune` over that one value, which measures the
+        # incumbent (now the candidate) for 2 warm-up + bo_steps steps and changes nothing (a
+        # recording of this job cannot keep up: it emits ~300 k events/s with its history).
         for i in range(args.bo_samples):
             if i < 3:
                 c = rng.choice(grid)
             else:
                 ei = expected_improvement(xs, ys, [enc(g) for g in grid])
                 c = grid[int(np.argmax(ei))]
-            f = os.path.join(rt, f"bo{i}.tsdb")
-            # Record until every rank is attached (its history first), then set, then let the
-            # recording run its time out so the sample's steps are all written.
-            rec_i = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(args.bo_seconds + 2), "--out", f],
-                                     env=env, stderr=subprocess.PIPE, text=True)
-            for line in rec_i.stderr:
-                if line.startswith("recording job"):  # announced once the ranks are attached
-                    break
             r = run("set", "--job", job, f"dp.bucket_bytes={c[0]}", f"dp.algorithm={c[1]}", "--json", check=False)
-            rec_i.communicate(timeout=300)
             if r.returncode != 0:
                 continue
-            s0 = max(x["step"] for x in json.loads(r.stdout))
-            w = run("whatif", f, "--json", "--from-step", str(s0 + 2), "--to-step", str(s0 + 1 + args.bo_steps),
+            m = run("tune", "--job", job, "--knobs", "dp.bucket_bytes", "--values", f"dp.bucket_bytes={c[0]}",
+                    "--warmup-steps", "2", "--measure-steps", str(args.bo_steps), "--budget-steps",
+                    str(2 + args.bo_steps), "--no-simulator", "--out", os.path.join(rt, f"bo{i}.json"), "--json",
                     check=False)
-            if w.returncode != 0:
-                print(f"BO sample {i} {c}: no measurement ({w.stderr.strip()})")
+            if m.returncode != 0:
+                print(f"BO sample {i} {c}: no measurement ({m.stderr.strip()[-200:]})")
                 continue
-            ms = json.loads(w.stdout)["measured"]["step_time_ms"]
+            ms = json.loads(m.stdout)["initial_step_time_ms"]
             xs.append(enc(c))
             ys.append(ms)
             bo.append((c, ms))
