@@ -255,6 +255,25 @@ class TstLiveSession : public QObject {
     QCOMPARE(int(st.state), int(core::LiveState::Failed));
     QVERIFY2(st.message.find("rank 0") != std::string::npos, st.message.c_str());
   }
+
+  // What `set` says when a change every rank accepted did not apply everywhere (tst_faults drives
+  // the real cases): each rank's state, grouped, and what becomes of the change. Hand-written.
+  void unappliedChangeIsDescribedPerRank() {
+    QCOMPARE(core::describeUnapplied("a=1", 7, 4, {}, {0, 1, 2, 3}, {}, 60000),
+             std::string("a=1 (knob change 7) was accepted by all 4 ranks but not applied on every rank: no rank "
+                         "applied it; ranks 0, 1, 2, 3 went away before applying it (connection closed: the rank or "
+                         "its job ended). Ranks apply a change only at a step all of them agree on, so no rank "
+                         "applied it without the others"));
+    QCOMPARE(core::describeUnapplied("a=1", 2, 2, {}, {}, {0, 1}, 2500),
+             std::string("a=1 (knob change 2) was accepted by all 2 ranks but not applied on every rank: no rank "
+                         "applied it; ranks 0, 1 had not applied it after 2.5 s. It stays pending: it applies on "
+                         "every rank at one step once all ranks reach that step's agreement (a stopped or slow rank "
+                         "holds it back), unless the job ends first"));
+    QCOMPARE(core::describeUnapplied("b=x", 3, 4, {{0, 12}, {1, 12}, {2, 12}}, {3}, {}, 1000),
+             std::string("b=x (knob change 3) was accepted by all 4 ranks but not applied on every rank: ranks 0, "
+                         "1, 2 applied it at step 12; rank 3 went away before applying it (connection closed: the "
+                         "rank or its job ended)"));
+  }
 };
 
 QTEST_GUILESS_MAIN(TstLiveSession)

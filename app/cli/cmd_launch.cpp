@@ -327,14 +327,9 @@ int runLaunch(const LaunchOptions& o) {
   gChildCount = 0;
   std::signal(SIGINT, oldInt);
   std::signal(SIGTERM, oldTerm);
-  // Leftovers of ranks that died without cleaning up, and the secret: the job is over.
-  if (auto dir = core::discovery::runtimeDir(); dir.isOk()) {
-    std::error_code ec;
-    for (fs::directory_iterator it(dir.value(), ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.rfind(jobId + ".", 0) == 0 && it->path().extension() == ".agent") fs::remove(it->path(), ec);
-    }
-  }
+  // Leftovers of ranks that died without cleaning up (discovery files and sockets), and the
+  // secret: the job is over.
+  core::discovery::removeJobLeftovers(jobId);
   if (!secretFile.empty()) ::unlink(secretFile.c_str());
   return code;
 }

@@ -24,7 +24,42 @@ bool rangeIsSet(const wire::KnobDescriptor& d) {
   return d.min <= d.max && !(d.min == 0 && d.max == 0);
 }
 
+std::string rankList(const std::vector<int32_t>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
 }  // namespace
+
+// Why a change that every rank accepted did not apply everywhere (setKnobsNow, step 3).
+std::string describeUnapplied(const std::string& change, uint64_t seq, size_t ranks,
+                              const std::vector<std::pair<int32_t, int64_t>>& applied,
+                              const std::vector<int32_t>& gone, const std::vector<int32_t>& waiting,
+                              int timeoutMs) {
+  std::string s = change + " (knob change " + std::to_string(seq) + ") was accepted by all " +
+                  std::to_string(ranks) + " ranks but not applied on every rank: ";
+  if (applied.empty()) {
+    s += "no rank applied it";
+  } else {
+    std::map<int64_t, std::vector<int32_t>> byStep;
+    for (const auto& [rank, step] : applied) byStep[step].push_back(rank);
+    std::string parts;
+    for (const auto& [step, rs] : byStep)
+      parts += (parts.empty() ? "" : "; ") + rankList(rs) + " applied it at step " + std::to_string(step);
+    s += parts;
+  }
+  if (!gone.empty())
+    s += "; " + rankList(gone) + " went away before applying it (connection closed: the rank or its job ended)";
+  if (!waiting.empty())
+    s += "; " + rankList(waiting) + " had not applied it after " + fmtDouble(timeoutMs / 1000.0) + " s";
+  if (!waiting.empty() && applied.empty())
+    s += ". It stays pending: it applies on every rank at one step once all ranks reach that step's agreement "
+         "(a stopped or slow rank holds it back), unless the job ends first";
+  else if (applied.empty())
+    s += ". Ranks apply a change only at a step all of them agree on, so no rank applied it without the others";
+  return s;
+}
 
 std::string validateKnobValue(const wire::KnobDescriptor& d, const std::string& value) {
   using wire::KnobType;
@@ -215,25 +250,39 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
   }
   if (!refusals.empty()) return Status(ErrorCode::InvalidArgument, "knob change refused:" + refusals);
   // 3. Wait until every rank applied every change (all at the same step boundary, by design).
+  // When some rank does not, say for every rank what is known: applied (at which step), gone
+  // (its connection closed: the rank or the job ended), or still pending at the deadline.
   const int64_t deadline = monotonicNowNs() + static_cast<int64_t>(applyTimeoutMs) * 1'000'000;
   for (size_t i = 0; i < changes.size(); ++i) {
+    std::vector<std::pair<int32_t, int64_t>> applied;
+    std::vector<int32_t> gone, waiting;
     for (size_t r = 0; r < cs.size(); ++r) {
+      const int32_t rank = cs[r]->job().rank;
       wire::KnobAck ack = acks[i][r];
       if (!ack.applied) {
-        const int left = static_cast<int>(std::max<int64_t>(0, (deadline - monotonicNowNs()) / 1'000'000));
+        // After a first failure the others are only asked for what has already arrived.
+        const int left = (gone.empty() && waiting.empty())
+                             ? static_cast<int>(std::max<int64_t>(0, (deadline - monotonicNowNs()) / 1'000'000))
+                             : 50;
         auto done = cs[r]->waitForApplied(out[i].changeSeq, left);
-        if (!done)
-          return Status(done.status().code(), "rank " + std::to_string(cs[r]->job().rank) + ": " +
-                                                  changes[i].first +
-                                                  " accepted but not applied: " + done.status().message());
+        if (!done) {
+          (cs[r]->closed() ? gone : waiting).push_back(rank);
+          continue;
+        }
         ack = done.value();
         if (!ack.accepted)
-          return Status(ErrorCode::InvalidArgument, "rank " + std::to_string(cs[r]->job().rank) +
-                                                        " refused " + changes[i].first +
-                                                        " when applying: " + ack.reason);
+          return Status(ErrorCode::InvalidArgument,
+                        "rank " + std::to_string(rank) + " refused " + changes[i].first + " when applying: " + ack.reason);
       }
-      out[i].stepPerRank.emplace_back(cs[r]->job().rank, ack.appliedStep);
+      applied.emplace_back(rank, ack.appliedStep);
     }
+    if (gone.empty() && waiting.empty()) {
+      out[i].stepPerRank = std::move(applied);
+      continue;
+    }
+    return Status(gone.empty() ? ErrorCode::Io : ErrorCode::NotFound,
+                  describeUnapplied(changes[i].first + "=" + changes[i].second, out[i].changeSeq, cs.size(),
+                                    applied, gone, waiting, applyTimeoutMs));
   }
   return out;
 }

@@ -245,6 +245,23 @@ void removeStale(const fs::path& dir, const Entry& e) {
 }
 }  // namespace
 
+void removeJobLeftovers(const std::string& jobId) {
+  auto dir = runtimeDir();
+  if (!dir || jobId.empty()) return;
+  std::error_code ec;
+  std::vector<fs::path> agents, sockets;
+  for (fs::directory_iterator it(dir.value(), ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    if (name.rfind(jobId + ".", 0) != 0) continue;
+    if (p.extension() == ".agent") agents.push_back(p);
+    if (p.extension() == ".sock") sockets.push_back(p);
+  }
+  for (const auto& p : agents) fs::remove(p, ec);
+  for (const auto& p : sockets)
+    if (!someoneListens(p.string())) ::unlink(p.c_str());
+}
+
 std::vector<Entry> listEntries() {
   std::vector<Entry> out;
   auto dir = runtimeDir();

@@ -215,4 +215,12 @@ class LiveSession {
 // validates again; this only gives clear messages before anything is sent.
 std::string validateKnobValue(const wire::KnobDescriptor& d, const std::string& value);
 
+// Why a change every rank accepted did not apply on every rank, for `set`'s error: which ranks
+// applied it (at which step), which went away (connection closed), which had not applied it
+// when the wait ended, and what becomes of it (docs/AGENT.md, "A rank that dies or stalls").
+std::string describeUnapplied(const std::string& change, uint64_t seq, size_t ranks,
+                              const std::vector<std::pair<int32_t, int64_t>>& applied,
+                              const std::vector<int32_t>& gone, const std::vector<int32_t>& waiting,
+                              int timeoutMs);
+
 }  // namespace trainscope::core

@@ -40,6 +40,12 @@ Status writeEntry(const Entry& e);   // to runtimeDir()/<job>.<rank>.agent (atom
 void removeEntry(const Entry& e);    // best effort, never fails loudly
 std::string entryFileName(const std::string& jobId, int32_t rank);
 
+// After a job has ended (`launch`, once mpirun returned): removes what its ranks left in the
+// runtime directory -- every <job>.<rank>.agent, and every <job>.<rank>.sock nothing accepts
+// connections on (a rank killed by SIGKILL, or by mpirun after another rank died, cleans up
+// nothing). Best effort, never fails loudly.
+void removeJobLeftovers(const std::string& jobId);
+
 // All live entries (stale ones -- pid not alive -- are skipped), sorted by job id then rank.
 std::vector<Entry> listEntries();
 Result<Entry> parseEntry(const std::string& text, const std::filesystem::path& file);
