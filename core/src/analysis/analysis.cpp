@@ -283,6 +283,36 @@ int Analyzer::analysedSteps() const {
   return static_cast<int>(s_->done.size());
 }
 
+int64_t Analyzer::safeEvictBeforeNs() const {
+  if (s_->newestByRank.empty()) return INT64_MIN;
+  int64_t safe = s_->scanFrom;
+  // Steps are analysed in order, so the pending ones are the newest: walk back to the first
+  // analysed one (O(pending), not O(steps)).
+  for (const auto& [rank, ws] : s_->windows)
+    for (auto it = ws.rbegin(); it != ws.rend() && !s_->done.count(it->first); ++it)
+      safe = std::min(safe, it->second.start);
+  return safe;
+}
+
+void Analyzer::evicted(const std::vector<size_t>& dropped, int64_t cutoffNs) {
+  auto rebase = [&](std::vector<EventRef>& refs) {
+    size_t out = 0;
+    for (const EventRef& r : refs) {
+      const size_t k = r.track < dropped.size() ? dropped[r.track] : 0;
+      if (r.index < k) continue;
+      refs[out++] = {r.track, static_cast<uint32_t>(r.index - k)};
+    }
+    refs.resize(out);
+    if (refs.capacity() > 2 * out + 16) refs.shrink_to_fit();
+  };
+  for (RankStepRecord& rec : s_->records) {
+    for (BucketRecord& b : rec.buckets) rebase(b.refs);
+    for (LayerRecord& l : rec.layers) rebase(l.refs);
+    rebase(rec.opRefs);
+    std::erase_if(rec.overlays, [cutoffNs](const Overlay& o) { return o.endNs < cutoffNs; });
+  }
+}
+
 AnalysisResult analyzeStore(TraceStore& store) {
   Analyzer a;
   (void)a.finish(store);

@@ -293,6 +293,16 @@ class Analyzer {
   AnalysisResult result(const TraceStore& store) const;
   int analysedSteps() const;
 
+  // Live retention (TraceStore::evictBefore): events that start before this time are no longer
+  // needed -- every step window that starts earlier is analysed, and instants (steps, knob
+  // changes, counters) are scanned up to it. INT64_MIN before the first update().
+  int64_t safeEvictBeforeNs() const;
+  // The store dropped dropped[t] events from the front of track t (those starting before
+  // cutoffNs): the kept events' indices (metric sources) are re-based, those of dropped events
+  // forgotten, and overlays that end before the cutoff (nothing left to draw them on) go.
+  // Per-step records stay: the metrics still cover every analysed step.
+  void evicted(const std::vector<size_t>& dropped, int64_t cutoffNs);
+
  private:
   std::unique_ptr<AnalyzerState> s_;
 };
