@@ -9,6 +9,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -126,10 +127,12 @@ class TstGuiLiveWindow : public QObject {
                                                .arg(inFile.size())));
     }
 
-    // The analysis works on what is in memory and kept the steps that left: the tab's analysis
-    // counts more steps than memory still holds, and every step it has is one of the recording's.
+    // The analysis works on what is in memory: the tab's analysis (whose per-step state left
+    // with the events, so its memory is bounded too) has steps in the window, and each of its
+    // steps has exactly the step time the recording's whole analysis gives that step.
     auto a = v->analysis();
     QVERIFY(a);
+    QVERIFY(a->steps.count > 0);
     std::set<int64_t> memStepSet;
     for (core::TrackId t = 0; t < mem.trackCount(); ++t) {
       const core::TrackEvents& me = mem.rawEvents(t);
@@ -138,13 +141,23 @@ class TstGuiLiveWindow : public QObject {
           if (const core::Attr* n = me.findAttr(i, core::AttrKey::Step)) memStepSet.insert(n->asInt());
     }
     const size_t memSteps = memStepSet.size();
-    QVERIFY2(a->steps.count > static_cast<int>(memSteps),
-             qPrintable(QString("analysed %1 steps, %2 in memory").arg(a->steps.count).arg(memSteps)));
+    int inWindow = 0;
+    for (const auto& s : a->steps.perStep) inWindow += memStepSet.count(s.step) > 0;
+    QVERIFY2(inWindow > 0, "the live analysis has no step of those in memory");
     const core::AnalysisResult whole = core::analyzeStore(all);
-    QVERIFY(whole.steps.count >= a->steps.count);
-    std::set<int64_t> fileSteps;
-    for (const auto& s : whole.steps.perStep) fileSteps.insert(s.step);
-    for (const auto& s : a->steps.perStep) QVERIFY(fileSteps.count(s.step));
+    std::map<int64_t, double> fileSteps;
+    for (const auto& s : whole.steps.perStep) fileSteps[s.step] = s.timeMs;
+    for (const auto& s : a->steps.perStep) {
+      QVERIFY2(fileSteps.count(s.step), qPrintable(QString("step %1 not in the recording").arg(s.step)));
+      QVERIFY2(std::abs(fileSteps[s.step] - s.timeMs) < 1e-6,
+               qPrintable(QString("step %1: %2 vs %3 ms").arg(s.step).arg(s.timeMs).arg(fileSteps[s.step])));
+    }
+    qInfo("in memory %zu events over %.0f ms (peak %zu), left memory %llu in %llu evictions; recording %zu "
+          "events; analysed %d steps, %zu still in memory; recording's analysis %d steps",
+          mem.eventCount(), static_cast<double>(hi - lo) / 1e6, peak,
+          static_cast<unsigned long long>(mem.evictedEvents()),
+          static_cast<unsigned long long>(data->evictionGeneration.load()), all.eventCount(), a->steps.count,
+          memSteps, whole.steps.count);
   }
 
   void cleanupTestCase() {

@@ -356,16 +356,23 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
       // What was measured before, and what the model predicts: the change's record. The step
       // numbers come from the tab's analysis; only bytes and loss are read from the store, under
       // its shared lock (the ingest and the painter go on).
+      auto measureBefore = [&r](const core::AnalysisResult& a, const core::TraceStore& store) {
+        const auto steps = core::completeSteps(a);
+        if (steps.empty()) return;
+        const size_t first = steps.size() > static_cast<size_t>(kCompareSteps) ? steps.size() - kCompareSteps : 0;
+        r.before = core::measureWindow(a, store, steps[first], steps.back());
+        r.haveBefore = r.before.steps > 0;
+      };
       if (analysis) {
         std::shared_lock lock(td->mutex);
-        const auto steps = core::completeSteps(*analysis);
-        if (!steps.empty()) {
-          const size_t first = steps.size() > static_cast<size_t>(kCompareSteps) ? steps.size() - kCompareSteps : 0;
-          r.before = core::measureWindow(*analysis, std::as_const(td->store), steps[first], steps.back());
-          r.haveBefore = r.before.steps > 0;
-        }
+        measureBefore(*analysis, td->store);
       }
       std::unique_lock lock(td->mutex);  // the what-if model's fit flushes and analyses
+      if (!r.haveBefore) {
+        // No live analysis yet (Apply within the first 2 s of the attach): analyse the store.
+        const core::AnalysisResult a = core::analyzeStore(td->store);
+        measureBefore(a, td->store);
+      }
       if (auto model = core::WhatIfModel::fromSession(td->store)) {
         if (auto p = model->predict(r.changes)) {
           r.prediction = std::move(p.value());

@@ -295,6 +295,29 @@ int64_t Analyzer::safeEvictBeforeNs() const {
 }
 
 void Analyzer::evicted(const std::vector<size_t>& dropped, int64_t cutoffNs) {
+  AnalyzerState& st = *s_;
+  // The per-step state of analysed steps that ended, on every rank, before the cutoff goes with
+  // their events: the live analysis covers the window (its memory is bounded by it too).
+  std::map<int64_t, int64_t> lastEnd;  // step -> latest window end over ranks
+  for (const auto& [rank, ws] : st.windows)
+    for (const auto& [n, w] : ws) {
+      auto [it, fresh] = lastEnd.try_emplace(n, w.end);
+      if (!fresh) it->second = std::max(it->second, w.end);
+    }
+  std::set<int64_t> gone;
+  for (const auto& [n, end] : lastEnd)
+    if (end < cutoffNs && st.done.count(n)) gone.insert(n);
+  if (!gone.empty()) {
+    for (auto& [rank, ws] : st.windows) std::erase_if(ws, [&](const auto& kv) { return gone.count(kv.first) > 0; });
+    std::erase_if(st.records, [&](const RankStepRecord& r) { return gone.count(r.step) > 0; });
+    std::erase_if(st.critical, [&](const auto& kv) { return gone.count(kv.first) > 0; });
+    std::erase_if(st.done, [&](int64_t n) { return gone.count(n) > 0; });
+    std::erase_if(st.incompleteSeen, [&](const auto& rn) { return gone.count(rn.second) > 0; });
+  }
+  std::erase_if(st.accuracySamples, [&](const auto& kv) { return kv.first.second < cutoffNs; });
+  for (auto& [rank, byName] : st.discoBench)
+    for (auto& [name, series] : byName) std::erase_if(series, [&](const auto& kv) { return kv.first < cutoffNs; });
+
   auto rebase = [&](std::vector<EventRef>& refs) {
     size_t out = 0;
     for (const EventRef& r : refs) {
@@ -305,7 +328,7 @@ void Analyzer::evicted(const std::vector<size_t>& dropped, int64_t cutoffNs) {
     refs.resize(out);
     if (refs.capacity() > 2 * out + 16) refs.shrink_to_fit();
   };
-  for (RankStepRecord& rec : s_->records) {
+  for (RankStepRecord& rec : st.records) {
     for (BucketRecord& b : rec.buckets) rebase(b.refs);
     for (LayerRecord& l : rec.layers) rebase(l.refs);
     rebase(rec.opRefs);

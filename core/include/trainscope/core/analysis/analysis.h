@@ -298,9 +298,11 @@ class Analyzer {
   // changes, counters) are scanned up to it. INT64_MIN before the first update().
   int64_t safeEvictBeforeNs() const;
   // The store dropped dropped[t] events from the front of track t (those starting before
-  // cutoffNs): the kept events' indices (metric sources) are re-based, those of dropped events
-  // forgotten, and overlays that end before the cutoff (nothing left to draw them on) go.
-  // Per-step records stay: the metrics still cover every analysed step.
+  // cutoffNs): the per-step state of analysed steps that ended before the cutoff on every rank
+  // goes too (records, critical path, windows; accuracy and DISCO samples before it), so the
+  // result then covers the steps still in memory and the analyser's memory is bounded like the
+  // store's. Cumulative tables (bandwidth classes, knob changes) stay. The kept events' indices
+  // (metric sources) are re-based and overlays that end before the cutoff go.
   void evicted(const std::vector<size_t>& dropped, int64_t cutoffNs);
 
  private:
