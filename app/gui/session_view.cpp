@@ -16,7 +16,6 @@ namespace {
 constexpr int kLiveAnalysisMs = 2000;
 }
 
-
 SessionView::SessionView(QWidget* parent)
     : QWidget(parent),
       timeline_(new plots::TimelineWidget),
