@@ -10,7 +10,8 @@ Sampled every --interval seconds into soak.csv:
   t_s                    seconds since the recorder started
   rss_rank<r>_kib        each rank's VmRSS (/proc/<pid>/status): the agent's memory plus the job's
   rss_recorder_kib       the recorder's VmRSS
-  rss_gui_kib            the GUI's VmRSS (empty without --gui)
+  rss_gui_kib            the GUI's VmRSS (empty without --gui); --gui-window S passes --live-window S
+                         to it (events older than S leave its memory; docs/RELIABILITY.md)
   events                 events committed in the .tsdb so far (max(id))
   events_per_s           since the previous sample
   latency_ms             now - the newest committed event's end, both CLOCK_MONOTONIC (the file's
@@ -71,6 +72,8 @@ def main():
     ap.add_argument("--ranges", type=int, default=6)
     ap.add_argument("--out", default=None, help="output folder (default BUILD/soak)")
     ap.add_argument("--gui", action="store_true", help="also attach the GUI (offscreen) as a second client")
+    ap.add_argument("--gui-window", type=float, default=None,
+                    help="the GUI's --live-window in seconds (default: the GUI's own, 600)")
     a = ap.parse_args()
 
     bindir = os.path.abspath(os.path.join(a.build, "bin"))
@@ -114,7 +117,10 @@ def main():
         if a.gui and not os.path.exists(gui_bin):
             print(f"soak: {gui_bin} not built (make build): running without the GUI", file=sys.stderr)
         if a.gui and os.path.exists(gui_bin):
-            gui = subprocess.Popen([gui_bin, "--attach", job], env=env, stdout=subprocess.DEVNULL,
+            gui_args = [gui_bin, "--attach", job]
+            if a.gui_window is not None:
+                gui_args += ["--live-window", f"{a.gui_window:g}"]
+            gui = subprocess.Popen(gui_args, env=env, stdout=subprocess.DEVNULL,
                                    stderr=open(os.path.join(out, "gui.log"), "w"), start_new_session=True)
             procs.append(gui)
         t0 = time.monotonic()
@@ -182,7 +188,8 @@ def main():
         w.writerows(rows)
 
     lines = [f"soak: {a.ranks} ranks of trainscope-testjob (--step-ms {a.step_ms} --ranges {a.ranges}), "
-             f"{rows[-1]['t_s'] / 60:.1f} min, {len(rows)} samples every {a.interval:g} s",
+             + (f"GUI live window {a.gui_window:g} s, " if gui and a.gui_window is not None else "")
+             + f"{rows[-1]['t_s'] / 60:.1f} min, {len(rows)} samples every {a.interval:g} s",
              f"date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load "
              f"{os.getloadavg()[0]:.1f}"]
     for k in keys:

@@ -7,9 +7,12 @@
 #include <QProcess>
 #include <QtTest>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "trainscope/core/analysis/analysis.h"
 #include "trainscope/core/interop/chrome_trace.h"
+#include "trainscope/core/synth/synth.h"
 
 using namespace trainscope::core;
 
@@ -640,6 +643,78 @@ class TstAnalysis : public QObject {
     QCOMPARE(an.update(live), 0);  // nothing after step 1 yet
     QCOMPARE(an.finish(live), 1);
     QCOMPARE(analysisToJson(an.result(live)), want);
+  }
+
+  // Live window (docs/RELIABILITY.md "Live memory"): a synthetic 2-rank DP job fed in time order,
+  // analysed after each slice and then cut at min(a third into the slice, what the analyser says
+  // is safe). The analyser never lets a step be cut before it is analysed; what it keeps is the
+  // steps still in memory, each with exactly the whole analysis' numbers; its metric sources
+  // point at the right events after every re-base.
+  void liveWindowEvictionKeepsTheStepsInMemory() {
+    TraceStore src;
+    (void)synthesizeTrace(src, {.ranks = 2, .steps = 16, .kernelsPerStep = 8, .buckets = 3});
+    src.flush();
+    TraceStore ref = src;
+    const AnalysisResult whole = analyzeStore(ref);
+    std::map<int64_t, std::pair<double, double>> wholeSteps;  // step -> (time, exposed on rank 0)
+    for (const StepStat& st : whole.steps.perStep) wholeSteps[st.step].first = st.timeMs;
+    for (const BreakdownStep& b : whole.breakdown.front().perStep) wholeSteps[b.step].second = b.exposedCommMs;
+    QCOMPARE(whole.steps.count, 16);
+
+    TraceStore live;
+    for (const auto& [rank, info] : src.ranks()) live.setRank(info);
+    live.metadata() = src.metadata();
+    for (TrackId t = 0; t < src.trackCount(); ++t) (void)live.addTrack(src.track(t));
+    Analyzer an;
+    QCOMPARE(an.safeEvictBeforeNs(), INT64_MIN);  // nothing may go before the first update
+    const auto [t0, t1] = src.timeSpan();
+    int64_t cutoff = INT64_MIN;
+    for (int slice = 1; slice <= 4; ++slice) {
+      const int64_t lo = t0 + (t1 - t0) * (slice - 1) / 4, hi = slice == 4 ? INT64_MAX : t0 + (t1 - t0) * slice / 4;
+      for (TrackId t = 0; t < src.trackCount(); ++t) {
+        const TrackEvents& ev = src.rawEvents(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          if (ev.start(i) < lo || ev.start(i) >= hi) continue;
+          std::vector<Attr> attrs(ev.attrs(i).begin(), ev.attrs(i).end());
+          for (Attr& a : attrs)
+            if (a.type == AttrType::String) a.bits = live.intern(src.str(a.asString()));
+          const EventRecord rec = ev.record(i);
+          live.append(t, {rec.startNs, rec.endNs, live.intern(src.str(rec.name)), rec.kind}, attrs);
+        }
+      }
+      (void)an.update(live);
+      const int64_t safe = an.safeEvictBeforeNs();
+      // Every step window that starts at or after `safe` may still be pending; none before it is.
+      const AnalysisResult before = an.result(live);
+      std::set<int64_t> analysed;
+      for (const StepStat& st : before.steps.perStep) analysed.insert(st.step);
+      for (const StepStat& st : whole.steps.perStep)
+        if (st.startNs + static_cast<int64_t>(st.spanMs * 1e6) <= safe && st.startNs >= cutoff)
+          QVERIFY2(analysed.count(st.step), qPrintable(QString("step %1 ended before the safe cut, unanalysed").arg(st.step)));
+      cutoff = std::max(cutoff, std::min(lo + (std::min(hi, t1) - lo) / 3, safe));
+      const std::vector<size_t> dropped = live.evictBefore(cutoff);
+      an.evicted(dropped, cutoff);
+      const AnalysisResult r = an.result(live);
+      for (const StepStat& st : r.steps.perStep) {
+        QVERIFY2(st.startNs + static_cast<int64_t>(st.spanMs * 1e6) >= cutoff - 1000,
+                 qPrintable(QString("step %1 ended before the cut but was kept").arg(st.step)));
+        QCOMPARE(st.timeMs, wholeSteps.at(st.step).first);
+      }
+      for (const BreakdownStep& b : r.breakdown.front().perStep)
+        QCOMPARE(b.exposedCommMs, wholeSteps.at(b.step).second);
+      for (const auto& [key, refs] : r.sources)
+        for (const EventRef& e : refs) {
+          QVERIFY(e.index < live.rawEvents(e.track).size());
+          QVERIFY(live.rawEvents(e.track).start(e.index) >= cutoff);
+        }
+    }
+    QVERIFY(live.evictedEvents() > 0);
+    (void)an.finish(live);
+    const AnalysisResult end = an.result(live);
+    QVERIFY(end.steps.count > 0 && end.steps.count < 16);
+    for (const StepStat& st : end.steps.perStep) QCOMPARE(st.timeMs, wholeSteps.at(st.step).first);
+    qInfo("%zu events left memory, %zu kept; the live analysis ends with %d of the 16 steps",
+          static_cast<size_t>(live.evictedEvents()), live.eventCount(), end.steps.count);
   }
 
   // The real CLI prints the contract keys.

@@ -224,7 +224,8 @@ class TstGuiKnobs : public QObject {
     const int s = m.captured(1).toInt();
     cmp->setSides(0, 0);
     cmp->setWindows(std::max(0, s - 8), s - 1, s, s + 7);
-    cmp->recompute();
+    cmp->recompute();  // off the GUI thread, from the tab's analysis
+    QTRY_VERIFY_WITH_TIMEOUT(!cmp->isComputing(), 30000);
     QTableWidget* ct = cmp->table();
     double ba = -1, bb = -1;
     for (int r = 0; r < ct->rowCount(); ++r)

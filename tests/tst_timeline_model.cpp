@@ -2,6 +2,7 @@
 // items cover exactly their children), live updates equal a rebuild, zoom maths, box-selection
 // totals, linked events and search -- on constructed traces with hand-computed answers.
 #include <QtTest>
+#include <map>
 #include <random>
 
 #include "trainscope/core/synth/synth.h"
@@ -206,6 +207,71 @@ class TstTimelineModel : public QObject {
     }
     QCOMPARE(m.steps().size(), ref.steps().size());
     QCOMPARE(m.knobChanges().size(), size_t(2));
+  }
+
+  // Live retention: the store drops the events before a cutoff and the model follows
+  // (TimelineModel::evict) -- every kept event is in exactly one row, rows stay sorted with a
+  // correct coarse index, marks before the cutoff go, and later updates keep working.
+  void evictionKeepsRowsConsistent() {
+    core::TraceStore src;
+    core::synthesizeTrace(src, {.ranks = 2, .steps = 12, .kernelsPerStep = 16});
+    src.flush();
+    core::TraceStore live;
+    for (core::TrackId t = 0; t < src.trackCount(); ++t) (void)live.addTrack(src.track(t));
+    TimelineModel m(live);
+    m.rebuild();
+    const auto [t0, t1] = src.timeSpan();
+    // Four slices by time; after each, evict what starts before the slice's first third.
+    size_t fed = 0;
+    for (int slice = 1; slice <= 4; ++slice) {
+      const int64_t lo = t0 + (t1 - t0) * (slice - 1) / 4, hi = slice == 4 ? INT64_MAX : t0 + (t1 - t0) * slice / 4;
+      for (core::TrackId t = 0; t < src.trackCount(); ++t) {
+        const auto& ev = src.rawEvents(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          if (ev.start(i) < lo || ev.start(i) >= hi) continue;
+          core::EventRecord rec = ev.record(i);
+          rec.name = live.intern(src.str(rec.name));
+          live.append(t, rec, ev.attrs(i));
+          ++fed;
+        }
+      }
+      m.update();
+      const int64_t cutoff = lo + (hi == INT64_MAX ? t1 - lo : hi - lo) / 3;
+      const std::vector<size_t> dropped = live.evictBefore(cutoff);
+      m.evict(dropped, cutoff);
+      QCOMPARE(live.eventCount() + live.evictedEvents(), uint64_t(fed));
+      QCOMPARE(m.eventCount(), uint64_t(live.eventCount()));
+      // Per track: the rows together hold exactly the kept events, each once.
+      std::map<core::TrackId, std::vector<uint32_t>> seen;
+      for (size_t r = 0; r < m.rowCount(); ++r) {
+        const auto& row = m.row(r);
+        const auto& ev = live.rawEvents(row.track);
+        for (size_t j = 0; j < row.events.size(); ++j) {
+          QVERIFY(row.events[j] < ev.size());
+          QVERIFY(ev.start(row.events[j]) >= cutoff);
+          if (j > 0) QVERIFY(ev.start(row.events[j]) >= ev.end(row.events[j - 1]));  // no overlap
+          seen[row.track].push_back(row.events[j]);
+        }
+        const size_t B = plots::TimelineRow::kCoarseStride;
+        QCOMPARE(row.coarse.size(), (row.events.size() + B - 1) / B);
+        for (size_t j = 0; j < row.coarse.size(); ++j) {
+          QCOMPARE(row.coarse[j], ev.start(row.events[j * B]));
+          QCOMPARE(row.coarseEnd[j], ev.end(row.events[std::min(row.events.size(), (j + 1) * B) - 1]));
+        }
+      }
+      for (core::TrackId t = 0; t < live.trackCount(); ++t) {
+        auto& v = seen[t];
+        std::sort(v.begin(), v.end());
+        QCOMPARE(v.size(), live.rawEvents(t).size());
+        for (size_t k = 0; k < v.size(); ++k) QCOMPARE(v[k], uint32_t(k));
+      }
+      size_t stepEvents = live.eventCount(EventKind::Step);
+      QCOMPARE(m.steps().size(), stepEvents);
+      for (const auto& mark : m.steps()) QVERIFY(mark.start >= cutoff);
+      QVERIFY(m.spanStart() >= cutoff);
+    }
+    QVERIFY(live.evictedEvents() > 0);
+    QVERIFY(live.eventCount() > 0);
   }
 
   void selectionTotalsPerKind() {

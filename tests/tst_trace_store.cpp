@@ -172,6 +172,74 @@ class TstTraceStore : public QObject {
   }
 
   // Issue #2 target: <= 32 bytes per plain event once a session is complete.
+  // Live retention: evictBefore drops exactly the events that start before the cutoff (their
+  // attributes with them), keeps the rest in order with theirs, and the columns' capacity is
+  // reused -- filling and evicting the same amount again and again holds the memory flat.
+  void evictBeforeDropsTheOldestAndReusesMemory() {
+    TraceStore s;
+    const TrackId t = s.addTrack({0, TrackKind::CpuThread, "main", 1});
+    const TrackId u = s.addTrack({0, TrackKind::Communicator, "comm", 2});
+    const StringId op = s.intern("op");
+    // Track t: events at 0, 10, ..., 990 (start i*10, length 5), every third with a Step attr
+    // = i; appended out of order in two halves so the cut runs through a merged tail.
+    for (int i = 50; i < 100; ++i) {
+      const Attr a = Attr::ofInt(AttrKey::Step, i);
+      s.append(t, {i * 10, i * 10 + 5, op, EventKind::Kernel}, i % 3 == 0 ? std::span<const Attr>(&a, 1) : std::span<const Attr>{});
+    }
+    for (int i = 0; i < 50; ++i) {
+      const Attr a = Attr::ofInt(AttrKey::Step, i);
+      s.append(t, {i * 10, i * 10 + 5, op, EventKind::Kernel}, i % 3 == 0 ? std::span<const Attr>(&a, 1) : std::span<const Attr>{});
+    }
+    for (int i = 0; i < 10; ++i) s.append(u, {i * 100, i * 100 + 50, op, EventKind::Collective});
+    QCOMPARE(s.eventCount(), size_t(110));
+
+    const std::vector<size_t> dropped = s.evictBefore(255);  // t: starts 0..250 (26), u: 0..200 (3)
+    QCOMPARE(dropped, (std::vector<size_t>{26, 3}));
+    QCOMPARE(s.eventCount(), size_t(81));
+    QCOMPARE(s.evictedEvents(), uint64_t(29));
+    QCOMPARE(s.evictedBeforeNs(), int64_t(255));
+    const TrackEvents& ev = s.events(t);
+    QCOMPARE(ev.size(), size_t(74));
+    for (size_t k = 0; k < ev.size(); ++k) {
+      const int i = static_cast<int>(k) + 26;
+      QCOMPARE(ev.start(k), int64_t(i * 10));
+      const Attr* a = ev.findAttr(k, AttrKey::Step);
+      QCOMPARE(a != nullptr, i % 3 == 0);
+      if (a) QCOMPARE(a->asInt(), int64_t(i));
+    }
+    QCOMPARE(s.events(u).start(0), int64_t(300));
+    // Range queries still find exactly the overlapping events.
+    int hits = 0;
+    ev.forEachOverlapping(300, 400, [&](size_t) { ++hits; });
+    QCOMPARE(hits, 10);
+
+    // Steady state: 100 events arrive, the 100 oldest leave, 20 times over: same capacity.
+    TraceStore r;
+    const TrackId w = r.addTrack({0, TrackKind::CpuThread, "main", 1});
+    const StringId name = r.intern("op");
+    int64_t at = 0;
+    auto fill = [&](int n) {
+      for (int i = 0; i < n; ++i, at += 10) {
+        const Attr a = Attr::ofInt(AttrKey::Bytes, at);
+        r.append(w, {at, at + 5, name, EventKind::Collective}, std::span<const Attr>(&a, 1));
+      }
+    };
+    fill(5000);
+    size_t peak = 0;
+    for (int round = 0; round < 20; ++round) {
+      fill(1000);
+      (void)r.evictBefore(at - 5000 * 10);
+      QCOMPARE(r.eventCount(), size_t(5000));
+      if (round == 0) peak = r.memoryBytes();
+      QCOMPARE(r.memoryBytes(), peak);
+    }
+    QCOMPARE(r.evictedEvents(), uint64_t(20 * 1000));
+    const TrackEvents& we = r.events(w);
+    QCOMPARE(we.start(0), at - 5000 * 10);
+    QCOMPARE(we.findAttr(0, AttrKey::Bytes)->asInt(), at - 5000 * 10);
+    QCOMPARE(we.findAttr(4999, AttrKey::Bytes)->asInt(), at - 10);
+  }
+
   void memoryPerPlainEvent() {
     TraceStore s;
     const TrackId t = s.findOrAddTrack(0, TrackKind::CudaStream, 1, "s");

@@ -10,10 +10,12 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 #include <climits>
 #include <cmath>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 #include "trainscope/core/analysis/analysis.h"
 #include "trainscope/core/tune/compare.h"
@@ -55,6 +57,15 @@ CompareDialog::CompareDialog(std::vector<Source> sources, QWidget* parent)
       status_(new QLabel) {
   setWindowTitle(tr("Compare Sessions"));
   setObjectName("compareDialog");
+  watcher_ = new QFutureWatcher<std::shared_ptr<Result>>(this);
+  connect(watcher_, &QFutureWatcherBase::finished, this, [this] {
+    showResult(*watcher_->result());
+    if (again_) {
+      recompute();
+      return;
+    }
+    emit computed();
+  });
   for (const Source& s : sources_) {
     a_->addItem(s.title);
     b_->addItem(s.title);
@@ -107,26 +118,61 @@ QString CompareDialog::statusText() const {
   return status_->text();
 }
 
+struct CompareDialog::Side {
+  core::WindowMetrics w;
+  std::vector<core::StepOp> ops;
+  int64_t step = -1;
+};
+
+struct CompareDialog::Result {
+  Side a, b;
+};
+
+bool CompareDialog::isComputing() const {
+  return watcher_->isRunning() || again_;
+}
+
 void CompareDialog::recompute() {
-  struct Side {
-    core::WindowMetrics w;
-    std::vector<core::StepOp> ops;
-    int64_t step = -1;
-  };
+  const int ia = a_->currentIndex(), ib = b_->currentIndex();
+  if (ia < 0 || ib < 0 || ia >= static_cast<int>(sources_.size()) || ib >= static_cast<int>(sources_.size())) return;
+  if (watcher_->isRunning()) {
+    again_ = true;  // the controls changed meanwhile: once more when this one is done
+    return;
+  }
+  again_ = false;
   auto measure = [](const Source& s, int from, int to) {
     Side side;
     const int64_t f = from < 0 ? INT64_MIN : from, t = to < 0 ? INT64_MAX : to;
-    std::unique_lock lock(s.data->mutex);  // the analysis flushes the store's tracks
-    const core::AnalysisResult r = core::analyzeStore(s.data->store);
-    side.w = core::measureWindow(r, s.data->store, f, t);
-    side.step = core::medianStep(r, f, t);
-    if (side.step >= 0 && !r.ranks.empty()) side.ops = core::stepTimeline(s.data->store, r.ranks.front(), side.step);
+    std::shared_ptr<const core::AnalysisResult> r = s.analysis;
+    if (!r) {
+      std::unique_lock lock(s.data->mutex);  // the analysis flushes the store's tracks
+      r = std::make_shared<const core::AnalysisResult>(core::analyzeStore(s.data->store));
+    }
+    {
+      std::shared_lock lock(s.data->mutex);  // flushed at every release: bytes and loss only
+      side.w = core::measureWindow(*r, std::as_const(s.data->store), f, t);
+    }
+    side.step = core::medianStep(*r, f, t);
+    if (side.step >= 0 && !r->ranks.empty()) {
+      std::unique_lock lock(s.data->mutex);  // one step's events
+      side.ops = core::stepTimeline(s.data->store, r->ranks.front(), side.step);
+    }
     return side;
   };
-  const int ia = a_->currentIndex(), ib = b_->currentIndex();
-  if (ia < 0 || ib < 0 || ia >= static_cast<int>(sources_.size()) || ib >= static_cast<int>(sources_.size())) return;
-  const Side A = measure(sources_[static_cast<size_t>(ia)], aFrom_->value(), aTo_->value());
-  const Side B = measure(sources_[static_cast<size_t>(ib)], bFrom_->value(), bTo_->value());
+  Source sa = sources_[static_cast<size_t>(ia)], sb = sources_[static_cast<size_t>(ib)];
+  const int af = aFrom_->value(), at = aTo_->value(), bf = bFrom_->value(), bt = bTo_->value();
+  status_->setText(tr("Measuring…"));
+  watcher_->setFuture(QtConcurrent::run([=] {
+    auto r = std::make_shared<Result>();
+    r->a = measure(sa, af, at);
+    r->b = measure(sb, bf, bt);
+    return r;
+  }));
+}
+
+void CompareDialog::showResult(const Result& res) {
+  const Side& A = res.a;
+  const Side& B = res.b;
   struct Row {
     QString name;
     const core::Spread core::WindowMetrics::*field;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QDialog>
+#include <QFutureWatcher>
 #include <QString>
 #include <memory>
 #include <vector>
@@ -21,6 +22,7 @@ class StepCompareView;
 
 namespace trainscope::core {
 struct Spread;
+struct AnalysisResult;
 }
 
 namespace trainscope::app {
@@ -35,18 +37,33 @@ class CompareDialog : public QDialog {
   struct Source {
     QString title;
     std::shared_ptr<plots::TimelineData> data;
+    // The tab's analysis (SessionView::analysis()) when it has one: then only bytes, loss and
+    // the drawn step are read from the store, under its shared lock; without it the store is
+    // analysed whole (off the GUI thread either way).
+    std::shared_ptr<const core::AnalysisResult> analysis;
   };
   explicit CompareDialog(std::vector<Source> sources, QWidget* parent = nullptr);
   // Chooses the two sides and their step windows (INT_MIN/INT_MAX-like -1 = open end) and
   // recomputes; what the controls do.
   void setSides(int a, int b);
   void setWindows(int aFrom, int aTo, int bFrom, int bTo);
+  // Measures both windows off the GUI thread; computed() follows (a request while one runs is
+  // queued and runs after it).
   void recompute();
+  bool isComputing() const;
   QTableWidget* table() const { return table_; }
   plots::StepCompareView* stepView() const { return view_; }
   QString statusText() const;
 
+ signals:
+  void computed();
+
  private:
+  struct Side;
+  struct Result;
+  void showResult(const Result& r);
+  QFutureWatcher<std::shared_ptr<Result>>* watcher_;
+  bool again_ = false;
   std::vector<Source> sources_;
   QComboBox *a_, *b_;
   QSpinBox *aFrom_, *aTo_, *bFrom_, *bTo_;

@@ -345,21 +345,33 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
   undo_->setEnabled(false);
   auto live = live_;
   auto td = view_ ? view_->data() : nullptr;
-  watcher_.setFuture(QtConcurrent::run([live, td, changes, previous, isUndo] {
+  auto analysis = view_ ? view_->analysis() : nullptr;  // the tab's live analysis (every 2 s)
+  watcher_.setFuture(QtConcurrent::run([live, td, analysis, changes, previous, isUndo] {
     Reply r;
     r.isApply = true;
     r.isUndo = isUndo;
     r.changes = std::map<std::string, std::string>(changes.begin(), changes.end());
     r.previous = previous;
     if (td) {
-      // What was measured before, and what the model predicts: the change's record.
-      std::unique_lock lock(td->mutex);
-      const core::AnalysisResult a = core::analyzeStore(td->store);
-      const auto steps = core::completeSteps(a);
-      if (!steps.empty()) {
+      // What was measured before, and what the model predicts: the change's record. The step
+      // numbers come from the tab's analysis; only bytes and loss are read from the store, under
+      // its shared lock (the ingest and the painter go on).
+      auto measureBefore = [&r](const core::AnalysisResult& a, const core::TraceStore& store) {
+        const auto steps = core::completeSteps(a);
+        if (steps.empty()) return;
         const size_t first = steps.size() > static_cast<size_t>(kCompareSteps) ? steps.size() - kCompareSteps : 0;
-        r.before = core::measureWindow(a, td->store, steps[first], steps.back());
+        r.before = core::measureWindow(a, store, steps[first], steps.back());
         r.haveBefore = r.before.steps > 0;
+      };
+      if (analysis) {
+        std::shared_lock lock(td->mutex);
+        measureBefore(*analysis, td->store);
+      }
+      std::unique_lock lock(td->mutex);  // the what-if model's fit flushes and analyses
+      if (!r.haveBefore) {
+        // No live analysis yet (Apply within the first 2 s of the attach): analyse the store.
+        const core::AnalysisResult a = core::analyzeStore(td->store);
+        measureBefore(a, td->store);
       }
       if (auto model = core::WhatIfModel::fromSession(td->store)) {
         if (auto p = model->predict(r.changes)) {
@@ -399,11 +411,12 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
 void KnobsDock::updateComparison() {
   if (!change_.active || change_.afterComplete || compareWatcher_.isRunning() || !view_ || !view_->data()) return;
   auto td = view_->data();
+  auto analysis = view_->analysis();  // the tab's live analysis: the after-window's steps
+  if (!analysis) return;
   const int64_t from = change_.appliedStep;
-  compareWatcher_.setFuture(QtConcurrent::run([td, from]() -> std::pair<core::WindowMetrics, bool> {
-    std::unique_lock lock(td->mutex);
-    const core::AnalysisResult a = core::analyzeStore(td->store);
-    core::WindowMetrics w = core::measureWindow(a, td->store, from, from + kCompareSteps - 1);
+  compareWatcher_.setFuture(QtConcurrent::run([td, analysis, from]() -> std::pair<core::WindowMetrics, bool> {
+    std::shared_lock lock(td->mutex);  // bytes and loss only; the store is flushed at every release
+    core::WindowMetrics w = core::measureWindow(*analysis, std::as_const(td->store), from, from + kCompareSteps - 1);
     return {w, w.steps >= kCompareSteps};
   }));
 }

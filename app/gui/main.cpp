@@ -83,12 +83,30 @@ int main(int argc, char** argv) {
                     "With --screenshot when attached: keep streaming this long first (default 2).", "s",
                     "2"});
   parser.addOption({"save-session",
-                    "When attached: once every rank sent events, stream --live-seconds more, detach, save "
-                    "the tab's session to this .tsdb and quit (what File → Save Session As… writes).",
+                    "When attached: record every event the tab receives into this .tsdb (also those "
+                    "--live-window lets go); once every rank sent events, stream --live-seconds more, "
+                    "detach, close the file and quit.",
                     "tsdb"});
+  parser.addOption({"live-window",
+                    "Live tabs keep the last SECONDS of events in memory (default 600; 0 keeps "
+                    "everything). Older events leave memory; --save-session still records them all.",
+                    "seconds", "600"});
   parser.process(app);
 
   trainscope::app::MainWindow window;
+  {
+    bool ok = false;
+    const double w = parser.value("live-window").toDouble(&ok);
+    if (!ok || w < 0) {
+      std::fprintf(stderr, "trainscope: --live-window wants seconds >= 0, not '%s'\n",
+                   parser.value("live-window").toUtf8().constData());
+      return 2;
+    }
+    window.setLiveWindowSeconds(w);
+  }
+  // --save-session records the attached tab from the start (every event, also those the live
+  // window lets go), as `trainscope-cli record` does.
+  if (parser.isSet("save-session")) window.setRecordPathForNextAttach(parser.value("save-session"));
   window.show();
   const QStringList files = parser.positionalArguments();
   const QString shotPath = parser.value("screenshot");
@@ -124,7 +142,6 @@ int main(int argc, char** argv) {
                        QTimer::singleShot(liveMs, &window, [&window, &parser] {
                          auto* v = window.currentView();
                          if (!v) QCoreApplication::exit(1);
-                         v->detach();
                          QObject::connect(v, &trainscope::app::SessionView::saved, &window, [](const QString& path) {
                            std::printf("saved %s\n", path.toUtf8().constData());
                            std::fflush(stdout);
@@ -135,7 +152,7 @@ int main(int argc, char** argv) {
                                             std::fprintf(stderr, "trainscope: %s\n", msg.toUtf8().constData());
                                             QCoreApplication::exit(1);
                                           });
-                         v->saveAs(parser.value("save-session"));
+                         v->finishRecording();  // closes the recording: saved() or failed()
                        });
                    });
   if (!shotPath.isEmpty())

@@ -10,6 +10,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
@@ -22,7 +23,9 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QTreeView>
+#include <cmath>
 #include <mutex>
+#include <utility>
 #include <tuple>
 
 #include "analysis_dock.h"
@@ -203,6 +206,15 @@ void MainWindow::buildMenus() {
       liveReadySent_ = false;
       v->reattach();
     }
+  });
+  job->addAction(tr("Live &Window…"), this, [this] {
+    bool ok = false;
+    const double s = QInputDialog::getDouble(
+        this, tr("Live window"),
+        tr("Keep the last … seconds of a live job in memory (0: everything).\nOlder events leave "
+           "memory; a recording (--save-session) still gets them."),
+        liveWindowSeconds_, 0, 7 * 24 * 3600, 1, &ok);
+    if (ok) setLiveWindowSeconds(s);
   });
   followAction_ = job->addAction(tr("&Follow Live Data"));
   followAction_->setCheckable(true);
@@ -400,7 +412,7 @@ CompareDialog* MainWindow::openCompare() {
   std::vector<CompareDialog::Source> sources;
   for (int i = 0; i < tabs_->count(); ++i)
     if (auto* v = qobject_cast<SessionView*>(tabs_->widget(i)); v && v->data())
-      sources.push_back({tabs_->tabText(i), v->data()});
+      sources.push_back({tabs_->tabText(i), v->data(), v->analysis()});
   if (sources.empty()) {
     reportError(tr("Compare Sessions"), tr("Open a session or attach to a job first."));
     return nullptr;
@@ -465,7 +477,8 @@ void MainWindow::openFiles(const QStringList& paths) {
 void MainWindow::attachEntries(std::vector<core::discovery::Entry> entries, const QString& label) {
   liveReadySent_ = false;
   SessionView* v = addView(label);
-  v->attach(std::move(entries), label);
+  v->setLiveWindowSeconds(liveWindowSeconds_);
+  v->attach(std::move(entries), label, std::exchange(nextRecordPath_, QString()));
   knobsDock_->setView(v);
   analysisDockWidget_->show();
   knobsDockWidget_->show();
@@ -483,6 +496,18 @@ bool MainWindow::attachJob(const QString& jobId, QString* error) {
   attachEntries(std::move(entries).value(), tr("job %1 (live)").arg(jobId));
   return true;
 }
+
+void MainWindow::setLiveWindowSeconds(double seconds) {
+  liveWindowSeconds_ = std::max(0.0, seconds);
+  if (SessionView* v = currentView(); v && v->canReattach()) v->setLiveWindowSeconds(liveWindowSeconds_);
+}
+
+namespace {
+QString windowText(double seconds) {
+  if (seconds >= 120 && std::fmod(seconds, 60) == 0) return MainWindow::tr("%1 min").arg(seconds / 60);
+  return MainWindow::tr("%1 s").arg(seconds);
+}
+}  // namespace
 
 void MainWindow::attachFirst(int timeoutMs) {
   // Polls discovery (a directory listing) until a job with all its ranks shows up.
@@ -628,6 +653,20 @@ void MainWindow::updateStatus() {
             .arg(st.message.empty() ? QString()
                                     : QStringLiteral(" — ") + QString::fromStdString(st.message)));
     statusEvents_->setText(tr("%1 events").arg(loc.toString(static_cast<qulonglong>(st.events))));
+    statusEvents_->setToolTip({});
+    if (const uint64_t gone = v->data() ? v->data()->evictedEvents.load() : 0; gone > 0) {
+      // Live retention let older events go: say so, and where they are.
+      const QString where = v->recordingPath().isEmpty()
+                                ? tr("not kept (record with --save-session to keep them)")
+                                : tr("in %1").arg(v->recordingPath());
+      statusEvents_->setText(tr("%1 events · showing the last %2; %3 older ones left memory")
+                                 .arg(loc.toString(static_cast<qulonglong>(st.events)),
+                                      windowText(v->liveWindowSeconds()),
+                                      loc.toString(static_cast<qulonglong>(gone))));
+      statusEvents_->setToolTip(tr("Live window (Job → Live Window…): events older than the window left "
+                                   "memory; they are %1")
+                                    .arg(where));
+    }
     statusRate_->setText(tr("%1 events/s").arg(loc.toString(st.eventsPerSecond, 'f', 0)));
     statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(st.dropped))));
     statusDrops_->setStyleSheet(st.dropped ? "color: #b00000;" : "");

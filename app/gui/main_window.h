@@ -48,6 +48,12 @@ class MainWindow : public QMainWindow {
   bool attachJob(const QString& jobId, QString* error);
   // Attaches to the first local job that appears within timeoutMs; failed() when none does.
   void attachFirst(int timeoutMs);
+  // Live retention for tabs attached from now on (and the current one): events older than this
+  // leave memory; 0 keeps everything (docs/RELIABILITY.md, "Live memory").
+  void setLiveWindowSeconds(double seconds);
+  double liveWindowSeconds() const { return liveWindowSeconds_; }
+  // The next attached tab also records every event into this .tsdb (trainscope --save-session).
+  void setRecordPathForNextAttach(const QString& path) { nextRecordPath_ = path; }
   SessionView* currentView() const;
   // File → Export Configuration: the current tab's knob values in force at the end and their
   // measurements as a tuned configuration (docs/FORMATS.md). False and a message on failure.
@@ -116,6 +122,8 @@ class MainWindow : public QMainWindow {
   QTimer* statusTimer_;
   int treeTicks_ = 0;
   bool liveReadySent_ = false;
+  double liveWindowSeconds_ = 600;  // SessionView::kDefaultLiveWindowSeconds
+  QString nextRecordPath_;
   SessionView* endedShown_ = nullptr;
 };
 

@@ -17,7 +17,10 @@ constexpr int kLiveAnalysisMs = 2000;
 }
 
 SessionView::SessionView(QWidget* parent)
-    : QWidget(parent), timeline_(new plots::TimelineWidget), analysisTimer_(new QTimer(this)) {
+    : QWidget(parent),
+      timeline_(new plots::TimelineWidget),
+      analysisTimer_(new QTimer(this)),
+      windowNs_(std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(kDefaultLiveWindowSeconds * 1e9))) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(0, 0, 0, 0);
   lay->addWidget(timeline_);
@@ -30,6 +33,11 @@ SessionView::~SessionView() {
   watcher_.waitForFinished();
   analysisWatcher_.waitForFinished();
   if (live_) live_->detach();
+  if (recorder_) (void)recorder_->close();
+}
+
+void SessionView::setLiveWindowSeconds(double seconds) {
+  windowNs_->store(seconds > 0 ? static_cast<int64_t>(seconds * 1e9) : 0);
 }
 
 QString SessionView::title() const {
@@ -110,8 +118,12 @@ void SessionView::openFiles(const QStringList& paths) {
   });
 }
 
-void SessionView::attach(std::vector<core::discovery::Entry> entries, const QString& label) {
+void SessionView::attach(std::vector<core::discovery::Entry> entries, const QString& label,
+                         const QString& recordPath) {
   if (live_) live_->detach();
+  if (recorder_) (void)recorder_->close();
+  recorder_.reset();
+  recordPath_.clear();
   entries_ = entries;
   label_ = label;
   path_.clear();
@@ -127,6 +139,20 @@ void SessionView::attach(std::vector<core::discovery::Entry> entries, const QStr
   o.client.timeoutMs = 3000;
   o.createdBy = std::string("trainscope (live attach) ") + TRAINSCOPE_VERSION;
   live_ = std::make_shared<core::LiveSession>(std::move(entries), o);
+  if (!recordPath.isEmpty()) {
+    // As `record`: committed at least every second, so a crash loses about a second.
+    core::SessionWriter::Options wo;
+    wo.commitMs = 1000;
+    auto w = core::SessionWriter::create(recordPath.toStdString(), wo);
+    if (!w) {
+      emit failed(recordPath, QString::fromStdString(w.status().message()));
+    } else {
+      recorder_ = std::move(w).value();
+      recordPath_ = recordPath;
+      for (const auto& [k, v] : live_->metadata()) (void)recorder_->putMetadata(k, v);
+      live_->setWriter(recorder_.get());
+    }
+  }
   startStreaming();
 }
 
@@ -137,7 +163,33 @@ void SessionView::startStreaming() {
   t.store = &data_->store;
   t.mutex = &data_->mutex;
   std::shared_ptr<plots::TimelineData> d = data_;  // the engine's target lives as long as the engine
-  t.underLock = [d] { return d->model.update(); };
+  auto window = windowNs_;
+  auto analyzer = analyzer_;
+  t.underLock = [d, window, analyzer] {
+    bool layout = d->model.update();
+    // Live retention: once the oldest event in memory is more than window + window/8 older than
+    // the newest, drop everything that starts before newest - window -- but nothing the analyser
+    // still has to read (a step it has not analysed yet). Whole chunks of 1/8 window, so the
+    // cost (moving the kept part down once) is amortised over window/8 of new events.
+    const int64_t w = window->load();
+    if (w > 0 && d->model.eventCount() > 0) {
+      const int64_t newest = d->model.spanEnd();
+      const int64_t chunk = std::max<int64_t>(w / 8, 1);
+      if (d->model.spanStart() < newest - w - chunk) {
+        const int64_t cutoff = std::min(newest - w, analyzer ? analyzer->safeEvictBeforeNs() : newest - w);
+        if (cutoff > d->model.spanStart()) {
+          const std::vector<size_t> dropped = d->store.evictBefore(cutoff);
+          d->model.evict(dropped, cutoff);
+          if (analyzer) analyzer->evicted(dropped, cutoff);
+          d->evictedEvents.store(d->store.evictedEvents());
+          d->evictedBeforeNs.store(d->store.evictedBeforeNs());
+          ++d->evictionGeneration;
+          layout = true;
+        }
+      }
+    }
+    return layout;
+  };
   t.afterUnlock = [d](bool layout) {
     if (layout) ++d->layoutGeneration;
     ++d->generation;
@@ -146,6 +198,21 @@ void SessionView::startStreaming() {
   analysisTimer_->start(kLiveAnalysisMs);
   timeline_->setFollow(true);
   live_->start();
+}
+
+void SessionView::finishRecording() {
+  if (!recorder_) return;
+  detach();  // the engine writes its final metadata first
+  core::Status s = recorder_->failure();
+  const core::Status c = recorder_->close();
+  if (s.isOk()) s = c;
+  recorder_.reset();
+  const QString path = recordPath_;
+  recordPath_.clear();
+  if (s.isOk())
+    emit saved(path);
+  else
+    emit failed(path, QString::fromStdString(s.message()));
 }
 
 void SessionView::detach() {

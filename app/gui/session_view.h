@@ -7,6 +7,8 @@
 #include <QFutureWatcher>
 #include <QWidget>
 
+#include <atomic>
+
 class QTimer;
 #include <map>
 #include <memory>
@@ -39,9 +41,23 @@ class SessionView : public QWidget {
   void openFiles(const QStringList& paths);
   bool isBusy() const { return watcher_.isRunning(); }
 
-  // Attaches to these ranks (one job) and streams into a fresh timeline.
-  void attach(std::vector<core::discovery::Entry> entries, const QString& label);
+  // Attaches to these ranks (one job) and streams into a fresh timeline. With recordPath, every
+  // event also goes to that .tsdb as it arrives (a SessionWriter on the engine, as `record`
+  // does), so the file holds what the live window let go; finishRecording() closes it.
+  void attach(std::vector<core::discovery::Entry> entries, const QString& label,
+              const QString& recordPath = {});
   void detach();
+  // Live retention (docs/RELIABILITY.md, "Live memory"): events that start more than this long
+  // before the newest leave memory, in chunks of 1/8 of it; 0 keeps everything. Applies to a
+  // running tab at its next ingest round.
+  void setLiveWindowSeconds(double seconds);
+  // The window a new tab starts with (MainWindow::setLiveWindowSeconds, trainscope --live-window).
+  static constexpr double kDefaultLiveWindowSeconds = 600;
+  double liveWindowSeconds() const { return static_cast<double>(windowNs_->load()) / 1e9; }
+  // The file this tab records into while live (empty: none).
+  QString recordingPath() const { return recordPath_; }
+  // Closes the recording (after detach()): saved() or failed() follows, at once.
+  void finishRecording();
   void reattach();
   bool isLive() const;
   bool canReattach() const { return !entries_.empty(); }
@@ -115,6 +131,9 @@ class SessionView : public QWidget {
   double analysisMs_ = 0;
   QFutureWatcher<Analysis> analysisWatcher_;
   QTimer* analysisTimer_;
+  std::shared_ptr<std::atomic<int64_t>> windowNs_;
+  std::unique_ptr<core::SessionWriter> recorder_;
+  QString recordPath_;
 };
 
 }  // namespace trainscope::app

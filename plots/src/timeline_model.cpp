@@ -147,6 +147,53 @@ bool TimelineModel::update() {
   return added;
 }
 
+void TimelineModel::evict(const std::vector<size_t>& dropped, int64_t cutoffNs) {
+  for (core::TrackId t = 0; t < dropped.size() && t < tracks_.size(); ++t) {
+    const size_t k = dropped[t];
+    if (k == 0) continue;
+    TrackState& ts = tracks_[t];
+    const TrackEvents& ev = store_.rawEvents(t);
+    for (uint32_t r : ts.rows) {
+      TimelineRow& row = rows_[r];
+      // Row indices ascend, so the evicted ones (< k) are a prefix of the row.
+      const uint32_t* b = row.events.data();
+      const size_t n = row.events.size();
+      const size_t p = static_cast<size_t>(std::lower_bound(b, b + n, static_cast<uint32_t>(k)) - b);
+      if (p == 0) {
+        for (size_t j = 0; j < n; ++j) row.events[j] -= static_cast<uint32_t>(k);
+        continue;
+      }
+      core::PodColumn<uint32_t> kept;
+      kept.reserve(n - p);
+      std::swap(kept, row.events);
+      row.events.clear();
+      row.coarse.clear();
+      row.coarseEnd.clear();
+      for (size_t j = p; j < n; ++j) pushEvent(row, ev, kept[j] - k);
+      if (row.events.empty()) row.lastEnd = std::numeric_limits<int64_t>::min();
+    }
+    ts.seen -= std::min(ts.seen, k);
+    events_ -= std::min<uint64_t>(events_, k);
+  }
+  auto before = [cutoffNs](const TimelineMark& m) { return m.start < cutoffNs; };
+  auto dropMarks = [&](std::vector<TimelineMark>& v) {
+    // Sorted by start (update() sorts them), so the marks to drop are a prefix.
+    v.erase(v.begin(), std::partition_point(v.begin(), v.end(), before));
+  };
+  dropMarks(steps_);
+  dropMarks(knobs_);
+  for (auto& [rank, v] : phases_) dropMarks(v);
+  spanStart_ = std::numeric_limits<int64_t>::max();
+  spanEnd_ = std::numeric_limits<int64_t>::min();
+  for (core::TrackId t = 0; t < store_.trackCount(); ++t) {
+    const TrackEvents& e = store_.rawEvents(t);
+    if (e.empty()) continue;
+    spanStart_ = std::min(spanStart_, e.minStart());
+    spanEnd_ = std::max(spanEnd_, e.maxEnd());
+  }
+  if (spanStart_ > spanEnd_) spanStart_ = spanEnd_ = 0;
+}
+
 void TimelineModel::noteMarks(core::TrackId t, size_t from, size_t to) {
   const TrackEvents& ev = store_.rawEvents(t);
   const core::RankId rank = store_.track(t).rank;

@@ -302,12 +302,22 @@ void TimelineWidget::paintRuler(QPainter& p) {
         t == origin ? QStringLiteral("0") : QStringLiteral("+") + layout::formatDuration(t - origin, tick);
     if (x + 3 + p.fontMetrics().horizontalAdvance(label) < x0 + w) p.drawText(QPointF(x + 3, 13), label);
   }
+  // Live retention: the time before the cutoff left memory -- shaded on the axis, with a word.
+  if (const int64_t cut = data_->evictedBeforeNs.load(); data_->evictedEvents.load() > 0 && cut > zoom_.start()) {
+    const double xc = x0 + std::min(w, zoom_.timeToX(std::min(cut, zoom_.end()), w));
+    p.fillRect(QRectF(x0, 0, xc - x0, layout::kAxisHeight), QColor(0xe2, 0xe4, 0xe8));
+    p.setPen(QColor(0x50, 0x50, 0x50));
+    const QString text = tr("older events left memory");
+    if (xc - x0 > p.fontMetrics().horizontalAdvance(text) + 8)
+      p.drawText(QRectF(x0, 0, xc - x0 - 4, layout::kAxisHeight), Qt::AlignVCenter | Qt::AlignRight, text);
+  }
   // Left corner: the visible width.
   p.fillRect(QRect(0, 0, x0, layout::kRulerHeight), QColor(0xff, 0xff, 0xff));
   p.setPen(QColor(0x20, 0x20, 0x20));
   p.drawText(
       QRect(6, 0, x0 - 8, layout::kAxisHeight), Qt::AlignVCenter | Qt::AlignLeft,
-      tr("view %1").arg(layout::formatDuration(zoom_.width())) + (follow_ ? tr(" · following") : QString()));
+      tr("view %1").arg(layout::formatDuration(zoom_.width())) + (follow_ ? tr(" · following") : QString()) +
+          (data_->evictedEvents.load() > 0 ? tr(" · window") : QString()));
   p.setPen(QColor(0x60, 0x60, 0x60));
   p.drawText(QRect(6, layout::kAxisHeight, x0 - 8, layout::kMarksHeight), Qt::AlignVCenter | Qt::AlignLeft,
              tr("steps · knob changes"));

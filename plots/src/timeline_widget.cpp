@@ -42,6 +42,7 @@ void TimelineWidget::setData(std::shared_ptr<TimelineData> data) {
   boxStats_.reset();
   seenGeneration_ = 0;
   seenLayout_ = UINT64_MAX;
+  seenEviction_ = data_ ? data_->evictionGeneration.load() : 0;
   firstData_ = true;
   onTick();
   update();
@@ -180,6 +181,24 @@ void TimelineWidget::onTick() {
   std::shared_lock lock(data_->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;  // the writer is busy; next tick
   seenGeneration_ = gen;
+  if (const uint64_t ev = data_->evictionGeneration.load(); ev != seenEviction_) {
+    // Older events left the store (live retention): indices moved. Find the selected event again
+    // by its times; it is gone when it was older than the window.
+    seenEviction_ = ev;
+    if (selected_.valid()) {
+      const core::TrackEvents& trk = data_->store.rawEvents(selected_.track);
+      EventRef again;
+      trk.forEachOverlapping(selStart_, std::max(selEnd_, selStart_ + 1), [&](size_t i) {
+        if (!again.valid() && trk.start(i) == selStart_ && trk.end(i) == selEnd_)
+          again = {selected_.track, static_cast<uint32_t>(i)};
+      });
+      selected_ = again;
+      links_ = again.valid() ? data_->model.linkedEvents(again) : std::vector<TimelineModel::Link>{};
+      if (!again.valid()) emit eventSelected(selected_);
+    }
+  } else {
+    rememberSelection();
+  }
   if (lay != seenLayout_) relayout();
   const TimelineModel& m = data_->model;
   if (m.eventCount() == 0) return;
@@ -304,6 +323,7 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
   }
   selected_ = data_->model.ref(hit->first, hit->second);
   links_ = data_->model.linkedEvents(selected_);
+  rememberSelection();
   lock.unlock();
   emit eventSelected(selected_);
   update();
@@ -454,12 +474,21 @@ void TimelineWidget::showRow(size_t row) {
   }
 }
 
+void TimelineWidget::rememberSelection() {  // data_->mutex held
+  if (!selected_.valid() || selected_.track >= data_->store.trackCount()) return;
+  const core::TrackEvents& trk = data_->store.rawEvents(selected_.track);
+  if (selected_.index >= trk.size()) return;
+  selStart_ = trk.start(selected_.index);
+  selEnd_ = trk.end(selected_.index);
+}
+
 void TimelineWidget::selectEvent(EventRef ev, bool reveal) {
   if (!data_) return;
   {
     std::shared_lock lock(data_->mutex);
     selected_ = ev;
     links_ = data_->model.linkedEvents(ev);
+    rememberSelection();
     if (reveal && ev.valid()) {
       auto row = data_->model.rowOf(ev);
       if (row) {

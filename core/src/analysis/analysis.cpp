@@ -283,6 +283,59 @@ int Analyzer::analysedSteps() const {
   return static_cast<int>(s_->done.size());
 }
 
+int64_t Analyzer::safeEvictBeforeNs() const {
+  if (s_->newestByRank.empty()) return INT64_MIN;
+  int64_t safe = s_->scanFrom;
+  // Steps are analysed in order, so the pending ones are the newest: walk back to the first
+  // analysed one (O(pending), not O(steps)).
+  for (const auto& [rank, ws] : s_->windows)
+    for (auto it = ws.rbegin(); it != ws.rend() && !s_->done.count(it->first); ++it)
+      safe = std::min(safe, it->second.start);
+  return safe;
+}
+
+void Analyzer::evicted(const std::vector<size_t>& dropped, int64_t cutoffNs) {
+  AnalyzerState& st = *s_;
+  // The per-step state of analysed steps that ended, on every rank, before the cutoff goes with
+  // their events: the live analysis covers the window (its memory is bounded by it too).
+  std::map<int64_t, int64_t> lastEnd;  // step -> latest window end over ranks
+  for (const auto& [rank, ws] : st.windows)
+    for (const auto& [n, w] : ws) {
+      auto [it, fresh] = lastEnd.try_emplace(n, w.end);
+      if (!fresh) it->second = std::max(it->second, w.end);
+    }
+  std::set<int64_t> gone;
+  for (const auto& [n, end] : lastEnd)
+    if (end < cutoffNs && st.done.count(n)) gone.insert(n);
+  if (!gone.empty()) {
+    for (auto& [rank, ws] : st.windows) std::erase_if(ws, [&](const auto& kv) { return gone.count(kv.first) > 0; });
+    std::erase_if(st.records, [&](const RankStepRecord& r) { return gone.count(r.step) > 0; });
+    std::erase_if(st.critical, [&](const auto& kv) { return gone.count(kv.first) > 0; });
+    std::erase_if(st.done, [&](int64_t n) { return gone.count(n) > 0; });
+    std::erase_if(st.incompleteSeen, [&](const auto& rn) { return gone.count(rn.second) > 0; });
+  }
+  std::erase_if(st.accuracySamples, [&](const auto& kv) { return kv.first.second < cutoffNs; });
+  for (auto& [rank, byName] : st.discoBench)
+    for (auto& [name, series] : byName) std::erase_if(series, [&](const auto& kv) { return kv.first < cutoffNs; });
+
+  auto rebase = [&](std::vector<EventRef>& refs) {
+    size_t out = 0;
+    for (const EventRef& r : refs) {
+      const size_t k = r.track < dropped.size() ? dropped[r.track] : 0;
+      if (r.index < k) continue;
+      refs[out++] = {r.track, static_cast<uint32_t>(r.index - k)};
+    }
+    refs.resize(out);
+    if (refs.capacity() > 2 * out + 16) refs.shrink_to_fit();
+  };
+  for (RankStepRecord& rec : st.records) {
+    for (BucketRecord& b : rec.buckets) rebase(b.refs);
+    for (LayerRecord& l : rec.layers) rebase(l.refs);
+    rebase(rec.opRefs);
+    std::erase_if(rec.overlays, [cutoffNs](const Overlay& o) { return o.endNs < cutoffNs; });
+  }
+}
+
 AnalysisResult analyzeStore(TraceStore& store) {
   Analyzer a;
   (void)a.finish(store);

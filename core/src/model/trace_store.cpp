@@ -1,6 +1,7 @@
 #include "trainscope/core/model/trace_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -134,6 +135,36 @@ void TrackEvents::shrinkToFit() {
   attrs_.shrink_to_fit();
 }
 
+size_t TrackEvents::countStartingBefore(int64_t t) const {
+  const int64_t* b = start_.data();
+  return static_cast<size_t>(std::lower_bound(b, b + sortedPrefix_, t) - b);
+}
+
+void TrackEvents::evictFront(size_t k) {
+  k = std::min(k, sortedPrefix_);
+  if (k == 0) return;
+  const size_t n = start_.size();
+  auto drop = [k, n](auto& col) {
+    using T = std::remove_reference_t<decltype(col[0])>;
+    std::memmove(col.data(), col.data() + k, (n - k) * sizeof(T));
+    col.truncate(n - k);
+  };
+  if (!attrs_.empty()) {
+    const uint32_t a0 = k < n ? attrBegin_[k] : static_cast<uint32_t>(attrs_.size());
+    const size_t na = attrs_.size();
+    std::memmove(attrs_.data(), attrs_.data() + a0, (na - a0) * sizeof(Attr));
+    attrs_.truncate(na - a0);
+    for (size_t i = k; i < n; ++i) attrBegin_[i] -= a0;
+  }
+  drop(start_);
+  drop(end_);
+  drop(name_);
+  drop(kind_);
+  drop(attrBegin_);
+  sortedPrefix_ -= k;
+  // maxDuration_ and maxEnd_ stay: upper bounds, which is all the queries need.
+}
+
 // ---------------------------------------------------------------------------------------------
 // TraceStore
 // ---------------------------------------------------------------------------------------------
@@ -198,6 +229,21 @@ std::pair<int64_t, int64_t> TraceStore::timeSpan() const {
   }
   if (lo > hi) return {0, 0};
   return {lo, hi};
+}
+
+std::vector<size_t> TraceStore::evictBefore(int64_t cutoffNs) {
+  std::vector<size_t> dropped(events_.size(), 0);
+  for (size_t t = 0; t < events_.size(); ++t) {
+    TrackEvents& ev = events_[t];
+    ev.flush();
+    const size_t k = ev.countStartingBefore(cutoffNs);
+    ev.evictFront(k);
+    dropped[t] = k;
+    eventCount_ -= k;
+    evictedEvents_ += k;
+  }
+  evictedBeforeNs_ = std::max(evictedBeforeNs_, cutoffNs);
+  return dropped;
 }
 
 size_t TraceStore::memoryBytes() const {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 namespace trainscope::core {
@@ -42,6 +43,11 @@ std::vector<int64_t> completeSteps(const AnalysisResult& a) {
 }
 
 WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t fromStep, int64_t toStep) {
+  store.flush();
+  return measureWindow(a, std::as_const(store), fromStep, toStep);
+}
+
+WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, int64_t fromStep, int64_t toStep) {
   WindowMetrics w;
   w.fromStep = fromStep;
   w.toStep = toStep;
@@ -101,27 +107,36 @@ WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t 
   const StringId calibrateName = store.strings().find("calibrate").value_or(UINT32_MAX);
   std::map<int64_t, std::map<RankId, double>> bytes;
   std::map<int64_t, std::pair<double, int>> loss;
-  for (TrackId t = 0; t < store.trackCount(); ++t) {
+  // Only the events around the window's steps are read: from one window length before its
+  // first step to one after its last (a step's loss counter may be stamped just after the step).
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& [r, v] : windows)
+    for (const auto& [s0, s1, n] : v) {
+      lo = std::min(lo, s0);
+      hi = std::max(hi, s1);
+    }
+  const int64_t margin = lo < hi ? hi - lo : 0;
+  for (TrackId t = 0; t < store.trackCount() && lo <= hi; ++t) {
     const RankId r = store.track(t).rank;
     auto wit = windows.find(r);
     if (wit == windows.end()) continue;
     const auto& win = wit->second;
-    const TrackEvents& ev = store.events(t);
-    for (size_t i = 0; i < ev.size(); ++i) {
+    const TrackEvents& ev = store.rawEvents(t);
+    ev.forEachOverlapping(lo - margin, hi + margin + 1, [&](size_t i) {
       const EventKind k = ev.kind(i);
       const bool isBytes =
           (k == EventKind::Collective && ev.name(i) != calibrateName) || k == EventKind::P2PSend;
       const bool isLoss = k == EventKind::Counter && ev.name(i) == lossName;
-      if (!isBytes && !isLoss) continue;
+      if (!isBytes && !isLoss) return;
       int64_t step = INT64_MIN;
       if (const Attr* s = ev.findAttr(i, AttrKey::Step); s && isLoss) {
         step = s->asInt();
-        if (!inWindow(step, fromStep, toStep)) continue;
+        if (!inWindow(step, fromStep, toStep)) return;
       } else {
         auto it = std::upper_bound(win.begin(), win.end(), std::tuple{ev.start(i), INT64_MAX, INT64_MAX});
-        if (it == win.begin()) continue;
+        if (it == win.begin()) return;
         --it;
-        if (ev.start(i) > std::get<1>(*it)) continue;
+        if (ev.start(i) > std::get<1>(*it)) return;
         step = std::get<2>(*it);
       }
       if (isBytes) {
@@ -134,7 +149,7 @@ WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t 
         loss[step].first += v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt());
         ++loss[step].second;
       }
-    }
+    });
   }
   std::vector<double> by;
   for (const auto& [step, perRank] : bytes) {

@@ -24,6 +24,12 @@ struct TimelineData {
   // Bumped (after unlocking) whenever the content changed; rows added bump layoutGeneration.
   std::atomic<uint64_t> generation{0};
   std::atomic<uint64_t> layoutGeneration{0};
+  // Live retention (docs/RELIABILITY.md, "Live memory"): bumped after older events left the store
+  // (event indices held outside the lock are void then), with what left and the cutoff, for
+  // the status bar and the ruler.
+  std::atomic<uint64_t> evictionGeneration{0};
+  std::atomic<uint64_t> evictedEvents{0};
+  std::atomic<int64_t> evictedBeforeNs{INT64_MIN};
 };
 
 }  // namespace trainscope::plots

@@ -90,6 +90,10 @@ class TimelineModel {
   // Takes the events appended since the last rebuild()/update(). Returns true when rows were
   // added (the layout changed), as opposed to only rows growing.
   bool update();
+  // The store dropped `dropped[t]` events from the front of track t (TraceStore::evictBefore with
+  // cutoffNs; call after update()). Rows drop those positions and re-base the rest; step, knob
+  // and phase marks that start before the cutoff go. O(events kept of the touched rows).
+  void evict(const std::vector<size_t>& dropped, int64_t cutoffNs);
 
   // Rows in display order: by rank, then track kind, then track id, then level / counter name.
   size_t rowCount() const { return order_.size(); }

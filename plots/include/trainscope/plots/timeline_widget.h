@@ -160,7 +160,10 @@ class TimelineWidget : public QWidget {
   std::set<core::RankId> collapsed_;
   std::set<RowKey> pinnedKeys_;
 
+  void rememberSelection();
   EventRef selected_;
+  int64_t selStart_ = 0, selEnd_ = 0;  // selected_'s times, to find it again after an eviction
+  uint64_t seenEviction_ = 0;
   std::vector<TimelineModel::Link> links_;
   std::optional<int64_t> boxT0_, boxT1_;
   std::vector<size_t> boxRows_;

@@ -293,6 +293,18 @@ class Analyzer {
   AnalysisResult result(const TraceStore& store) const;
   int analysedSteps() const;
 
+  // Live retention (TraceStore::evictBefore): events that start before this time are no longer
+  // needed -- every step window that starts earlier is analysed, and instants (steps, knob
+  // changes, counters) are scanned up to it. INT64_MIN before the first update().
+  int64_t safeEvictBeforeNs() const;
+  // The store dropped dropped[t] events from the front of track t (those starting before
+  // cutoffNs): the per-step state of analysed steps that ended before the cutoff on every rank
+  // goes too (records, critical path, windows; accuracy and DISCO samples before it), so the
+  // result then covers the steps still in memory and the analyser's memory is bounded like the
+  // store's. Cumulative tables (bandwidth classes, knob changes) stay. The kept events' indices
+  // (metric sources) are re-based and overlays that end before the cutoff go.
+  void evicted(const std::vector<size_t>& dropped, int64_t cutoffNs);
+
  private:
   std::unique_ptr<AnalyzerState> s_;
 };

@@ -73,6 +73,11 @@ class TrackEvents {
   bool flush();
   // Gives back spare capacity (call when a session is complete).
   void shrinkToFit();
+  // Drops the first k events (k <= the sorted prefix): the columns' live part moves down once,
+  // capacity is kept for the events still to come. Indices of the remaining events drop by k.
+  void evictFront(size_t k);
+  // Events in the sorted prefix that start before t (what evictFront would drop for cutoff t).
+  size_t countStartingBefore(int64_t t) const;
 
  private:
   PodColumn<int64_t> start_;
@@ -122,6 +127,15 @@ class TraceStore {
   std::pair<int64_t, int64_t> timeSpan() const;
   size_t memoryBytes() const;
 
+  // Live retention (docs/RELIABILITY.md, "Live memory"): drops, from every track, the events
+  // that start before cutoffNs, flushing first. Returns the count dropped per track (indexed by
+  // TrackId; all zero when nothing went); indices into a track drop by its count. Ranks, tracks,
+  // strings and metadata stay.
+  std::vector<size_t> evictBefore(int64_t cutoffNs);
+  // Events dropped by evictBefore so far, and the latest cutoff (INT64_MIN: none yet).
+  uint64_t evictedEvents() const { return evictedEvents_; }
+  int64_t evictedBeforeNs() const { return evictedBeforeNs_; }
+
   // Free-form session metadata ("job_id", "clock_domain", "created_by", ...).
   std::map<std::string, std::string>& metadata() { return metadata_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -137,6 +151,8 @@ class TraceStore {
   std::map<std::tuple<RankId, TrackKind, int64_t>, TrackId> trackIndex_;
   std::map<std::string, std::string> metadata_;
   size_t eventCount_ = 0;
+  uint64_t evictedEvents_ = 0;
+  int64_t evictedBeforeNs_ = INT64_MIN;
 };
 
 }  // namespace trainscope::core

@@ -32,7 +32,12 @@ struct WindowMetrics {
   double lossSlopePerStep = kNaN;    // least-squares slope of loss over the window's steps
 };
 
-// The metrics of steps [fromStep, toStep] of an analysed store (`a` = analyzeStore(store)).
+// The metrics of steps [fromStep, toStep] of an analysed store: step times, bubbles, overlap and
+// exposed communication from `a` (analyzeStore(store), or a live tab's incremental analysis of it);
+// only bytes and loss are read from the store, and only its events around the window's steps.
+// The const form needs a flushed store (a live store is flushed at every lock release), so a
+// shared lock is enough; the other flushes first.
+WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, int64_t fromStep, int64_t toStep);
 WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t fromStep, int64_t toStep);
 
 // The steps with a complete window in `a`, in order.

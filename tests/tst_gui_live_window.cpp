@@ -1,0 +1,169 @@
+// The live GUI's memory bound (issue 19, item 7; docs/RELIABILITY.md "Live memory"): the real
+// main window (offscreen) attached to the real reference job (`trainscope-cli demo`, 2 MPI ranks
+// of trainscope-train) with a 2 s live window while recording the session. Events older than the
+// window leave memory while the job runs for many windows; the newest are all there; the
+// recording holds every event (those in memory plus those that left, exactly); the timeline
+// model and the analysis stay consistent with what is in memory; the status bar says so.
+#include <QLabel>
+#include <QStatusBar>
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+#include <QSignalSpy>
+
+#include "live_test_support.h"
+#include "main_window.h"
+#include "session_view.h"
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/session/tsdb.h"
+#include "trainscope/plots/timeline_data.h"
+
+using namespace trainscope;
+
+using live_test::bin;
+
+class TstGuiLiveWindow : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  live_test::DemoJob job_;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-train")))
+      QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    qputenv("XDG_CONFIG_HOME", dir_.filePath("config").toUtf8());
+    live_test::usePrivateRuntimeDir(dir_);
+    job_ = live_test::startDemo({"--ranks", "2", "--steps", "1000000", "--", "--step-delay-ms", "2"},
+                                "dp.compression");
+    QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
+  }
+
+  void windowBoundsMemoryAndTheRecordingKeepsEverything() {
+    const QString file = dir_.filePath("window.tsdb");
+    constexpr double kWindowS = 2;
+    const int64_t windowNs = static_cast<int64_t>(kWindowS * 1e9);
+    app::MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    w.setLiveWindowSeconds(kWindowS);
+    w.setRecordPathForNextAttach(file);
+    QString error;
+    QVERIFY2(w.attachJob(job_.id, &error), qPrintable(error));
+    app::SessionView* v = w.currentView();
+    QVERIFY(v);
+    QCOMPARE(v->recordingPath(), file);
+    QCOMPARE(v->liveWindowSeconds(), kWindowS);
+    auto data = v->data();
+
+    // Run until what left memory is three times what is in it (the job has run well over four
+    // windows), checking on the way that the oldest event in memory is never older than the
+    // newest minus (window + chunk) -- unless the analysis still needed it (a step it had not
+    // analysed yet), which is the only other thing that holds events back.
+    uint64_t samples = 0;
+    size_t peak = 0;
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          std::shared_lock lock(data->mutex);
+          const core::TraceStore& st = data->store;
+          peak = std::max(peak, st.eventCount());
+          ++samples;
+          return st.evictedEvents() > 3 * st.eventCount() && data->evictionGeneration.load() >= 4;
+        }(),
+        120000);
+    QVERIFY(samples > 0);
+    // The status bar says that older events left memory and where they are.
+    w.refreshStatus();
+    bool said = false;
+    for (QLabel* l : w.statusBar()->findChildren<QLabel*>())
+      said = said || (l->text().contains("showing the last 2 s") && l->toolTip().contains(file));
+    QVERIFY(said);
+
+    QSignalSpy saved(v, &app::SessionView::saved);
+    v->finishRecording();  // detaches, closes the file
+    QCOMPARE(saved.count(), 1);
+    QTRY_VERIFY_WITH_TIMEOUT(!v->isAnalyzing(), 30000);
+
+    std::shared_lock lock(data->mutex);
+    const core::TraceStore& mem = data->store;
+    const int64_t cutoff = mem.evictedBeforeNs();
+    QVERIFY(cutoff > INT64_MIN);
+    // Memory: bounded by the window -- the span in memory is at most a few windows although the
+    // job ran for many (what left is three times what stayed).
+    const auto [lo, hi] = mem.timeSpan();
+    QVERIFY2(hi - lo < 4 * windowNs, qPrintable(QString("span %1 ms").arg((hi - lo) / 1e6)));
+    QVERIFY(lo >= cutoff);
+    // The model follows the store: every event of memory is in exactly one row.
+    QCOMPARE(data->model.eventCount(), uint64_t(mem.eventCount()));
+    uint64_t inRows = 0;
+    for (size_t r = 0; r < data->model.rowCount(); ++r) inRows += data->model.row(r).events.size();
+    QCOMPARE(inRows, uint64_t(mem.eventCount()));
+
+    // The recording: every event, exactly those in memory plus those that left.
+    auto reader = core::SessionReader::open(file.toStdString());
+    QVERIFY2(reader.isOk(), reader.isOk() ? "" : reader.status().message().c_str());
+    core::TraceStore all;
+    QVERIFY(reader.value()->loadAll(all).isOk());
+    all.flush();
+    QCOMPARE(uint64_t(all.eventCount()), uint64_t(mem.eventCount()) + mem.evictedEvents());
+    // The newest are all in memory: per track, the recording's events from the cutoff on are
+    // exactly memory's (by start, end and kind).
+    QCOMPARE(all.trackCount(), mem.trackCount());
+    using Key = std::tuple<int64_t, int64_t, int>;
+    for (core::TrackId t = 0; t < mem.trackCount(); ++t) {
+      std::multiset<Key> inMem, inFile;
+      const core::TrackEvents& me = mem.rawEvents(t);
+      for (size_t i = 0; i < me.size(); ++i) inMem.insert({me.start(i), me.end(i), static_cast<int>(me.kind(i))});
+      const core::TrackEvents& fe = all.rawEvents(t);
+      for (size_t i = 0; i < fe.size(); ++i)
+        if (fe.start(i) >= cutoff) inFile.insert({fe.start(i), fe.end(i), static_cast<int>(fe.kind(i))});
+      QVERIFY2(inMem == inFile, qPrintable(QString("track %1: %2 in memory, %3 in the file from the cutoff")
+                                               .arg(t)
+                                               .arg(inMem.size())
+                                               .arg(inFile.size())));
+    }
+
+    // The analysis works on what is in memory: the tab's analysis (whose per-step state left
+    // with the events, so its memory is bounded too) has steps in the window, and each of its
+    // steps has exactly the step time the recording's whole analysis gives that step.
+    auto a = v->analysis();
+    QVERIFY(a);
+    QVERIFY(a->steps.count > 0);
+    std::set<int64_t> memStepSet;
+    for (core::TrackId t = 0; t < mem.trackCount(); ++t) {
+      const core::TrackEvents& me = mem.rawEvents(t);
+      for (size_t i = 0; i < me.size(); ++i)
+        if (me.kind(i) == core::EventKind::Step)
+          if (const core::Attr* n = me.findAttr(i, core::AttrKey::Step)) memStepSet.insert(n->asInt());
+    }
+    const size_t memSteps = memStepSet.size();
+    int inWindow = 0;
+    for (const auto& s : a->steps.perStep) inWindow += memStepSet.count(s.step) > 0;
+    QVERIFY2(inWindow > 0, "the live analysis has no step of those in memory");
+    const core::AnalysisResult whole = core::analyzeStore(all);
+    std::map<int64_t, double> fileSteps;
+    for (const auto& s : whole.steps.perStep) fileSteps[s.step] = s.timeMs;
+    for (const auto& s : a->steps.perStep) {
+      QVERIFY2(fileSteps.count(s.step), qPrintable(QString("step %1 not in the recording").arg(s.step)));
+      QVERIFY2(std::abs(fileSteps[s.step] - s.timeMs) < 1e-6,
+               qPrintable(QString("step %1: %2 vs %3 ms").arg(s.step).arg(s.timeMs).arg(fileSteps[s.step])));
+    }
+    qInfo("in memory %zu events over %.0f ms (peak %zu), left memory %llu in %llu evictions; recording %zu "
+          "events; analysed %d steps, %zu still in memory; recording's analysis %d steps",
+          mem.eventCount(), static_cast<double>(hi - lo) / 1e6, peak,
+          static_cast<unsigned long long>(mem.evictedEvents()),
+          static_cast<unsigned long long>(data->evictionGeneration.load()), all.eventCount(), a->steps.count,
+          memSteps, whole.steps.count);
+  }
+
+  void cleanupTestCase() {
+    QVERIFY(live_test::stopDemo(job_));
+  }
+};
+
+QTEST_MAIN(TstGuiLiveWindow)
+#include "tst_gui_live_window.moc"
