@@ -134,11 +134,19 @@ class TstGuiLiveWindow : public QObject {
     QVERIFY(a);
     QVERIFY(a->steps.count > 0);
     std::set<int64_t> memStepSet;
+    std::map<int64_t, std::set<core::RankId>> memStepRanks, fileStepRanks;
     for (core::TrackId t = 0; t < mem.trackCount(); ++t) {
       const core::TrackEvents& me = mem.rawEvents(t);
       for (size_t i = 0; i < me.size(); ++i)
         if (me.kind(i) == core::EventKind::Step)
-          if (const core::Attr* n = me.findAttr(i, core::AttrKey::Step)) memStepSet.insert(n->asInt());
+          if (const core::Attr* n = me.findAttr(i, core::AttrKey::Step)) {
+            memStepSet.insert(n->asInt());
+            memStepRanks[n->asInt()].insert(mem.track(t).rank);
+          }
+      const core::TrackEvents& fe = all.rawEvents(t);
+      for (size_t i = 0; i < fe.size(); ++i)
+        if (fe.kind(i) == core::EventKind::Step)
+          if (const core::Attr* n = fe.findAttr(i, core::AttrKey::Step)) fileStepRanks[n->asInt()].insert(all.track(t).rank);
     }
     const size_t memSteps = memStepSet.size();
     int inWindow = 0;
@@ -147,11 +155,18 @@ class TstGuiLiveWindow : public QObject {
     const core::AnalysisResult whole = core::analyzeStore(all);
     std::map<int64_t, double> fileSteps;
     for (const auto& s : whole.steps.perStep) fileSteps[s.step] = s.timeMs;
+    int compared = 0;
     for (const auto& s : a->steps.perStep) {
       QVERIFY2(fileSteps.count(s.step), qPrintable(QString("step %1 not in the recording").arg(s.step)));
+      // A step whose window starts at the cutoff on one rank and just before it on another is
+      // partly gone from memory (and the newest step may not have reached every rank yet): the
+      // comparison is for the steps every rank has in memory.
+      if (memStepRanks[s.step] != fileStepRanks[s.step]) continue;
+      ++compared;
       QVERIFY2(std::abs(fileSteps[s.step] - s.timeMs) < 1e-6,
                qPrintable(QString("step %1: %2 vs %3 ms").arg(s.step).arg(s.timeMs).arg(fileSteps[s.step])));
     }
+    QVERIFY2(compared > 0, "no step that every rank has in memory was compared");
     qInfo("in memory %zu events over %.0f ms (peak %zu), left memory %llu in %llu evictions; recording %zu "
           "events; analysed %d steps, %zu still in memory; recording's analysis %d steps",
           mem.eventCount(), static_cast<double>(hi - lo) / 1e6, peak,

@@ -75,7 +75,8 @@ std::map<RankId, std::vector<std::pair<int64_t, std::string>>> collectiveAlgorit
     if (!starts.count(r)) continue;
     for (size_t i = 0; i < ev.size(); ++i) {
       const Attr* a = ev.findAttr(i, AttrKey::Algorithm);
-      if (ev.kind(i) != EventKind::Collective || !a) continue;
+      // Gradient buckets only (the what-if calibration's collectives carry no Bucket).
+      if (ev.kind(i) != EventKind::Collective || !a || !ev.findAttr(i, AttrKey::Bucket)) continue;
       if (const int64_t step = stepAt(starts.at(r), ev.start(i)); step >= 0)
         out[r].emplace_back(step, std::string(s.str(a->asString())));
     }
