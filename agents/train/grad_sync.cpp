@@ -114,7 +114,7 @@ void GradSync::calibrate() {
   for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
     const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
     for (size_t n : {size_t{256}, size_t{16384}})
-      for (int rep = 0; rep < 3; ++rep) {
+      for (int rep = 0; rep < 7; ++rep) {
         OpParams p;
         p.algorithm = a;
         p.data = scratch.data();

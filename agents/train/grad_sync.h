@@ -55,7 +55,7 @@ class GradSync {
   void finish();  // blocks until every bucket is reduced
   // What-if calibration (docs/TUNING.md): with nothing in flight, reduce a scratch buffer with
   // each centralized algorithm (allreduce, ring, recursive doubling; no codec) at 1 KiB and
-  // 64 KiB, three times each, every rank alike; each traced as a Collective "calibrate" with
+  // 64 KiB, seven times each, every rank alike; each traced as a Collective "calibrate" with
   // its payload and algorithm and no Bucket attribute (not a gradient bucket of the step).
   void calibrate();
   const std::vector<BucketSpan>& buckets() const { return buckets_; }

@@ -321,7 +321,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   }
 
   // Calibration: per rank, the "calibrate" collectives that started before the window's last
-  // step ended; per (algorithm, payload) the fastest of each rank's last three (a latency
+  // step ended; per (algorithm, payload) the fastest of each rank's last seven (a latency
   // benchmark's estimator: the repetitions a busy machine did not interrupt), median over ranks.
   if (auto calName = store.strings().find("calibrate")) {
     std::map<std::pair<std::string, int64_t>, std::vector<double>> pooled;
@@ -345,7 +345,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       for (auto& [k, v] : mine) {
         std::sort(v.begin(), v.end());
         double fastest = INFINITY;
-        for (size_t j = v.size() > 3 ? v.size() - 3 : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
+        for (size_t j = v.size() > 7 ? v.size() - 7 : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
         pooled[k].push_back(fastest);
       }
     }
@@ -855,9 +855,8 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const WhatIfFit* fit = nullptr;
   if (auto it = s.fits.find(key); it != s.fits.end()) fit = &it->second;
   // With trainscope-train's calibration of both the window's algorithm and this one, measured
-  // costs move by ratios of calibrated times (a busy machine scales both alike): the backward's
-  // cost per bucket by the two algorithms' ratio at the window's bucket size, a reduction's
-  // duration and the last one's own time by the ratio at their payloads.
+  // costs move to the other algorithm by the ratio of their calibrated times at the window's
+  // bucket size (a busy machine scales both alike); to other sizes by the prior.
   const std::string baseKey = traceKey(s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce",
                                        s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none");
   const auto calA = s.calib.find(baseKey), calB = s.calib.find(key);
@@ -920,7 +919,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                        s.wireCalibration;
       const double start = t;
       const double payload = buckets[next].payload;
-      const double dur = calibrated ? s.meanDurationMs * calRatio(payload, s.meanPayload)
+      const double dur = calibrated ? s.meanDurationMs * algRatio * sizeRatio(payload)
                                     : fit->alphaMs + fit->msPerByte * w;
       chanEnd = std::max(chanEnd, start + dur);
       comm.push_back({start, chanEnd});
@@ -942,13 +941,16 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                            s.world) *
                s.wireCalibration;
   // The queue scales with the buckets still reducing (all but the last) and the algorithm; the
-  // last reduction's own time with its bytes: calibrated, else the prior split.
+  // last reduction's own time with the algorithm (calibrated ratio at the window's size) and its
+  // size (the prior: the calibration's isolated, cold reductions overstate the time per byte --
+  // a quiet run predicted one 52 KiB ring bucket's tail at 0.72 ms, measured 0.39).
   const double early = buckets.empty() ? 0.0 : static_cast<double>(buckets.size() - 1);
   const double queue = s.earlyBuckets > 0 ? s.queueMs * algRatio * early / s.earlyBuckets : 0.0;
   double own = 0;
   if (!buckets.empty()) {
     if (calibrated)
-      own = s.lastOwnMs * calRatio(buckets.back().payload, s.lastPayload);
+      own = s.lastOwnMs * calRatio(s.lastPayload, s.lastPayload) * (kHalfPowerBytes + buckets.back().payload) /
+            (kHalfPowerBytes + s.lastPayload);
     else
       own = s.lastOwnMs * (kHalfPowerBytes + lastWire) / (kHalfPowerBytes + s.lastWireBytes);
   }
