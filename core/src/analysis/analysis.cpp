@@ -26,10 +26,12 @@ StringId discoName(const TraceStore& store) {
   return id ? *id : UINT32_MAX;
 }
 
+// The power-of-two class of a byte count; 2^62 for everything from 2^62 on (a count near 2^63
+// doubled c past INT64_MAX: found by fuzz_analysis).
 int64_t sizeClass(double bytes) {
-  if (bytes < 1) return 0;
+  if (!(bytes >= 1)) return 0;
   int64_t c = 1;
-  while (static_cast<double>(c) * 2 <= bytes) c *= 2;
+  while (c < (int64_t{1} << 62) && static_cast<double>(c) * 2 <= bytes) c *= 2;
   return c;
 }
 
