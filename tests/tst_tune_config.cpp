@@ -296,6 +296,39 @@ class TstTuneConfig : public QObject {
     QVERIFY(!configFromSession(*std::make_unique<TraceStore>(), "empty.tsdb").isOk());
   }
 
+  // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
+  // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
+  // 1 ms while bucket 1 reduces).
+  static void buildHandDpSession(Builder& b, double late) {
+    b.s.metadata()["knob.dp.bucket_bytes"] = "1";
+    b.s.metadata()["knob.dp.algorithm"] = "allreduce";
+    b.s.metadata()["knob.dp.compression"] = "none";
+    b.s.metadata()["world_size"] = "2";
+    const double len = 12 + late;
+    for (int step = 0; step < 4; ++step) {
+      const int64_t o = step * static_cast<int64_t>(len * kMs);
+      auto at = [&](double ms) { return o + static_cast<int64_t>(ms * kMs); };
+      b.ev(0, EventKind::Step, "step", at(0), at(len), {Attr::ofInt(AttrKey::Step, step)});
+      b.ev(0, EventKind::Phase, "forward", at(1), at(3));
+      b.ev(0, EventKind::Phase, "backward", at(3), at(9 + late));
+      b.ev(0, EventKind::Kernel, "B linear", at(3), at(4), {Attr::ofInt(AttrKey::Layer, 2)});
+      b.ev(0, EventKind::Kernel, "W linear", at(4), at(5), {Attr::ofInt(AttrKey::Layer, 2)});
+      b.ev(0, EventKind::Kernel, "B linear", at(5), at(6), {Attr::ofInt(AttrKey::Layer, 1)});
+      b.ev(0, EventKind::Kernel, "W linear", at(6), at(7), {Attr::ofInt(AttrKey::Layer, 1)});
+      b.ev(0, EventKind::Kernel, "W linear", at(7 + late), at(9 + late), {Attr::ofInt(AttrKey::Layer, 0)});
+      const double ready[3] = {5, 7, 9 + late}, end[3] = {6, 8, 10.5 + late};
+      for (int k = 0; k < 3; ++k) {
+        b.ev(0, EventKind::Bucket, "bucket", at(ready[k]), at(end[k]),
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
+        b.ev(0, EventKind::Collective, "bucket allreduce", at(ready[k]), at(end[k]),
+             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000),
+              Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce"))});
+      }
+      b.ev(0, EventKind::Range, "wait gradients", at(9 + late), at(10.5 + late));
+      b.ev(0, EventKind::Phase, "optimizer", at(10.5 + late), at(11.5 + late));
+    }
+  }
+
   // A constructed data-parallel step (world 2, rank 0's events, 3 layers) and the model's
   // prediction by hand. Per step (ms from the step start): forward [1, 3]; backward [3, 9]:
   // layer 2 B [3,4] W [4,5], layer 1 B [5,6] W [6,7], layer 0 W [7,9]; at the measured 1-byte
@@ -304,32 +337,7 @@ class TstTuneConfig : public QObject {
   // [5,6], [7,8], [9,10.5]; wait gradients [9, 10.5]; optimizer [10.5, 11.5]; step [0, 12].
   void whatIfByHand() {
     Builder b;
-    b.s.metadata()["knob.dp.bucket_bytes"] = "1";
-    b.s.metadata()["knob.dp.algorithm"] = "allreduce";
-    b.s.metadata()["knob.dp.compression"] = "none";
-    b.s.metadata()["world_size"] = "2";
-    for (int step = 0; step < 4; ++step) {
-      const int64_t o = step * 12 * kMs;
-      auto at = [&](double ms) { return o + static_cast<int64_t>(ms * kMs); };
-      b.ev(0, EventKind::Step, "step", at(0), at(12), {Attr::ofInt(AttrKey::Step, step)});
-      b.ev(0, EventKind::Phase, "forward", at(1), at(3));
-      b.ev(0, EventKind::Phase, "backward", at(3), at(9));
-      b.ev(0, EventKind::Kernel, "B linear", at(3), at(4), {Attr::ofInt(AttrKey::Layer, 2)});
-      b.ev(0, EventKind::Kernel, "W linear", at(4), at(5), {Attr::ofInt(AttrKey::Layer, 2)});
-      b.ev(0, EventKind::Kernel, "B linear", at(5), at(6), {Attr::ofInt(AttrKey::Layer, 1)});
-      b.ev(0, EventKind::Kernel, "W linear", at(6), at(7), {Attr::ofInt(AttrKey::Layer, 1)});
-      b.ev(0, EventKind::Kernel, "W linear", at(7), at(9), {Attr::ofInt(AttrKey::Layer, 0)});
-      const double ready[3] = {5, 7, 9}, end[3] = {6, 8, 10.5};
-      for (int k = 0; k < 3; ++k) {
-        b.ev(0, EventKind::Bucket, "bucket", at(ready[k]), at(end[k]),
-             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
-        b.ev(0, EventKind::Collective, "bucket allreduce", at(ready[k]), at(end[k]),
-             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000),
-              Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce"))});
-      }
-      b.ev(0, EventKind::Range, "wait gradients", at(9), at(10.5));
-      b.ev(0, EventKind::Phase, "optimizer", at(10.5), at(11.5));
-    }
+    buildHandDpSession(b, 0);
     auto m = WhatIfModel::fromSession(b.s);
     QVERIFY2(m.isOk(), m.status().message().c_str());
     // Measured: step 12, exposed 10.5 - 9 = 1.5, overlap |comm in [3, 9]| / |comm| = 2 / 3.5.
@@ -409,32 +417,7 @@ class TstTuneConfig : public QObject {
   // measured. One big bucket has no early bucket: backward 6, a ms less than the replay's.
   void whatIfBackwardCostPerBucket() {
     Builder b;
-    b.s.metadata()["knob.dp.bucket_bytes"] = "1";
-    b.s.metadata()["knob.dp.algorithm"] = "allreduce";
-    b.s.metadata()["knob.dp.compression"] = "none";
-    b.s.metadata()["world_size"] = "2";
-    for (int step = 0; step < 4; ++step) {
-      const int64_t o = step * 13 * kMs;
-      auto at = [&](double ms) { return o + static_cast<int64_t>(ms * kMs); };
-      b.ev(0, EventKind::Step, "step", at(0), at(13), {Attr::ofInt(AttrKey::Step, step)});
-      b.ev(0, EventKind::Phase, "forward", at(1), at(3));
-      b.ev(0, EventKind::Phase, "backward", at(3), at(10));
-      b.ev(0, EventKind::Kernel, "B linear", at(3), at(4), {Attr::ofInt(AttrKey::Layer, 2)});
-      b.ev(0, EventKind::Kernel, "W linear", at(4), at(5), {Attr::ofInt(AttrKey::Layer, 2)});
-      b.ev(0, EventKind::Kernel, "B linear", at(5), at(6), {Attr::ofInt(AttrKey::Layer, 1)});
-      b.ev(0, EventKind::Kernel, "W linear", at(6), at(7), {Attr::ofInt(AttrKey::Layer, 1)});
-      b.ev(0, EventKind::Kernel, "W linear", at(8), at(10), {Attr::ofInt(AttrKey::Layer, 0)});
-      const double ready[3] = {5, 7, 10}, end[3] = {6, 8, 11.5};
-      for (int k = 0; k < 3; ++k) {
-        b.ev(0, EventKind::Bucket, "bucket", at(ready[k]), at(end[k]),
-             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
-        b.ev(0, EventKind::Collective, "bucket allreduce", at(ready[k]), at(end[k]),
-             {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000),
-              Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce"))});
-      }
-      b.ev(0, EventKind::Range, "wait gradients", at(10), at(11.5));
-      b.ev(0, EventKind::Phase, "optimizer", at(11.5), at(12.5));
-    }
+    buildHandDpSession(b, 1);
     auto m = WhatIfModel::fromSession(b.s);
     QVERIFY2(m.isOk(), m.status().message().c_str());
     auto replay = m->predict({});
