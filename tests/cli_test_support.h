@@ -67,6 +67,12 @@ struct CliRun {
 };
 
 // Runs a program to completion (killed after timeoutMs: a hung program fails the test instead of
+// Set by tests/CMakeLists.txt from TRAINSCOPE_TEST_TIMEOUT_FACTOR (3 or 4 in the sanitizer
+// presets): how many times slower than a normal build the tests' programs may run.
+#ifndef TRAINSCOPE_TEST_SLOWDOWN
+#define TRAINSCOPE_TEST_SLOWDOWN 1
+#endif
+
 // hanging the suite); env empty = inherit.
 inline CliRun runProgram(const QString& program, const QStringList& args, int timeoutMs,
                          const QProcessEnvironment& env = QProcessEnvironment()) {
@@ -74,7 +80,8 @@ inline CliRun runProgram(const QString& program, const QStringList& args, int ti
   if (!env.isEmpty()) p.setProcessEnvironment(env);
   p.start(program, args);
   CliRun r;
-  if (!p.waitForFinished(timeoutMs)) {
+  // Sanitizer builds run several times slower: their presets scale every deadline here.
+  if (!p.waitForFinished(timeoutMs * TRAINSCOPE_TEST_SLOWDOWN)) {
     p.kill();
     p.waitForFinished();
     r.err = "timed out: " + program + " " + args.join(' ');

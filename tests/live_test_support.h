@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -14,6 +15,7 @@
 #include <QTest>
 #include <QStringList>
 
+#include <algorithm>
 #include <csignal>
 #include <iterator>
 #include <map>
@@ -118,8 +120,13 @@ inline bool stopDemo(DemoJob& job) {
   return false;
 }
 
-// Records `job` for `seconds` into `file` while setting each of `changes` in turn with
-// `trainscope-cli set --json`: the first `leadMs` after the recorder starts, then `gapMs` apart.
+// Records `job` into `file` while setting each of `changes` in turn with
+// `trainscope-cli set --json`: the first `leadMs` after the recorder has attached every rank,
+// then `gapMs` apart. The recording lasts `seconds` from the attach, and in any case until the
+// time planned after the last change (seconds - lead - changes x gap, at least 1 s) has passed
+// since it was acknowledged: when `set` is slow (a loaded machine, a sanitizer build) the
+// recording still covers every change and what follows it. The recorder is then stopped with
+// SIGINT, which saves the file as its --seconds deadline would.
 // stepOf: each change's acknowledged step; error: what failed (a set that exited non-zero, a
 // change not applied at the same step on every rank, the recorder failing), empty otherwise.
 struct RecordedChanges {
@@ -130,8 +137,23 @@ inline RecordedChanges recordWhileSetting(const QString& job, const QString& fil
                                           const QStringList& changes, int leadMs, int gapMs) {
   RecordedChanges out;
   QProcess rec;
-  rec.start(bin("trainscope-cli"), {"record", "--job", job, "--seconds", QString::number(seconds), "--out", file});
+  rec.setProcessChannelMode(QProcess::SeparateChannels);
+  rec.start(bin("trainscope-cli"), {"record", "--job", job, "--out", file});
   if (!rec.waitForStarted()) return {{}, "the recorder did not start"};
+  QByteArray recErr;
+  QElapsedTimer attach;
+  attach.start();
+  while (!recErr.contains("recording job") && rec.state() == QProcess::Running && attach.elapsed() < 60000) {
+    rec.waitForReadyRead(100);
+    recErr += rec.readAllStandardError();
+  }
+  if (!recErr.contains("recording job")) {
+    rec.kill();
+    rec.waitForFinished(5000);
+    return {{}, "the recorder never attached every rank: " + QString::fromUtf8(recErr + rec.readAllStandardError())};
+  }
+  QElapsedTimer t;
+  t.start();
   QTest::qWait(leadMs);
   for (const QString& kv : changes) {
     const Run set = cli({"set", "--job", job, kv, "--json"});
@@ -140,8 +162,17 @@ inline RecordedChanges recordWhileSetting(const QString& job, const QString& fil
     out.stepOf[kv] = a["step"].toInteger();
     QTest::qWait(gapMs);
   }
-  if (!rec.waitForFinished(60000) || rec.exitCode() != 0)
-    out.error += "record: " + QString::fromUtf8(rec.readAllStandardError());
+  const qint64 lastDone = t.elapsed();
+  // Sanitizer builds step several times slower: the tail then lasts as many times longer, so that
+  // it holds about as many steps as in a normal build.
+  const qint64 tail = TRAINSCOPE_TEST_SLOWDOWN *
+                      std::max<qint64>(1000, qint64(seconds) * 1000 - leadMs - qint64(changes.size()) * gapMs);
+  while ((t.elapsed() < qint64(seconds) * 1000 || t.elapsed() - lastDone < tail) && rec.state() == QProcess::Running)
+    QTest::qWait(50);
+  if (rec.state() == QProcess::Running) ::kill(static_cast<pid_t>(rec.processId()), SIGINT);
+  const bool ended = rec.state() == QProcess::NotRunning || rec.waitForFinished(60000);
+  if (!ended || rec.exitCode() != 0)
+    out.error += "record: " + QString::fromUtf8(recErr + rec.readAllStandardError());
   return out;
 }
 

@@ -356,6 +356,19 @@ bool stopRankWithChangePending(Job& job, Observers& obs, QProcess& set, const QS
   return false;
 }
 
+// stopRankWithChangePending with rank 3, tried with the values first, first + 1, first + 2
+// until one is caught pending on every rank (a try whose change applied everywhere first waits
+// up to retryWaitMs for its `set` to end). The value caught goes to *value, its number to *seq.
+bool holdChangeWithRank3Stopped(Job& job, Observers& obs, QProcess& set, int first, double timeoutS, int retryWaitMs,
+                                QString* value, uint64_t* seq) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    *value = QString::number(first + attempt);
+    if (stopRankWithChangePending(job, obs, set, *value, timeoutS, 3, seq)) return true;
+    set.waitForFinished(retryWaitMs);
+  }
+  return false;
+}
+
 // The lines "rank N applied test.work_us=V at step S" the job printed (its knob callback).
 QStringList appliedLines(const QString& jobOutput, const QString& value) {
   QStringList out;
@@ -534,8 +547,15 @@ class TstFaults : public QObject {
     QVERIFY(later.has_value());
     QVERIFY2(later->currentStep > first->currentStep, "the job stopped stepping");
     QVERIFY(later->batchesDroppedForSlowClients > first->batchesDroppedForSlowClients);
-    // Bounded: the 1 MiB queue, not the stream (the ranks record MBs per second).
-    QVERIFY2(rssMax - rssBefore < 16 * 1024,
+    // Bounded: the 1 MiB queue, not the stream (the ranks record MBs per second). An ASan-built
+    // rank keeps freed memory in ASan's quarantine (256 MiB by default) before reusing it, so
+    // there the bound is the quarantine plus ours (the ASan suite run saw +92 MiB).
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr long long kRssBoundKiB = (16 + 256) * 1024;
+#else
+    constexpr long long kRssBoundKiB = 16 * 1024;
+#endif
+    QVERIFY2(rssMax - rssBefore < kRssBoundKiB,
              qPrintable(QString("rank 0 grew by %1 KiB with a client that never reads").arg(rssMax - rssBefore)));
     const double rateDuring =
         double(later->currentStep - first->currentStep) * 1000.0 / double(tLater - tFirst);
@@ -680,13 +700,8 @@ class TstFaults : public QObject {
     QProcess set;
     uint64_t seq = 0;
     QString value;
-    bool stopped = false;
-    for (int attempt = 0; attempt < 3 && !stopped; ++attempt) {
-      value = QString::number(4321 + attempt);
-      stopped = stopRankWithChangePending(job, obs, set, value, 60, 3, &seq);
-      if (!stopped) set.waitForFinished(70000);  // it applied everywhere first: try another value
-    }
-    QVERIFY2(stopped, "never caught the change pending on every rank");
+    QVERIFY2(holdChangeWithRank3Stopped(job, obs, set, 4321, 60, 70000, &value, &seq),
+             "never caught the change pending on every rank");
     // While rank 3 is stopped: two steps' worth of time, and ranks 0-2 still run the old value
     // with the change pending.
     QTest::qWait(3500);
@@ -754,13 +769,8 @@ class TstFaults : public QObject {
     QProcess set;
     uint64_t seq = 0;
     QString value;
-    bool stopped = false;
-    for (int attempt = 0; attempt < 3 && !stopped; ++attempt) {
-      value = QString::number(1234 + attempt);
-      stopped = stopRankWithChangePending(job, obs, set, value, 3, 3, &seq);
-      if (!stopped) set.waitForFinished(20000);
-    }
-    QVERIFY2(stopped, "never caught the change pending on every rank");
+    QVERIFY2(holdChangeWithRank3Stopped(job, obs, set, 1234, 3, 20000, &value, &seq),
+             "never caught the change pending on every rank");
     QVERIFY2(set.waitForFinished(30000), "set did not return after its 3 s deadline");
     const QString setErr = QString::fromUtf8(set.readAllStandardOutput() + set.readAllStandardError()).trimmed();
     QVERIFY2(set.exitCode() != 0, qPrintable("set reported success with rank 3 stopped: " + setErr));

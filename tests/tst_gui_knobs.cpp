@@ -64,6 +64,14 @@ class TstGuiKnobs : public QObject {
     QVERIFY2(w.attachJob(jobId_, &error), qPrintable(error));
     QTRY_VERIFY_WITH_TIMEOUT(!listed.isEmpty() && listed.last().at(0).toInt() > 0, 15000);
     app::KnobsDock* dock = w.knobsDock();
+    // The before/after table below needs steps with gradient bytes before the change: wait until
+    // the live analysis has a few (slow machines and sanitizer builds take a while to get there).
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          auto r = w.currentView()->analysis();
+          return r && r->dataParallel.present && r->dataParallel.perStep.size() >= 3;
+        }(),
+        60000);
     QVERIFY(dock->isVisible());
     QVERIFY(dock->knobCount() >= 4);  // dp.bucket_bytes, dp.algorithm, dp.compression, dp.topk_ratio
     QVERIFY(!dock->setEditorValue("dp.compression", "zip"));  // not a choice of the combo box

@@ -2,6 +2,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <tuple>
 
@@ -169,6 +170,24 @@ class TstTraceStore : public QObject {
     ev.forEachOverlapping(-100, -1, [&](size_t) { ++n; });
     ev.forEachOverlapping(5'000'000, 6'000'000, [&](size_t) { ++n; });
     QCOMPARE(n, size_t(0));
+  }
+
+  // An event spanning more than INT64_MAX (INT64_MIN to INT64_MAX, a crafted file's): its
+  // duration overflowed int64 (UBSan in the ASan suite run, 24 Nov), wrapped to -1, and the
+  // range query's look-back bound then missed it. It must be found from any window.
+  void eventSpanningTheWholeInt64RangeIsFound() {
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+    TraceStore s;
+    const TrackId t = s.findOrAddTrack(0, TrackKind::CpuThread, 1, "t");
+    s.append(t, {kMin, kMax, 0, EventKind::Range});
+    s.append(t, {100, 200, 0, EventKind::Range});
+    const TrackEvents& ev = s.events(t);
+    for (const auto& [t0, t1] : std::vector<std::pair<int64_t, int64_t>>{{150, 160}, {-5, 5}, {kMax - 10, kMax}}) {
+      std::vector<size_t> got;
+      ev.forEachOverlapping(t0, t1, [&](size_t i) { got.push_back(i); });
+      QVERIFY2(!got.empty() && ev.start(got.front()) == kMin,
+               qPrintable(QString("window [%1, %2): the spanning event is missing").arg(t0).arg(t1)));
+    }
   }
 
   // Issue #2 target: <= 32 bytes per plain event once a session is complete.

@@ -43,7 +43,7 @@ size_t Codec::payloadBytes(size_t n) const {
 void Codec::encode(const float* v, size_t n, uint64_t seed, uint8_t* out) const {
   switch (kind) {
     case Compression::None:
-      std::memcpy(out, v, 4 * n);
+      if (n != 0) std::memcpy(out, v, 4 * n);  // an empty bucket may come with null pointers (UBSan)
       return;
     case Compression::Fp16:
       for (size_t i = 0; i < n; ++i) {

@@ -34,11 +34,16 @@ void ZoomControl::setWindow(int64_t start, int64_t end) {
 
 void ZoomControl::zoomAt(int64_t anchor, double factor) {
   if (!(factor > 0)) return;
+  // In double, and clamped to the zoomable range before going back to int64: zooming out far
+  // from an anchor near one end of a +-kLimitNs trace would otherwise put the new start past
+  // INT64_MIN (UBSan found `ns + nw` overflowing in tst_timeline_widget's int64-extremes test).
   const double w = static_cast<double>(width());
-  const double frac = w > 0 ? static_cast<double>(anchor - start_) / w : 0.5;
-  const double nw = std::max<double>(kMinWidthNs, w / factor);
-  const auto ns = static_cast<int64_t>(std::llround(static_cast<double>(anchor) - frac * nw));
-  setWindow(ns, ns + static_cast<int64_t>(std::llround(nw)));
+  const double frac = w > 0 ? (static_cast<double>(anchor) - static_cast<double>(start_)) / w : 0.5;
+  const double lo = static_cast<double>(traceStart_ - margin()), hi = static_cast<double>(traceEnd_ + margin());
+  const double nw = std::clamp(w / factor, static_cast<double>(kMinWidthNs), hi - lo);
+  const double ns = std::clamp(static_cast<double>(anchor) - frac * nw, lo, hi - nw);
+  const auto start = static_cast<int64_t>(std::llround(ns));
+  setWindow(start, start + static_cast<int64_t>(std::llround(nw)));
 }
 
 void ZoomControl::pan(int64_t deltaNs) {

@@ -25,9 +25,11 @@ const Attr* TrackEvents::findAttr(size_t i, AttrKey key) const {
 
 IndexRange TrackEvents::candidates(int64_t t0, int64_t t1) const {
   const auto lastIt = std::lower_bound(start_.begin(), start_.end(), t1);
-  const int64_t lo = t0 < std::numeric_limits<int64_t>::min() + maxDuration_
-                         ? std::numeric_limits<int64_t>::min()
-                         : t0 - maxDuration_;
+  // maxDuration_ == INT64_MAX means "saturated": some event may be longer still, so look back to
+  // the first event.
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  int64_t lo = kMin;
+  if (maxDuration_ != std::numeric_limits<int64_t>::max() && __builtin_sub_overflow(t0, maxDuration_, &lo)) lo = kMin;
   const auto firstIt = std::lower_bound(start_.begin(), lastIt, lo);
   return {static_cast<size_t>(firstIt - start_.begin()), static_cast<size_t>(lastIt - start_.begin())};
 }
@@ -64,7 +66,11 @@ void TrackEvents::append(const EventRecord& e, std::span<const Attr> attrs) {
   attrBegin_.pushUnchecked(static_cast<uint32_t>(attrs_.size()));
   if (!attrs.empty()) attrs_.append(attrs.data(), attrs.size());
   if (inOrder) sortedPrefix_ = start_.size();
-  maxDuration_ = std::max(maxDuration_, e.endNs - e.startNs);
+  // An event may span more than INT64_MAX (INT64_MIN to INT64_MAX from a crafted file): the
+  // bound saturates, which queries treat as "any start" (found by UBSan in the ASan suite run).
+  int64_t duration = 0;
+  if (__builtin_sub_overflow(e.endNs, e.startNs, &duration)) duration = std::numeric_limits<int64_t>::max();
+  maxDuration_ = std::max(maxDuration_, duration);
   maxEnd_ = std::max(maxEnd_, e.endNs);
 }
 
