@@ -154,17 +154,17 @@ inline RecordedChanges recordWhileSetting(const QString& job, const QString& fil
   }
   QElapsedTimer t;
   t.start();
-  QTest::qWait(leadMs);
+  // Sanitizer builds step several times slower: the lead, the gaps and the tail last as many times
+  // longer, so that each holds about as many steps as in a normal build.
+  QTest::qWait(leadMs * TRAINSCOPE_TEST_SLOWDOWN);
   for (const QString& kv : changes) {
     const Run set = cli({"set", "--job", job, kv, "--json"});
     const QJsonObject a = json(set).array().first().toObject();
     if (set.code != 0 || !a["same_step"].toBool()) out.error += kv + ": " + set.out + set.err + "\n";
     out.stepOf[kv] = a["step"].toInteger();
-    QTest::qWait(gapMs);
+    QTest::qWait(gapMs * TRAINSCOPE_TEST_SLOWDOWN);
   }
   const qint64 lastDone = t.elapsed();
-  // Sanitizer builds step several times slower: the tail then lasts as many times longer, so that
-  // it holds about as many steps as in a normal build.
   const qint64 tail = TRAINSCOPE_TEST_SLOWDOWN *
                       std::max<qint64>(1000, qint64(seconds) * 1000 - leadMs - qint64(changes.size()) * gapMs);
   while ((t.elapsed() < qint64(seconds) * 1000 || t.elapsed() - lastDone < tail) && rec.state() == QProcess::Running)

@@ -172,7 +172,15 @@ class TstLiveSession : public QObject {
     QCOMPARE(st.ranksSeen, 4);
     const auto steps = stepsByRank(*data);
     QCOMPARE(steps.size(), size_t(4));
-    for (const auto& [rank, s] : steps) QCOMPARE(s.size(), size_t(400));
+    for (const auto& [rank, s] : steps) {
+      // Which steps are missing or doubled, for the failure message (one run under heavy load,
+      // 24 Nov, had 396 of 400 on one rank; not reproduced in 5 runs alone).
+      QStringList odd;
+      for (int64_t i = 0; i < 400 && odd.size() < 20; ++i)
+        if (s.count(i) != 1) odd << QString("%1x%2").arg(i).arg(s.count(i));
+      QVERIFY2(s.size() == 400 && odd.isEmpty(),
+               qPrintable(QString("rank %1: %2 steps; step x count: %3").arg(rank).arg(s.size()).arg(odd.join(' '))));
+    }
   }
 
   // Detach mid-run, then start the same engine again: the history it is sent again is skipped,
