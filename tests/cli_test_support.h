@@ -72,6 +72,14 @@ struct CliRun {
 #ifndef TRAINSCOPE_TEST_SLOWDOWN
 #define TRAINSCOPE_TEST_SLOWDOWN 1
 #endif
+// True in the ASan and TSan builds, where timing-derived assertions (bubbles against theory,
+// what-if tolerances, the tuner's pick) give way to weaker ones: a sanitizer-built rank's
+// instrumented work is not what those models and comparisons describe.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizerBuild = true;
+#else
+inline constexpr bool kSanitizerBuild = false;
+#endif
 
 // hanging the suite); env empty = inherit.
 inline CliRun runProgram(const QString& program, const QStringList& args, int timeoutMs,

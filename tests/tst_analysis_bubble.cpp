@@ -102,17 +102,17 @@ class TstAnalysisBubble : public QObject {
     QVERIFY2(std::fabs(two.t() - 1.0 / 3.0) < 1e-9, qPrintable(numbers));  // the formula in force, per step
     QVERIFY2(std::fabs(eight.t() - 1.0 / 9.0) < 1e-9, qPrintable(numbers));
     for (const Acc* acc : {&two, &eight}) QVERIFY2(std::fabs(acc->sim() - acc->t()) <= 0.1, qPrintable(numbers));
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    // A sanitizer-built rank spends much of each step in instrumented per-op work (sends,
-    // receives, the agent) that the theory's compute-only model leaves out: measured bubbles of
-    // 0.43 and 0.35 against 0.33 and 0.11 in the ASan run. The measured-against-theory checks
-    // belong to the normal build; here the run, the formula and the simulation are checked.
-    qInfo("sanitizer build: measured bubbles not compared with the theory");
-#else
+    if (trainscope::test::kSanitizerBuild) {
+      // A sanitizer-built rank spends much of each step in instrumented per-op work (sends,
+      // receives, the agent) that the theory's compute-only model leaves out: measured bubbles of
+      // 0.43 and 0.35 against 0.33 and 0.11 in the ASan run. The measured-against-theory checks
+      // belong to the normal build; here the run, the formula and the simulation are checked.
+      qInfo("sanitizer build: measured bubbles not compared with the theory");
+      return;
+    }
     for (const Acc* acc : {&two, &eight})
       QVERIFY2(acc->m() >= acc->t() - 0.05 && acc->m() <= acc->t() + 0.15, qPrintable(numbers));
     QVERIFY2(two.m() - eight.m() >= 0.1, qPrintable(numbers));
-#endif
   }
 
   void cleanupTestCase() { QVERIFY(stopDemo(job_)); }

@@ -1,5 +1,7 @@
 #include "trainscope/plots/timeline_model.h"
 
+#include "trainscope/core/base/saturating.h"
+
 #include <algorithm>
 #include <cctype>
 #include <limits>
@@ -315,19 +317,6 @@ std::pair<size_t, size_t> TimelineModel::visibleRange(size_t r, int64_t t0, int6
   return {first, a};
 }
 
-namespace {
-// e - s >= minNs for e >= s, also when the span is wider than INT64_MAX (an event from INT64_MIN
-// to INT64_MAX in a crafted file: UBSan found the plain subtraction overflowing).
-bool atLeast(int64_t s, int64_t e, int64_t minNs) {
-  int64_t d = 0;
-  return __builtin_sub_overflow(e, s, &d) || d >= minNs;
-}
-int64_t saturatingAdd(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
-}
-}  // namespace
-
 void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs,
                               std::vector<DrawItem>& out) const {
   out.clear();
@@ -340,7 +329,7 @@ void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs,
   minNs = std::max<int64_t>(minNs, 1);
   while (p < last) {
     const int64_t s = S(p), e = E(p);
-    if (atLeast(s, e, minNs)) {
+    if (core::saturatingSub(e, s) >= minNs) {  // saturating: a span may exceed INT64_MAX
       out.push_back({s, e, static_cast<uint32_t>(p), 1});
       ++p;
       continue;
@@ -353,7 +342,7 @@ void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs,
     constexpr size_t B = TimelineRow::kCoarseStride;
     const size_t boundaries = std::min(row.coarse.size(), (last + B - 1) / B);  // blocks starting before last
     while (q < last) {
-      const int64_t limit = saturatingAdd(runEnd, minNs);
+      const int64_t limit = core::saturatingAdd(runEnd, minNs);
       // Whole blocks first, on the coarse arrays only: when the next block starts before the
       // limit, every event up to the last such block start joins the run, and none of them is
       // wide (a wide one would push all later starts past the limit).
@@ -367,7 +356,7 @@ void TimelineModel::drawItems(size_t r, int64_t t0, int64_t t1, int64_t minNs,
       }
       const size_t k = firstStartAtLeast(row, ev, q, last, limit);
       if (k == q) break;
-      if (atLeast(S(k - 1), E(k - 1), minNs)) {
+      if (core::saturatingSub(E(k - 1), S(k - 1)) >= minNs) {
         if (k - 1 > q) runEnd = std::max(runEnd, E(k - 2));
         q = k - 1;
         break;

@@ -1,5 +1,7 @@
 #include "trainscope/core/model/trace_store.h"
 
+#include "trainscope/core/base/saturating.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -27,9 +29,8 @@ IndexRange TrackEvents::candidates(int64_t t0, int64_t t1) const {
   const auto lastIt = std::lower_bound(start_.begin(), start_.end(), t1);
   // maxDuration_ == INT64_MAX means "saturated": some event may be longer still, so look back to
   // the first event.
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-  int64_t lo = kMin;
-  if (maxDuration_ != std::numeric_limits<int64_t>::max() && __builtin_sub_overflow(t0, maxDuration_, &lo)) lo = kMin;
+  const int64_t lo = maxDuration_ == std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::min()
+                                                                         : saturatingSub(t0, maxDuration_);
   const auto firstIt = std::lower_bound(start_.begin(), lastIt, lo);
   return {static_cast<size_t>(firstIt - start_.begin()), static_cast<size_t>(lastIt - start_.begin())};
 }
@@ -68,9 +69,7 @@ void TrackEvents::append(const EventRecord& e, std::span<const Attr> attrs) {
   if (inOrder) sortedPrefix_ = start_.size();
   // An event may span more than INT64_MAX (INT64_MIN to INT64_MAX from a crafted file): the
   // bound saturates, which queries treat as "any start" (found by UBSan in the ASan suite run).
-  int64_t duration = 0;
-  if (__builtin_sub_overflow(e.endNs, e.startNs, &duration)) duration = std::numeric_limits<int64_t>::max();
-  maxDuration_ = std::max(maxDuration_, duration);
+  maxDuration_ = std::max(maxDuration_, saturatingSub(e.endNs, e.startNs));
   maxEnd_ = std::max(maxEnd_, e.endNs);
 }
 

@@ -2,6 +2,8 @@
 // session_writer.cpp; the schema and the raw-file checks in session_schema.cpp.
 #include "trainscope/core/session/tsdb.h"
 
+#include "trainscope/core/base/saturating.h"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -37,10 +39,6 @@ constexpr const char* kOverlap = "start_ns < ?3 AND (end_ns > ?4 OR (end_ns = st
 
 bool overlaps(int64_t start, int64_t end, int64_t t0, int64_t t1) {
   return start < t1 && (end > t0 || (end == start && start >= t0));
-}
-
-int64_t saturatingSub(int64_t a, int64_t b) {  // b >= 0
-  return a < kMinId + b ? kMinId : a - b;
 }
 
 struct Segment {

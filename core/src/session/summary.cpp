@@ -1,5 +1,7 @@
 #include "trainscope/core/session/summary.h"
 
+#include "trainscope/core/base/saturating.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -55,8 +57,7 @@ std::string summaryToJson(const SessionSummary& s, int indent) {
   }
   // Events may span more than int64 nanoseconds (a trace from -9.2e15 µs to now): the duration
   // saturates instead of overflowing (found by fuzz_chrome_import).
-  int64_t duration = 0;
-  if (__builtin_sub_overflow(s.endNs, s.startNs, &duration)) duration = INT64_MAX;
+  const int64_t duration = saturatingSub(s.endNs, s.startNs);
   json j = {{"file", s.path.string()},
             {"schema_version", s.schemaVersion},
             {"event_count", s.eventCount},

@@ -864,13 +864,14 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                           calA->second.first + calA->second.second * s.meanPayload > 0 &&
                           calA->second.first + calA->second.second * s.lastPayload > 0;
   auto calTime = [](const std::pair<double, double>& c, double payload) { return c.first + c.second * payload; };
-  const double algRatio =
-      calibrated ? calTime(calB->second, s.meanPayload) / calTime(calA->second, s.meanPayload) : 1.0;
-  auto calRatio = [&](double payload, double at) {
-    return calTime(calB->second, payload) / calTime(calA->second, at);
+  // The calibrated algorithm's time over the window's, both at one payload.
+  auto algRatioAt = [&](double payload) {
+    return calibrated ? calTime(calB->second, payload) / calTime(calA->second, payload) : 1.0;
   };
-  // The size dependence of the cost per bucket: the prior split (alpha at n1/2 = beta x n1/2).
-  auto sizeRatio = [&](double payload) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + s.meanPayload); };
+  const double algRatio = algRatioAt(s.meanPayload);
+  // The size dependence of a cost: the prior split (alpha at n1/2 = beta x n1/2).
+  auto priorRatio = [](double payload, double at) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + at); };
+  auto sizeRatio = [&](double payload) { return priorRatio(payload, s.meanPayload); };
   if (calibrated) {
     p.notes.push_back("costs scaled by the job's calibration: " + key + " vs " + baseKey + " at the bucket sizes");
   } else if (!fit) {
@@ -947,13 +948,9 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const double early = buckets.empty() ? 0.0 : static_cast<double>(buckets.size() - 1);
   const double queue = s.earlyBuckets > 0 ? s.queueMs * algRatio * early / s.earlyBuckets : 0.0;
   double own = 0;
-  if (!buckets.empty()) {
-    if (calibrated)
-      own = s.lastOwnMs * calRatio(s.lastPayload, s.lastPayload) * (kHalfPowerBytes + buckets.back().payload) /
-            (kHalfPowerBytes + s.lastPayload);
-    else
-      own = s.lastOwnMs * (kHalfPowerBytes + lastWire) / (kHalfPowerBytes + s.lastWireBytes);
-  }
+  if (!buckets.empty())
+    own = calibrated ? s.lastOwnMs * algRatioAt(s.lastPayload) * priorRatio(buckets.back().payload, s.lastPayload)
+                     : s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes);
   const double tail = queue + own;
   for (auto& c : comm) c.second = std::min(c.second, bwdEnd + tail);
   if (!comm.empty()) comm.back().second = bwdEnd + tail;
