@@ -299,6 +299,37 @@ class TstAgentCapture : public QObject {
     QVERIFY(algo);
   }
 
+  // A DDP hook begins a bucket's collective on the autograd thread and ends it in a future
+  // callback on the backend's thread. The drain empties those two rings at different moments:
+  // here (drain paused, then one flush) every begin of five steps is seen before any end. Each
+  // end must still pair with its own begin: five events, in order, none negative. (Pairing with
+  // "the latest begin" gave one event from step 4's begin to step 0's end and lost four; seen in
+  // a real torch-ddp recording.)
+  void bucketEndsFromAnotherThreadPairInOrder() {
+    ScopedAgent agent(kNoServer);
+    ag::runtime()->drain().setPaused(true);
+    for (int step = 0; step < 5; ++step) {
+      ts_bucket_ready(1, 4000);
+      ts_bucket_comm_begin2(1, 4000 + static_cast<uint64_t>(step), 0);
+      std::thread([] { ts_bucket_comm_end(1); }).join();
+    }
+    ts_bucket_comm_end(2);  // an end without a begin: ignored
+    ag::runtime()->drain().setPaused(false);
+    const Recorded rec = recorded();
+    const auto c = rec.named("bucket allreduce");
+    QCOMPARE(c.size(), size_t{5});
+    const auto life = rec.named("bucket");
+    QCOMPARE(life.size(), size_t{5});
+    std::vector<int64_t> bytes;
+    for (size_t i = 0; i < c.size(); ++i) {
+      QVERIFY(c[i].endNs >= c[i].startNs);
+      if (i > 0) QVERIFY(c[i].startNs >= c[i - 1].endNs);  // step i began after step i-1 ended
+      QVERIFY(life[i].startNs <= c[i].startNs && life[i].endNs == c[i].endNs);
+      bytes.push_back(attrInt(c[i], AttrKey::Bytes));
+    }
+    QCOMPARE(bytes, (std::vector<int64_t>{4000, 4001, 4002, 4003, 4004}));
+  }
+
   // ts_mb_begin_segment packs six numbers into one record (record.h); they all come back, and
   // plain ts_mb_begin events carry no segment attributes.
   void microBatchSegments() {

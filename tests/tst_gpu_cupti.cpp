@@ -113,6 +113,38 @@ class TstGpuCupti : public QObject {
     QCOMPARE(sink.events.size(), size_t{3});
   }
 
+  // cuBLAS (and cuDNN, Triton, NCCL) launch with the driver API: seen on an H100 with PyTorch
+  // 2.11, where the sgemm kernels had no runtime record. A driver launch pairs with its kernel
+  // like a runtime one; other driver calls are filtered out.
+  void driverLaunchSharesTheKernelsFlow() {
+    CollectingSink sink;
+    prof::CuptiTranslator t(sink);
+    CUpti_ActivityAPI a = launchRecord(77, 990'000, 995'000);
+    a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    const auto k = kernelRecord(77, 1'000'000, 1'250'000);
+    QCOMPARE(t.translate(asRecord(&a)), 1);
+    QCOMPARE(t.translate(asRecord(&k)), 1);
+    QCOMPARE(sink.text(sink.events[0].name), std::string("cuLaunchKernel"));
+    QCOMPARE(sink.events[0].trackId, int64_t{4242});
+    QCOMPARE(sink.attr(sink.events[0], AttrKey::FlowId), sink.attr(sink.events[1], AttrKey::FlowId));
+    CUpti_ActivityAPI ex = a;
+    ex.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
+    QCOMPARE(t.translate(asRecord(&ex)), 1);
+    QCOMPARE(sink.text(sink.events.back().name), std::string("cuLaunchKernelEx"));
+    // The same number as a runtime id names another call: the names do not mix.
+    CUpti_ActivityAPI rt = launchRecord(78, 1, 2);
+    rt.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    const char* runtimeName = prof::keptRuntimeCallName(rt.cbid);
+    if (runtimeName) {
+      QCOMPARE(t.translate(asRecord(&rt)), 1);
+      QVERIFY(sink.text(sink.events.back().name) != "cuLaunchKernel");
+    }
+    CUpti_ActivityAPI other = a;
+    other.cbid = CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent;
+    QCOMPARE(t.translate(asRecord(&other)), 0);
+  }
+
   void memcpyAndMemsetCarryBytes() {
     CollectingSink sink;
     prof::CuptiTranslator t(sink);

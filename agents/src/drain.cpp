@@ -227,6 +227,43 @@ uint32_t Drain::newTrack(TrackKind kind, int64_t externalId, std::string name) {
   return id;
 }
 
+void Drain::bucketPair(int32_t bucket, BucketState& q) {
+  while (!q.begins.empty() && !q.ends.empty()) {
+    const BucketBegin& b = q.begins.front();
+    const BucketEnd& e = q.ends.front();
+    if (e.ns < b.commNs) {  // an end whose begin was lost (a full ring): nothing to pair it with
+      q.ends.pop_front();
+      continue;
+    }
+    // A bucket's next collective begins only after its previous one ended (DDP and the reference
+    // job both wait for every bucket before the next step), so a second begin that is not later
+    // than this end means the front begin lost its end.
+    if (q.begins.size() > 1 && q.begins[1].commNs <= e.ns) {
+      q.begins.pop_front();
+      continue;
+    }
+    bucketEmit(bucket, b, e);
+    q.begins.pop_front();
+    q.ends.pop_front();
+  }
+}
+
+void Drain::bucketEmit(int32_t bucket, const BucketBegin& b, const BucketEnd& e) {
+  auto& c = add(b.track, EventKind::Collective, b.commNs, e.ns, sBucketComm_);
+  c.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
+  c.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
+  if (b.algorithm != 0) c.attrs.push_back(Attr::ofString(AttrKey::Algorithm, b.algorithm));
+  if (e.counted) {  // the transport's counts (custom attributes, docs/TRAINER.md "Bytes")
+    c.attrs.push_back(Attr::custom(sBytesSent_, core::AttrType::Int, static_cast<int64_t>(e.sent)));
+    c.attrs.push_back(Attr::custom(sBytesReceived_, core::AttrType::Int, static_cast<int64_t>(e.received)));
+  }
+  // The bucket's life (ready -> reduced) on its own track: it is not communication time.
+  if (bucketTrack_ == UINT32_MAX) bucketTrack_ = newTrack(TrackKind::Communicator, -1, "buckets");
+  auto& k = add(bucketTrack_, EventKind::Bucket, b.readyNs >= 0 ? b.readyNs : b.commNs, e.ns, sBucket_);
+  k.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
+  k.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
+}
+
 uint32_t Drain::cpuTrack(ThreadRing& ring, ThreadState& st) {
   if (st.cpuTrack == UINT32_MAX) {
     std::string name = ring.threadName.empty() ? "thread" : ring.threadName;
@@ -342,46 +379,49 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       break;
     }
     case RecordType::BucketReady: {
-      auto& b = buckets_[static_cast<int32_t>(r.b)];
-      b.readyNs = r.ts;
-      b.bytes = r.a;
+      const auto bucket = static_cast<int32_t>(r.b);
+      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
+      auto& q = buckets_[bucket];
+      q.readyNs = r.ts;
+      q.readyBytes = r.a;
       break;
     }
     case RecordType::BucketCommBegin: {
-      auto& b = buckets_[static_cast<int32_t>(r.b)];
-      b.commNs = r.ts;
-      if (r.a) b.bytes = r.a;
-      b.algorithm = r.name;
-      b.track = commTrack(ring, st);
+      const auto bucket = static_cast<int32_t>(r.b);
+      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
+      auto& q = buckets_[bucket];
+      BucketBegin bb;
+      bb.readyNs = q.readyNs;
+      bb.commNs = r.ts;
+      bb.bytes = r.a ? r.a : q.readyBytes;
+      bb.algorithm = r.name;
+      bb.track = commTrack(ring, st);
+      q.readyNs = -1;
+      q.readyBytes = 0;
+      if (q.begins.size() >= kMaxOpenBucketOps) q.begins.pop_front();
+      q.begins.push_back(bb);
+      bucketPair(bucket, q);
       break;
     }
     case RecordType::BucketCommBytes: {
-      auto it = buckets_.find(static_cast<int32_t>(r.name));
-      if (it == buckets_.end()) break;
-      it->second.counted = true;
-      it->second.sent = r.a;
-      it->second.received = r.b;
+      const auto bucket = static_cast<int32_t>(r.name);
+      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
+      auto& q = buckets_[bucket];
+      q.pendingBytes.counted = true;
+      q.pendingBytes.sent = r.a;
+      q.pendingBytes.received = r.b;
       break;
     }
     case RecordType::BucketCommEnd: {
-      auto it = buckets_.find(static_cast<int32_t>(r.b));
-      if (it == buckets_.end() || it->second.commNs < 0) break;
-      const BucketState b = it->second;
-      buckets_.erase(it);
       const auto bucket = static_cast<int32_t>(r.b);
-      auto& c = add(b.track, EventKind::Collective, b.commNs, r.ts, sBucketComm_);
-      c.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
-      c.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
-      if (b.algorithm != 0) c.attrs.push_back(Attr::ofString(AttrKey::Algorithm, b.algorithm));
-      if (b.counted) {  // the transport's counts (custom attributes, docs/TRAINER.md "Bytes")
-        c.attrs.push_back(Attr::custom(sBytesSent_, core::AttrType::Int, static_cast<int64_t>(b.sent)));
-        c.attrs.push_back(Attr::custom(sBytesReceived_, core::AttrType::Int, static_cast<int64_t>(b.received)));
-      }
-      // The bucket's life (ready -> reduced) on its own track: it is not communication time.
-      if (bucketTrack_ == UINT32_MAX) bucketTrack_ = newTrack(TrackKind::Communicator, -1, "buckets");
-      auto& k = add(bucketTrack_, EventKind::Bucket, b.readyNs >= 0 ? b.readyNs : b.commNs, r.ts, sBucket_);
-      k.attrs.push_back(Attr::ofInt(AttrKey::Bucket, bucket));
-      k.attrs.push_back(Attr::ofInt(AttrKey::Bytes, static_cast<int64_t>(b.bytes)));
+      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
+      auto& q = buckets_[bucket];
+      BucketEnd e = q.pendingBytes;
+      e.ns = r.ts;
+      q.pendingBytes = BucketEnd{};
+      if (q.ends.size() >= kMaxOpenBucketOps) q.ends.pop_front();
+      q.ends.push_back(e);
+      bucketPair(bucket, q);
       break;
     }
     case RecordType::CommBegin:

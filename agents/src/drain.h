@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -53,14 +54,32 @@ class Drain {
     int64_t lastTs = INT64_MIN;  // converted timestamps never go back within a thread
     std::vector<Open> ranges, phases, mbs, comms, steps, kernels;
   };
-  struct BucketState {
+  // Bucket collectives: ts_bucket_comm_begin and _end may come from different threads (a DDP
+  // hook begins on the autograd thread and ends in a future callback on the backend's thread),
+  // whose rings the drain empties at different moments. Begins and ends therefore wait in
+  // per-bucket FIFOs and pair in time order (bucketPair), never "the latest begin".
+  struct BucketBegin {
     int64_t readyNs = -1, commNs = -1;
     uint64_t bytes = 0;
     uint32_t track = 0;
     uint32_t algorithm = 0;  // string id, 0: none
-    bool counted = false;    // BucketCommBytes seen: sent/received hold the job's counts
+  };
+  struct BucketEnd {
+    int64_t ns = 0;
+    bool counted = false;  // BucketCommBytes seen: sent/received hold the job's counts
     uint64_t sent = 0, received = 0;
   };
+  struct BucketState {
+    int64_t readyNs = -1;  // ts_bucket_ready not yet taken by a begin
+    uint64_t readyBytes = 0;
+    BucketEnd pendingBytes;  // ts_bucket_comm_end2's counts, taken by the next end
+    std::deque<BucketBegin> begins;
+    std::deque<BucketEnd> ends;
+  };
+  static constexpr size_t kMaxOpenBucketOps = 64;  // per bucket and side; older ones are dropped
+  static constexpr size_t kMaxBuckets = 65536;
+  void bucketPair(int32_t bucket, BucketState& q);
+  void bucketEmit(int32_t bucket, const BucketBegin& b, const BucketEnd& e);
 
   void run();
   size_t pollOnce();  // records consumed

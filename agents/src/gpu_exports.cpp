@@ -40,6 +40,8 @@ void startCupti() {
   if (const char* mb = std::getenv("TRAINSCOPE_CUPTI_BUFFER_MB"); mb && std::atoi(mb) > 0)
     cfg.maxBuffers =
         std::max<size_t>(2, static_cast<size_t>(std::atoi(mb)) * (size_t{1} << 20) / cfg.bufferBytes);
+  if (const char* d = std::getenv("TRAINSCOPE_CUPTI_DRIVER"); d && std::strcmp(d, "0") == 0)
+    cfg.driverApi = false;  // no driver-API launches: library kernels then have no launch flow
   auto& cupti = prof::CuptiSource::instance();
   const prof::CuptiState st = cupti.start(ExternalQueue::instance(), cfg);
   // Also in the trace, once per agent start: a recording without GPU events says why.

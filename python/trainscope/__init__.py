@@ -83,13 +83,42 @@ def _agree(local, _ctx):
             # One tensor for the life of the job: a gloo worker thread then never drops the last
             # reference to a Python-owned tensor (torch 1.13 needs the GIL for that, which
             # deadlocks against the main thread joining that worker at interpreter exit).
-            t = _agree_t = torch.zeros(1, dtype=torch.int64)
+            # NCCL reduces device tensors only: without the CPU group init() made for an NCCL job
+            # (see _cpu_group_for_nccl), the tensor lives on the current CUDA device.
+            dev = "cpu"
+            if _agree_group is None and _nccl_only(None) and torch.cuda.is_available():
+                dev = torch.device("cuda", torch.cuda.current_device())
+            t = _agree_t = torch.zeros(1, dtype=torch.int64, device=dev)
         t.fill_(int(local))
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
         return int(t.item())
     except BaseException as e:  # never into the agent (a C caller)
         _warn("step agreement failed: %s" % e)
         return 0
+
+
+def _nccl_only(group):
+    import torch.distributed as dist
+    backend = str(dist.get_backend(group)).lower()
+    return "nccl" in backend and "gloo" not in backend
+
+
+def _cpu_group_for_nccl():
+    """A job on NCCL alone (init_process_group("nccl")) gets a gloo group of the same ranks for
+    the agreement: its one int64 allreduce per step then stays on the CPU. On NCCL it would be a
+    kernel plus a device-to-host copy that waits for all work queued so far, which stops the CPU
+    from running ahead of the GPU (measured on an H100, docs/GPU.md). Called from init() on every
+    rank (new_group is collective). None when not applicable or when gloo is unavailable."""
+    try:
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()) or not _nccl_only(None):
+            return None
+        if not dist.is_gloo_available():
+            return None
+        return dist.new_group(backend="gloo")
+    except Exception as e:  # the agreement then runs on NCCL with a device tensor
+        _warn("no gloo group for the step agreement (%s); it runs on NCCL" % e)
+        return None
 
 
 def set_agree_group(group):
@@ -115,6 +144,8 @@ def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None, a
     _agree_every = max(1, int(agree_every))
     if group is not None:
         set_agree_group(group)
+    elif _agree_group is None and _lib is not None:
+        set_agree_group(_cpu_group_for_nccl())
     if _lib is None:
         if not _warned:
             _warn(_lib_why + "; tracing and knobs are off")

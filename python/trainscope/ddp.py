@@ -306,7 +306,7 @@ def ddp_hook(state, bucket):
             if not scale > 0.0 or math.isinf(scale):
                 scale = 1.0
             q = (buf / scale).round_().clamp_(-127, 127).to(torch.int8)
-            payload = torch.cat([q, torch.tensor([scale], dtype=torch.float32).view(torch.int8)])
+            payload = torch.cat([q, torch.tensor([scale], dtype=torch.float32, device=buf.device).view(torch.int8)])
         else:  # topk-ef
             res = state.residual.get(idx)
             acc = buf + res if res is not None and res.numel() == n else buf.clone()
@@ -325,12 +325,12 @@ def ddp_hook(state, bucket):
         def done(f, buf=buf, idx=idx, mode=mode, outs=outs, n=n, k=k):
             if lib is not None:
                 lib.ts_bucket_comm_end(idx)
-            total = torch.zeros(n, dtype=torch.float32)
+            total = torch.zeros(n, dtype=torch.float32, device=buf.device)
             for o in outs:  # rank order on every rank: identical sums everywhere
                 if mode == BF16:
                     total.add_(o.view(torch.bfloat16).float())
                 elif mode == INT8:
-                    total.add_(o[:n].float() * float(o[n:].clone().view(torch.float32)[0]))
+                    total.add_(o[:n].float() * o[n:].clone().view(torch.float32))  # no host sync on a GPU
                 else:
                     total.index_add_(0, o[k:].view(torch.int32).long(), o[:k])
             total.div_(w)

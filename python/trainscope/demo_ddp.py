@@ -62,10 +62,15 @@ def parse(argv=None):
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=10, help="held-out loss (counter eval_loss) every N steps")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: NCCL, the model and batches on GPU LOCAL_RANK %% device count (docs/GPU.md)")
     p.add_argument("--no-trainscope", action="store_true", help="baseline: no package, no hook")
     p.add_argument("--agree-every", type=int, default=1, help="knob agreement every K steps (trainscope.init)")
     p.add_argument("--torch-hook", action="store_true",
                    help="with --no-trainscope: PyTorch's own Python allreduce_hook (to compare hook costs)")
+    p.add_argument("--torch-profiler", action="store_true",
+                   help="run under torch.profiler with CUDA activities only (Kineto's CUPTI tracing: the "
+                        "anchor for the agent's GPU tracing overhead, docs/GPU.md)")
     p.add_argument("--no-hook", action="store_true", help="package and step markers, but DDP's own allreduce")
     p.add_argument("--hook", default="always", choices=["always", "on-demand"],
                    help="attach_ddp(hook=...): on-demand registers the hook only when a compression is chosen")
@@ -96,7 +101,13 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, stop)
     # A peer that died must not leave this rank waiting for gloo's default 30 minutes.
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    backend = "nccl" if a.device == "cuda" else "gloo"
+    dev = torch.device("cpu")
+    if a.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) %
+                           torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     if ts is not None:
         ts.init(agree_every=a.agree_every)  # after init_process_group: rank and world size from it
@@ -105,7 +116,9 @@ def main(argv=None):
     teacher = nn.Sequential(nn.Linear(a.inputs, 64), nn.Tanh(), nn.Linear(64, a.classes))
     model = nn.Sequential(nn.Linear(a.inputs, a.width), nn.ReLU(), nn.Linear(a.width, a.width), nn.ReLU(),
                           nn.Linear(a.width, a.width), nn.ReLU(), nn.Linear(a.width, a.classes))
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
+    model.to(dev)
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb,
+                                              device_ids=[dev.index] if dev.type == "cuda" else None)
     state = None
     if ts is not None and not a.no_hook:
         state = ts.attach_ddp(ddp, compression=a.compression, topk_ratio=a.topk_ratio, hook=a.hook)
@@ -114,19 +127,26 @@ def main(argv=None):
         ddp.register_comm_hook(None, default_hooks.allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(a.seed * 1000 + rank + 1)  # this rank's data shard
+    gen = torch.Generator(device=dev).manual_seed(a.seed * 1000 + rank + 1)  # this rank's data shard
     # A fixed held-out set, the same on every rank: its loss has no batch noise and is equal on all
     # ranks while they are replicas.
     eval_gen = torch.Generator().manual_seed(a.seed * 1000 + 999)
     x_eval = torch.randn(1024, a.inputs, generator=eval_gen)
     with torch.no_grad():
         y_eval = teacher(x_eval).argmax(dim=1)
+    x_eval, y_eval = x_eval.to(dev), y_eval.to(dev)
+    teacher.to(dev)  # batches are drawn on the device (no host work or copies per step)
     nparams = sum(p.numel() for p in model.parameters())
     if rank == 0:
-        print("torch-ddp demo: %d rank(s), %d parameters, torch %s, gloo" % (world, nparams, torch.__version__),
-              flush=True)
+        print("torch-ddp demo: %d rank(s), %d parameters, torch %s, %s" % (world, nparams, torch.__version__,
+                                                                          backend), flush=True)
     times = []
     wire = {"computed_sent": 0, "computed_recv": 0}
+    prof = None
+    if a.torch_profiler:
+        act = torch.profiler.ProfilerActivity
+        prof = torch.profiler.profile(activities=[act.CUDA] if dev.type == "cuda" else [act.CPU])
+        prof.__enter__()
     for s in range(a.steps):
         if a.wire_out and s == a.wire_from:
             wire["start"] = tcp_bytes()
@@ -134,7 +154,7 @@ def main(argv=None):
         c0 = time.process_time()
         if ts is not None:
             ts.step_begin(s)
-        x = torch.randn(a.batch, a.inputs, generator=gen)
+        x = torch.randn(a.batch, a.inputs, generator=gen, device=dev)
         with torch.no_grad():
             y = teacher(x).argmax(dim=1)
         opt.zero_grad(set_to_none=True)
@@ -156,6 +176,8 @@ def main(argv=None):
             wire["computed_recv"] += state.step_recv
         if a.log_every > 0 and (s % a.log_every == 0 or s == a.steps - 1):
             print("rank %d step %d loss %.5f" % (rank, s, lv), flush=True)
+    if prof is not None:
+        prof.__exit__(None, None, None)  # after the timed steps: Kineto's processing is not timed
     if a.wire_out and rank == 0 and "start" in wire:
         end = tcp_bytes()
         n = a.steps - a.wire_from

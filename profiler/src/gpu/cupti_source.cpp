@@ -43,6 +43,7 @@ constexpr Kind kKinds[] = {
     {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
     {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
     {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"},
     {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
     {CUPTI_ACTIVITY_KIND_MARKER, "MARKER"},
 };
@@ -130,6 +131,7 @@ CuptiState CuptiSource::start(EventSink& sink, const CuptiConfig& cfg) noexcept 
     bool heldByOther = false;
     for (const Kind& k : kKinds) {
       if (k.kind == CUPTI_ACTIVITY_KIND_MARKER && !cfg.nvtx) continue;
+      if (k.kind == CUPTI_ACTIVITY_KIND_DRIVER && !cfg.driverApi) continue;
       r = cuptiActivityEnable(k.kind);
       if (r == CUPTI_SUCCESS) {
         im.enabled.push_back(k.kind);

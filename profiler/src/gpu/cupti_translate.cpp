@@ -99,6 +99,25 @@ const char* keptRuntimeCallName(CUpti_CallbackId cbid) {
   }
 }
 
+const char* keptDriverCallName(CUpti_CallbackId cbid) {
+  switch (cbid) {
+#define TS_KEEP(id, text)            \
+  case CUPTI_DRIVER_TRACE_CBID_##id: \
+    return text;
+    TS_KEEP(cuLaunchKernel, "cuLaunchKernel")
+    TS_KEEP(cuLaunchKernel_ptsz, "cuLaunchKernel")
+    TS_KEEP(cuLaunchKernelEx, "cuLaunchKernelEx")
+    TS_KEEP(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx")
+    TS_KEEP(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel")
+    TS_KEEP(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel")
+    TS_KEEP(cuGraphLaunch, "cuGraphLaunch")
+    TS_KEEP(cuGraphLaunch_ptsz, "cuGraphLaunch")
+#undef TS_KEEP
+    default:
+      return nullptr;
+  }
+}
+
 uint32_t CuptiTranslator::cached(std::unordered_map<uint64_t, uint32_t>& cache, uint64_t key,
                                  const std::string& text) {
   auto [it, fresh] = cache.try_emplace(key, 0);
@@ -179,14 +198,16 @@ int CuptiTranslator::translate(const CUpti_Activity* record) {
       correlate(e, m->correlationId);
       break;
     }
-    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-      const char* call = keptRuntimeCallName(a->cbid);
+      const bool driver = record->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+      const char* call = driver ? keptDriverCallName(a->cbid) : keptRuntimeCallName(a->cbid);
       if (!call) return 0;
       e.kind = EventKind::Range;
       e.startNs = ns(a->start);
       e.endNs = ns(a->end);
-      e.name = cached(fixedNames_, 2000 + a->cbid, call);
+      e.name = cached(fixedNames_, (driver ? 1'000'000 : 2000) + uint64_t{a->cbid}, call);
       onThread(e, a->threadId);
       correlate(e, a->correlationId);
       break;

@@ -26,6 +26,7 @@ struct CuptiConfig {
   size_t maxBuffers = 8;                 // pool bound: 32 MiB by default
   uint32_t flushPeriodMs = 100;          // CUPTI delivers buffers at least this often
   bool nvtx = true;                      // CUPTI_ACTIVITY_KIND_MARKER
+  bool driverApi = true;                 // CUPTI_ACTIVITY_KIND_DRIVER (library kernels' launches)
 };
 
 enum class CuptiState { Off, Running, Unavailable, HeldByOther };

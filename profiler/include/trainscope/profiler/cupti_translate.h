@@ -9,6 +9,8 @@
 //   MEMCPY (Memcpy6)                    Memcpy        CudaStream                  + Bytes
 //   MEMSET (Memset4)                    Memset        CudaStream                  + Bytes
 //   RUNTIME (API), launches and syncs   Range         CpuThread tid "cuda (tid)"  CorrelationId FlowId
+//   DRIVER (API), kernel/graph launches Range         CpuThread tid "cuda (tid)"  CorrelationId FlowId
+//                                       (cuBLAS, cuDNN, Triton and NCCL launch through the driver)
 //   SYNCHRONIZATION (Synchronization2)  Range         CudaStream "GPU ctx c sync" CorrelationId FlowId Stream
 //   MARKER (Marker2, NVTX)              Range, Marker CpuThread tid "cuda (tid)"  --
 // clang-format on
@@ -32,6 +34,9 @@ namespace trainscope::profiler {
 // The runtime API calls we keep (kernel/graph launches, copies and memsets, synchronization)
 // and their names; nullptr for every other callback id.
 const char* keptRuntimeCallName(CUpti_CallbackId cbid);
+// The driver API calls we keep (kernel and graph launches: libraries such as cuBLAS launch with
+// cuLaunchKernel, so their kernels have no runtime record); nullptr for every other id.
+const char* keptDriverCallName(CUpti_CallbackId cbid);
 
 class CuptiTranslator {
  public:
