@@ -40,6 +40,7 @@ CONFIGS = {
     "trainscope": [],                                 # package, agent, agreement, our hook (compression none)
     "ts-no-hook": ["--no-hook"],                      # package, agent, agreement; DDP's own allreduce
     "ts-on-demand": ["--hook", "on-demand"],          # attach_ddp(hook="on-demand") under none
+    "ts-agree1": ["--agree-every", "1"],              # trainscope with the agreement at every step
 }
 
 
@@ -54,7 +55,7 @@ def run_once(a, config, tmp, idx):
            "--time-out", out] + CONFIGS[config]
     if config == "plain":
         cmd += a.baseline_args.split()
-    if config.startswith("t") and config != "torch-hook":
+    if config.startswith("t") and config != "torch-hook" and "--agree-every" not in CONFIGS[config]:
         cmd += ["--agree-every", str(a.agree_every)]
     cmd += a.demo_args.split()
     procs = []
@@ -118,7 +119,7 @@ def main():
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--baseline-args", default="", help="more options for the baseline only, e.g. '--torch-hook'")
     p.add_argument("--demo-args", default="", help="more demo_ddp options, e.g. '--batch 512'")
-    p.add_argument("--agree-every", type=int, default=1, help="trainscope.init(agree_every=K)")
+    p.add_argument("--agree-every", default="auto", help="trainscope.init(agree_every=K or auto)")
     p.add_argument("--no-hook", action="store_true", help="the same as --configs plain,ts-no-hook (breakdown)")
     p.add_argument("--configs", default="plain,trainscope",
                    help="comma-separated, the first is the baseline: " + ", ".join(CONFIGS))

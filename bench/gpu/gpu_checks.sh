@@ -6,7 +6,7 @@
 #   .gpu/cuda (CUPTI and cudart of our toolkit: used only when the machine has none)
 # Everything it prints also goes to $OUT/log.txt; recordings' summaries to $OUT.
 #   bash bench/gpu/gpu_checks.sh [parts...]   parts: env ddp nccl flows ddpoverhead overhead
-#   (default: env ddp nccl overhead)
+#   (default: env ddp nccl overhead; ddpoverhead: DDP_MODES="base hook hook8 launch nodriver nocupti kineto")
 set -u
 ROOT=$PWD
 OUT=${OUT:-/tmp/gpu_out}
@@ -177,27 +177,6 @@ if has overhead; then
         nocupti) r=$(TRAINSCOPE_CUPTI=0 timeout 120 "$CLI" launch -- $PY "$EX" --steps 1000 --mib 64 2>&1 | grep -i "ms/step" | tail -1) ;;
       esac
       echo "allreduce-example run $i $mode: $r"
-    done
-  done
-  say "overhead: torch DDP demo on the GPU, package + hook vs none (alternating, 3 runs each)"
-  DDP="-m trainscope.demo_ddp --device ${DDP_DEVICE:-cuda} --width 4096 --inputs 1024 --batch 512 --bucket-cap-mb 25 --log-every 0 --eval-every 0 --steps 600"
-  for i in 1 2 3; do
-    for mode in base hook launch; do
-      f=$W/t_${mode}_${i}.txt
-      case $mode in
-        base) env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 timeout 300 $PY $DDP --no-trainscope --time-out "$f" > /dev/null 2>&1 ;;
-        hook) env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 TRAINSCOPE_CUPTI=0 timeout 300 $PY $DDP --time-out "$f" > /dev/null 2>&1 ;;
-        launch) timeout 300 "$CLI" launch -- $PY $DDP --time-out "$f" > /dev/null 2>&1 ;;
-        nodriver) TRAINSCOPE_CUPTI_DRIVER=0 timeout 300 "$CLI" launch -- $PY $DDP --time-out "$f" > /dev/null 2>&1 ;;
-        nocupti) TRAINSCOPE_CUPTI=0 timeout 300 "$CLI" launch -- $PY $DDP --time-out "$f" > /dev/null 2>&1 ;;
-        kineto) env $E MASTER_PORT=29614 timeout 300 $PY $DDP --no-trainscope --torch-profiler --time-out "$f" > /dev/null 2>&1 ;;
-      esac
-      $PY - "$f" "$mode" "$i" <<'EOF'
-import statistics, sys
-t = [float(l.split()[0]) for l in open(sys.argv[1])][100:]
-print("ddp-gpu run %s %-6s median %.3f ms/step  (p10 %.3f p90 %.3f, %d steps)" % (
-    sys.argv[3], sys.argv[2], statistics.median(t), sorted(t)[len(t) // 10], sorted(t)[len(t) * 9 // 10], len(t)))
-EOF
     done
   done
 fi

@@ -17,13 +17,15 @@ import ctypes
 import os
 import sys
 import threading
+import time
 
 from . import _lib as _L
 
 __all__ = [
     "init", "shutdown", "is_active", "library_path", "step", "step_begin", "step_end", "hook_optimizer",
     "range", "range_push", "range_pop", "marker", "counter", "phase", "microbatch", "comm",
-    "knob_int", "knob_float", "knob_bool", "knob_enum", "Knob", "set_agree_group", "dropped_events",
+    "knob_int", "knob_float", "knob_bool", "knob_enum", "Knob", "set_agree_group", "agree_every",
+    "dropped_events",
     "attach_ddp", "ddp_hook", "DdpState", "attach_pipeline",
 ]
 
@@ -65,11 +67,35 @@ def _name(s):
 
 # ---- step agreement -------------------------------------------------------------------------
 
+# agree_every="auto": the agreement's own cost is kept near AUTO_BUDGET of the step time. Each rank
+# proposes a period from its measured agreement time and step time; the collective carries the
+# proposals next to the change numbers ([seq, -proposal], one allreduce-MIN gives the lowest seq
+# and the highest proposal), so every rank adopts the same period after the same collective.
+AUTO_BUDGET = 0.005
+AUTO_MAX_EVERY = 64
+AUTO_MAX_DELAY_S = 0.1  # and a change waits at most ~this long for the next agreement
+_auto = False
+_agree_cost = None  # EMA of one agreement (s), this rank
+_step_cost = None   # EMA of one step (s), from the interval between agreements
+_last_agree = None  # (perf_counter, step) at the end of the last agreement
+
+
+def _proposal():
+    if _agree_cost is None or _step_cost is None or _step_cost <= 0:
+        return 1
+    k = 1
+    while (k < AUTO_MAX_EVERY and _agree_cost > AUTO_BUDGET * _step_cost * k and
+           2 * k * _step_cost <= AUTO_MAX_DELAY_S):
+        k *= 2
+    return k
+
+
 def _agree(local, _ctx):
     """The agent's agreement: allreduce-MIN of `local` over every rank of the job's process group
     (what agents/train does with MPI_Allreduce(MPI_MIN) on MPI_COMM_WORLD). Called by every rank
     inside every ts_step_end, on the thread that ends the step. Any failure agrees on 0, which
     applies nothing new (the agent keeps its previous agreement)."""
+    global _agree_t, _agree_every, _agree_cost, _step_cost, _last_agree
     try:
         if _agree_every > 1 and _step % _agree_every != 0:
             return 0  # every rank skips the same steps (step numbers are the job's, equal on all ranks)
@@ -77,7 +103,6 @@ def _agree(local, _ctx):
         import torch.distributed as dist
         if not dist.is_available() or not dist.is_initialized():
             return 0
-        global _agree_t
         t = _agree_t
         if t is None:
             # One tensor for the life of the job: a gloo worker thread then never drops the last
@@ -88,13 +113,36 @@ def _agree(local, _ctx):
             dev = "cpu"
             if _agree_group is None and _nccl_only(None) and torch.cuda.is_available():
                 dev = torch.device("cuda", torch.cuda.current_device())
-            t = _agree_t = torch.zeros(1, dtype=torch.int64, device=dev)
-        t.fill_(int(local))
+            t = _agree_t = torch.zeros(2 if _auto else 1, dtype=torch.int64, device=dev)
+        if not _auto:
+            t.fill_(int(local))
+            dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
+            return int(t.item())
+        # The cost is the process's CPU time for the collective, not its wall time: the wall
+        # time includes waiting for the slowest rank, which the job's next collective would wait
+        # for anyway.
+        t0, c0 = time.perf_counter(), time.process_time()
+        if _last_agree is not None and _step > _last_agree[1]:
+            per = (t0 - _last_agree[0]) / (_step - _last_agree[1])
+            _step_cost = per if _step_cost is None else 0.8 * _step_cost + 0.2 * per
+        t[0] = int(local)
+        t[1] = -_proposal()
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
-        return int(t.item())
+        seq, neg = t.tolist()
+        t1, cost = time.perf_counter(), time.process_time() - c0
+        if _last_agree is not None:  # the first collective also sets up the group: not a sample
+            _agree_cost = cost if _agree_cost is None else 0.8 * _agree_cost + 0.2 * cost
+        _last_agree = (t1, _step)
+        _agree_every = max(1, min(AUTO_MAX_EVERY, -int(neg)))  # the same on every rank
+        return int(seq)
     except BaseException as e:  # never into the agent (a C caller)
         _warn("step agreement failed: %s" % e)
         return 0
+
+
+def agree_every():
+    """The agreement's current period in steps (changes with agree_every="auto")."""
+    return _agree_every
 
 
 def _nccl_only(group):
@@ -130,18 +178,24 @@ def set_agree_group(group):
 
 # ---- life cycle -----------------------------------------------------------------------------
 
-def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None, agree_every=1):
+def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None, agree_every="auto"):
     """Starts the agent in this process (a no-op returning 1 when `trainscope-cli launch` already
     started it at load time) and registers the step agreement over torch.distributed. Rank and
     world size: the arguments, else torch.distributed's when it is initialized, else the
     environment (RANK/WORLD_SIZE, OMPI_*, SLURM_*). Returns the agent's code: 0 started,
     1 already running, 2 disabled, < 0 failed (the job runs on either way).
 
-    agree_every=K > 1 runs the agreement's collective only at the end of steps whose number is a
+    agree_every=K runs the agreement's collective only at the end of steps whose number is a
     multiple of K (the agent then applies changes at the step after the next such step): one small
-    allreduce per K steps instead of per step, for jobs whose steps are short (docs/PYTHON.md)."""
-    global _agree_cb, _warned, _agree_every
-    _agree_every = max(1, int(agree_every))
+    allreduce per K steps instead of per step. "auto" (the default) starts at 1 and lets the ranks
+    agree on the smallest power of two K <= 64 that keeps the agreement under 0.5 % of the step
+    time, from their measurements, as long as K steps take at most 0.1 s (docs/PYTHON.md)."""
+    global _agree_cb, _warned, _agree_every, _auto, _agree_t
+    if agree_every == "auto":
+        _auto, _agree_every = True, 1
+    else:
+        _auto, _agree_every = False, max(1, int(agree_every))
+    _agree_t = None  # its length depends on the mode
     if group is not None:
         set_agree_group(group)
     elif _agree_group is None and _lib is not None:

@@ -65,7 +65,8 @@ def parse(argv=None):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                    help="cuda: NCCL, the model and batches on GPU LOCAL_RANK %% device count (docs/GPU.md)")
     p.add_argument("--no-trainscope", action="store_true", help="baseline: no package, no hook")
-    p.add_argument("--agree-every", type=int, default=1, help="knob agreement every K steps (trainscope.init)")
+    p.add_argument("--agree-every", default="auto",
+                   help="knob agreement every K steps, or auto (trainscope.init(agree_every=...))")
     p.add_argument("--torch-hook", action="store_true",
                    help="with --no-trainscope: PyTorch's own Python allreduce_hook (to compare hook costs)")
     p.add_argument("--torch-profiler", action="store_true",
@@ -110,7 +111,8 @@ def main(argv=None):
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     if ts is not None:
-        ts.init(agree_every=a.agree_every)  # after init_process_group: rank and world size from it
+        # After init_process_group: rank and world size from it.
+        ts.init(agree_every=a.agree_every if a.agree_every == "auto" else int(a.agree_every))
 
     torch.manual_seed(a.seed)  # same initial weights and teacher on every rank
     teacher = nn.Sequential(nn.Linear(a.inputs, 64), nn.Tanh(), nn.Linear(64, a.classes))
