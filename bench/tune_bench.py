@@ -95,6 +95,8 @@ def main():
     ap.add_argument("--bo-steps", type=int, default=10)
     ap.add_argument("--bo-only", action="store_true", help="only the Bayesian baseline (no grid, no tune)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--job-args", default="--layers 48 --width 16 --step-delay-ms 1",
+                    help="trainscope-train options of the job (default: tst_tune_live's job)")
     ap.add_argument("--ranks", type=int, default=4, help="ranks of the job (2 on a 2-core machine: a core each)")
     ap.add_argument("--grid-only", action="store_true", help="only the what-if grid (no tune, no BO)")
     ap.add_argument("--paired", action="store_true",
@@ -118,8 +120,7 @@ def main():
             sys.exit(f"{' '.join(a)} failed: {r.stdout}{r.stderr}")
         return r
 
-    demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000", "--", "--layers", "48", "--width", "16",
-               "--step-delay-ms", "1")
+    demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000", "--", *args.job_args.split())
     job = re.search(r"job (\S+)", demo.stdout).group(1)
     launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
     try:

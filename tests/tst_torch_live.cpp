@@ -342,10 +342,12 @@ class TstTorchLive : public QObject {
   // change: before it, every full step moves at least the fp32 gradients' ring-allreduce bytes
   // (4 N, N = 662 026 parameters, 2 ranks) and at most 16 KiB more (the previous step end's
   // agreement allreduce, gloo's framing); from step k on (the counter is read at the step's end,
-  // after its fp16 buckets) at least 2 N and at most 2 N + 16 KiB.
+  // after its fp16 buckets) at least 2 N and at most 2 N + 16 KiB. The job agrees at every step
+  // (--agree-every 1): that collective after the buckets flushes gloo's last sends before the
+  // counters are read; with fewer agreements a step's last chunk may be counted in the next step.
   void onDemandHookAndMeasuredBytes() {
     DemoJob job = startDemo({"--mode", "torch-ddp", "--steps", "100000", "--", "--step-delay-ms", "20",
-                             "--hook", "on-demand"},
+                             "--hook", "on-demand", "--agree-every", "1"},
                             "dp.compression");
     QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
     const QString file = dir_.filePath("torch-on-demand.tsdb");

@@ -108,12 +108,12 @@ void GradSync::progress() {
 void GradSync::calibrate() {
   if (comms_.world->size() < 2) return;
   const uint32_t name = ts_name("calibrate");
-  std::vector<float> scratch(16384, 1.0f);
+  std::vector<float> scratch(262144, 1.0f);  // up to 1 MiB: where the time per byte shows
   ErrorFeedback ef;
   Backoff backoff;
   for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
     const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
-    for (size_t n : {size_t{256}, size_t{16384}})
+    for (size_t n : {size_t{256}, size_t{16384}, size_t{262144}})
       for (int rep = 0; rep < 7; ++rep) {
         OpParams p;
         p.algorithm = a;

@@ -88,6 +88,12 @@ std::string traceKey(const std::string& algorithm, const std::string& codec) {
 // the points where MPI transports and NCCL protocols change from latency- to bandwidth-bound
 // (docs/TUNING.md; bench/tune_bench.py measures what it gives).
 constexpr double kHalfPowerBytes = 65536;
+// A calibration up to at least this payload measures the time per byte where it dominates, so
+// its alpha / beta replaces the prior (bounded to kHalfPowerRange). trainscope-train calibrates at
+// 1 KiB, 64 KiB and 1 MiB; on shared-memory MPI with busy cores the crossover is near 0.6 MiB,
+// ten times the prior (a one-bucket 786 KiB reduction took 0.55 ms where the prior said 2.7).
+constexpr double kHalfPowerMinCalibBytes = 512 * 1024;
+constexpr double kHalfPowerRange[2] = {8 * 1024, 64 * 1024 * 1024};
 
 std::string fmt(double v) {
   char b[64];
@@ -129,6 +135,9 @@ struct WhatIfModel::State {
   // before the window's end; and the window's mean bucket and last-bucket payloads, at which
   // the measured costs are scaled to another algorithm or size.
   std::map<std::string, std::pair<double, double>> calib;
+  // Per algorithm, the crossover size alpha / beta of its calibration when that reached a
+  // bandwidth-bound size (>= kHalfPowerMinCalibBytes); else absent and the prior holds.
+  std::map<std::string, double> halfPower;
   double meanPayload = 0, lastPayload = 0;
   double meanDurationMs = 0;  // the window's mean bucket reduction, start to end
   // The measured tail split: the last reduction's own time and the queue before it (earlier
@@ -361,7 +370,10 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       const auto& [x1, y1] = v.back();
       if (x1 <= x0) continue;
       const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
-      s.calib[algo] = {std::max(0.0, y0 - slope * x0), slope};
+      const double alpha = std::max(0.0, y0 - slope * x0);
+      s.calib[algo] = {alpha, slope};
+      if (x1 >= kHalfPowerMinCalibBytes && slope > 0 && alpha > 0)
+        s.halfPower[algo] = std::clamp(alpha / slope, kHalfPowerRange[0], kHalfPowerRange[1]);
     }
   }
 
@@ -869,11 +881,17 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     return calibrated ? calTime(calB->second, payload) / calTime(calA->second, payload) : 1.0;
   };
   const double algRatio = algRatioAt(s.meanPayload);
-  // The size dependence of a cost: the prior split (alpha at n1/2 = beta x n1/2).
-  auto priorRatio = [](double payload, double at) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + at); };
+  // The size dependence of a cost: alpha at n1/2 = beta x n1/2, with the calibrated crossover of
+  // the predicted algorithm where the calibration measured one, else the prior.
+  double halfPower = kHalfPowerBytes;
+  if (auto h = s.halfPower.find(key); calibrated && h != s.halfPower.end()) halfPower = h->second;
+  auto priorRatio = [halfPower](double payload, double at) { return (halfPower + payload) / (halfPower + at); };
   auto sizeRatio = [&](double payload) { return priorRatio(payload, s.meanPayload); };
   if (calibrated) {
     p.notes.push_back("costs scaled by the job's calibration: " + key + " vs " + baseKey + " at the bucket sizes");
+    if (halfPower != kHalfPowerBytes)
+      p.notes.push_back("bucket sizes scaled by the calibrated crossover of " + key + ": " +
+                        fmt(halfPower / 1024) + " KiB");
   } else if (!fit) {
     // The nearest measured: the same codec family first, else the largest sample.
     for (const auto& [k, f] : s.fits)
@@ -1009,7 +1027,10 @@ std::string WhatIfModel::describeJson() const {
     j["mean_bucket_reduction_ms"] = s.meanDurationMs;
     nlohmann::ordered_json cal = nlohmann::ordered_json::array();
     for (const auto& [k, c] : s.calib)
-      cal.push_back({{"algorithm", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
+      cal.push_back({{"algorithm", k},
+                     {"alpha_ms", c.first},
+                     {"ms_per_mb_payload", c.second * 1048576.0},
+                     {"half_power_bytes", s.halfPower.count(k) ? s.halfPower.at(k) : kHalfPowerBytes}});
     j["calibration"] = cal;
     j["backward_ms_per_bucket_measured"] = s.perBucketMeasured;
     j["one_message_size"] = s.oneSize;
