@@ -312,8 +312,10 @@ class TstGpuCupti : public QObject {
     auto a = launchRecord(77, static_cast<uint64_t>(now), static_cast<uint64_t>(now + 5'000));
     a.threadId = static_cast<uint32_t>(::gettid());
     const auto k = kernelRecord(77, static_cast<uint64_t>(now + 8'000), static_cast<uint64_t>(now + 90'000));
+    QCOMPARE(q.device(), -1);  // no kernel yet (Runtime::jobInfo reports it as the rank's device)
     QCOMPARE(t.translate(asRecord(&a)), 1);
     QCOMPARE(t.translate(asRecord(&k)), 1);
+    QCOMPARE(q.device(), 1);  // the rank's GPU: its first kernel's
     const auto rec = agent_test::recorded();
     const auto kernels = rec.named("ampere_sgemm_128x64_nn");
     QCOMPARE(kernels.size(), size_t{1});

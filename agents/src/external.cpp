@@ -18,6 +18,8 @@ uint32_t ExternalQueue::intern(std::string_view s) {
 
 bool ExternalQueue::push(const profiler::ExternalEvent& e) noexcept {
   if (!g_captureActive.load(std::memory_order_relaxed)) return false;
+  if (device_.load(std::memory_order_relaxed) < 0 && e.kind == core::EventKind::Kernel)
+    if (const core::Attr* d = e.find(core::AttrKey::Device)) device_.store(static_cast<int32_t>(d->asInt()));
   try {
     std::lock_guard lock(mu_);
     if (pending_.size() >= cap_) {

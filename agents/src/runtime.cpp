@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "capture.h"
+#include "external.h"
 #include "gpu.h"
 #include "knobs.h"
 #include "log.h"
@@ -115,6 +116,7 @@ int Runtime::start() {
   globals().worldSize.store(cfg_.worldSize);
   Capture& cap = Capture::instance();
   cap.configure(cfg_.ringRecords, cfg_.bufferBytes - cfg_.flightBytes);
+  ExternalQueue::instance().resetDevice();
   drain_.start();
   cap.setActive(true);
   gpuAfterStart();  // CUPTI, when asked for or injected (no-op without GPU support)
@@ -164,7 +166,7 @@ wire::JobInfo Runtime::jobInfo() const {
   j.host = cfg_.host;
   j.pid = ::getpid();
   j.startTimeNs = startNs_;
-  j.device = -1;
+  j.device = ExternalQueue::instance().device();
   j.agentVersion = TRAINSCOPE_VERSION;
   j.clockDomain = "monotonic";
   return j;

@@ -327,6 +327,16 @@ int runLaunch(const LaunchOptions& o) {
   gChildCount = 0;
   std::signal(SIGINT, oldInt);
   std::signal(SIGTERM, oldTerm);
+  // mpirun can return while ranks it killed after another one died are still exiting: a rank
+  // still listening when the leftovers are removed keeps its socket, then dies without removing
+  // it (tst_faults knobChangeInFlightWhenARankIsKilled, once under load). Wait, at most 5 s,
+  // until no rank of the job is alive.
+  for (int i = 0; i < 100; ++i) {
+    bool alive = false;
+    for (const auto& e : core::discovery::listEntries()) alive = alive || e.jobId == jobId;
+    if (!alive) break;
+    ::usleep(50000);
+  }
   // Leftovers of ranks that died without cleaning up (discovery files and sockets), and the
   // secret: the job is over.
   core::discovery::removeJobLeftovers(jobId);
