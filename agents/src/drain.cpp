@@ -227,6 +227,13 @@ uint32_t Drain::newTrack(TrackKind kind, int64_t externalId, std::string name) {
   return id;
 }
 
+Drain::BucketState* Drain::bucketState(int32_t bucket) {
+  auto it = buckets_.find(bucket);
+  if (it != buckets_.end()) return &it->second;
+  if (buckets_.size() >= kMaxBuckets) return nullptr;  // a job with more bucket ids: not traced
+  return &buckets_[bucket];
+}
+
 void Drain::bucketPair(int32_t bucket, BucketState& q) {
   while (!q.begins.empty() && !q.ends.empty()) {
     const BucketBegin& b = q.begins.front();
@@ -380,16 +387,18 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
     }
     case RecordType::BucketReady: {
       const auto bucket = static_cast<int32_t>(r.b);
-      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
-      auto& q = buckets_[bucket];
+      BucketState* qp = bucketState(bucket);
+      if (!qp) break;
+      auto& q = *qp;
       q.readyNs = r.ts;
       q.readyBytes = r.a;
       break;
     }
     case RecordType::BucketCommBegin: {
       const auto bucket = static_cast<int32_t>(r.b);
-      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
-      auto& q = buckets_[bucket];
+      BucketState* qp = bucketState(bucket);
+      if (!qp) break;
+      auto& q = *qp;
       BucketBegin bb;
       bb.readyNs = q.readyNs;
       bb.commNs = r.ts;
@@ -405,8 +414,9 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
     }
     case RecordType::BucketCommBytes: {
       const auto bucket = static_cast<int32_t>(r.name);
-      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
-      auto& q = buckets_[bucket];
+      BucketState* qp = bucketState(bucket);
+      if (!qp) break;
+      auto& q = *qp;
       q.pendingBytes.counted = true;
       q.pendingBytes.sent = r.a;
       q.pendingBytes.received = r.b;
@@ -414,8 +424,9 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
     }
     case RecordType::BucketCommEnd: {
       const auto bucket = static_cast<int32_t>(r.b);
-      if (buckets_.size() >= kMaxBuckets && !buckets_.count(bucket)) break;
-      auto& q = buckets_[bucket];
+      BucketState* qp = bucketState(bucket);
+      if (!qp) break;
+      auto& q = *qp;
       BucketEnd e = q.pendingBytes;
       e.ns = r.ts;
       q.pendingBytes = BucketEnd{};

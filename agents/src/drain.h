@@ -78,6 +78,7 @@ class Drain {
   };
   static constexpr size_t kMaxOpenBucketOps = 64;  // per bucket and side; older ones are dropped
   static constexpr size_t kMaxBuckets = 4096;  // bucket ids a job may use (a deque pair each)
+  BucketState* bucketState(int32_t bucket);  // null beyond kMaxBuckets ids
   void bucketPair(int32_t bucket, BucketState& q);
   void bucketEmit(int32_t bucket, const BucketBegin& b, const BucketEnd& e);
 
