@@ -523,6 +523,33 @@ class TstTuneConfig : public QObject {
     QCOMPARE(lanes.size(), size_t{4});
   }
 
+  // A recording that ran two settings (tests/data/pp_1f1b_two_settings: m = 4 with F 1, B 2 ms,
+  // then m = 8 with micro-batches half the size): each window's model takes its own op times.
+  // Whole-session means (the model before Nov 25) replay the m = 8 window with F 0.67, B 1.33
+  // and predict m = 4 from it at 22.5 ms instead of 21.
+  void whatIfPipelineWindowOwnOpTimes() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_two_settings/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
+    // The default window: the steps after the last change (2, 3: m = 8, 16.5 ms).
+    auto late = WhatIfModel::fromSession(store.value());
+    QVERIFY2(late.isOk(), late.status().message().c_str());
+    QCOMPARE(late->fromStep(), int64_t{2});
+    auto replay = late->predict({});
+    QVERIFY2(replay.isOk() && near(replay->stepTimeMs, 16.5), qPrintable(QString::number(replay->stepTimeMs)));
+    auto m4 = late->predict({{"pp.microbatches", "4"}});  // (4 + 3) x (1 + 2)
+    QVERIFY2(m4.isOk() && near(m4->stepTimeMs, 21), qPrintable(QString::number(m4->stepTimeMs)));
+    QVERIFY(near(m4->bubbleFraction, 3.0 / 7));
+    // The first window (steps 0, 1: m = 4, 21 ms) predicts m = 8 at (8 + 3) x 1.5.
+    auto early = WhatIfModel::fromSession(store.value(), {.fromStep = 0, .toStep = 1});
+    QVERIFY2(early.isOk(), early.status().message().c_str());
+    QCOMPARE(early->baseKnobs().at("pp.microbatches"), std::string("4"));
+    QVERIFY(near(early->measured().stepTimeMs, 21));
+    auto m8 = early->predict({{"pp.microbatches", "8"}});
+    QVERIFY2(m8.isOk() && near(m8->stepTimeMs, 16.5), qPrintable(QString::number(m8->stepTimeMs)));
+    QVERIFY(near(m8->bubbleFraction, 3.0 / 11));
+  }
+
   // A recording of PyTorch's ZBV (tests/data/pp_zbv: p = 2, m = 3, two chunks per rank in a V,
   // every op 1 ms): the what-if model replays it with zbv's V and 2 chunks (bubble 1/19, as
   // tst_schedule draws it) and predicts interleaved-zb with the 2 chunks the session ran (no

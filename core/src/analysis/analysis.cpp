@@ -344,4 +344,21 @@ AnalysisResult analyzeStore(TraceStore& store) {
   return a.result(store);
 }
 
+AnalysisResult analyzeStore(TraceStore& store, int64_t fromStep, int64_t toStep) {
+  Analyzer a;
+  (void)a.finish(store);
+  a.keepSteps(fromStep, toStep);
+  return a.result(store);
+}
+
+void Analyzer::keepSteps(int64_t fromStep, int64_t toStep) {
+  AnalyzerState& st = *s_;
+  auto out = [&](int64_t n) { return n < fromStep || n > toStep; };
+  for (auto& [rank, ws] : st.windows) std::erase_if(ws, [&](const auto& kv) { return out(kv.first); });
+  std::erase_if(st.records, [&](const RankStepRecord& r) { return out(r.step); });
+  std::erase_if(st.critical, [&](const auto& kv) { return out(kv.first); });
+  std::erase_if(st.done, [&](int64_t n) { return out(n); });
+  std::erase_if(st.incompleteSeen, [&](const auto& rn) { return out(rn.second); });
+}
+
 }  // namespace trainscope::core

@@ -696,12 +696,14 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   }
 
   if (s.pp) {
-    AnalysisResult a = analyzeStore(store);
+    // Per stage over the window's steps only: a recording that ran other settings before (other
+    // micro-batch sizes, other schedules) must not enter this setting's op times (before Nov 25
+    // these were the whole session's means, so a model of one cell of a grid recording mixed in
+    // every cell's micro-batch size).
+    AnalysisResult a = analyzeStore(store, s.fromStep, s.toStep);
     if (!a.pipeline.present || a.pipeline.perStage.empty())
       return Status(ErrorCode::InvalidArgument,
                     "the session's pp.* knobs are set but it has no pipeline events");
-    // Per stage over the window's steps: the mean op times of the whole session's analysis (the
-    // analysis aggregates over all steps; the window's knob values are what the job ran last).
     s.stages = static_cast<int>(a.pipeline.perStage.size());
     s.chunks = std::max(1, a.pipeline.virtualStages);
     // The analysis' op means are per op, i.e. per chunk when a stage holds several chunks; the
@@ -713,12 +715,15 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs * perStage : 0);
       if (std::isfinite(st.wMs) && st.wMs > 0) s.measuredSplit = true;
     }
-    // Hand-off: the mean P2P send interval (the time the sender spends posting it).
+    // Hand-off: the mean P2P send interval (the time the sender spends posting it), in the window.
+    int64_t winLo = INT64_MAX, winHi = INT64_MIN;
+    for (const auto& [key, x] : rs) winLo = std::min(winLo, x.step.a), winHi = std::max(winHi, x.step.b);
     std::vector<double> sends;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
       const TrackEvents& ev = store.events(t);
       for (size_t i = 0; i < ev.size() && sends.size() < 100000; ++i)
-        if (ev.kind(i) == EventKind::P2PSend && store.str(ev.name(i)) == "pp send")
+        if (ev.kind(i) == EventKind::P2PSend && ev.start(i) >= winLo && ev.start(i) < winHi &&
+            store.str(ev.name(i)) == "pp send")
           sends.push_back(static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs);
     }
     s.sendLatencyMs = mean(sends);

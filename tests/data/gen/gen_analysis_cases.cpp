@@ -161,6 +161,21 @@ void pipeline1f1b(const fs::path& dir) {
   c.write(dir, "pp_1f1b_balanced");
 }
 
+// Two settings in one recording (the what-if's grid benchmark records this way): steps 0-1 run
+// 1F1B with m = 4 (F 1 ms, B 2 ms), then pp.microbatches = 8 from step 2 with micro-batches half
+// the size (F 0.5, B 1): a model of either window must take that window's op times only.
+void pipeline1f1bTwoSettings(const fs::path& dir) {
+  Case c(4);
+  c.s.metadata()["knob.pp.schedule"] = "1f1b";
+  c.s.metadata()["knob.pp.microbatches"] = "4";
+  runPipeline(c, 4, 1, order1f1b(4, 4), 1, 2, 0, 0, 0, 21);
+  runPipeline(c, 4, 1, order1f1b(4, 4), 1, 2, 0, 1, 25, 46);
+  for (int r = 0; r < 4; ++r) c.knob(r, 2, 49, "pp.microbatches", "8");
+  runPipeline(c, 4, 1, order1f1b(4, 8), 0.5, 1, 0, 2, 50, 66.5);
+  runPipeline(c, 4, 1, order1f1b(4, 8), 0.5, 1, 0, 3, 70, 86.5);
+  c.write(dir, "pp_1f1b_two_settings");
+}
+
 void pipeline1f1bUnbalanced(const fs::path& dir) {
   Case c(2);
   c.s.metadata()["knob.pp.schedule"] = "1f1b";
@@ -410,6 +425,7 @@ int main(int argc, char** argv) {
   const fs::path dir = argv[1];
   pipeline1f1b(dir);
   pipeline1f1bUnbalanced(dir);
+  pipeline1f1bTwoSettings(dir);
   pipelineGpipe(dir);
   pipelineSeq1f1b(dir);
   pipelineGpipeUnbalanced(dir);

@@ -304,6 +304,10 @@ class Analyzer {
   // store's. Cumulative tables (bandwidth classes, knob changes) stay. The kept events' indices
   // (metric sources) are re-based and overlays that end before the cutoff go.
   void evicted(const std::vector<size_t>& dropped, int64_t cutoffNs);
+  // Keeps the per-step state of steps fromStep .. toStep only (records, critical paths, windows):
+  // result() then aggregates that window of steps (the what-if's model of one setting in a
+  // recording that ran several). Cumulative tables (bandwidth classes, knob changes) stay.
+  void keepSteps(int64_t fromStep, int64_t toStep);
 
  private:
   std::unique_ptr<AnalyzerState> s_;
@@ -311,6 +315,8 @@ class Analyzer {
 
 // Whole-store analysis: Analyzer::finish + result.
 AnalysisResult analyzeStore(TraceStore& store);
+// The same over the steps fromStep .. toStep only (Analyzer::keepSteps).
+AnalysisResult analyzeStore(TraceStore& store, int64_t fromStep, int64_t toStep);
 
 // The `analyze --json` document (contract keys, docs/ANALYSIS.md).
 std::string analysisToJson(const AnalysisResult& result, int indent = 2);
