@@ -103,7 +103,22 @@ def main():
                     help="run the base cell again before every other cell and predict each cell from the base "
                          "window right before it (the machine's load drifts over the grid)")
     ap.add_argument("--keep", action="store_true", help="print where the recordings are and keep them")
+    ap.add_argument("--mode", default="dp", help="the demo's --mode (dp, pp, hybrid, disco)")
+    ap.add_argument("--knob", action="append", default=[], metavar="K=v1,v2,...",
+                    help="a knob of the grid and its values (repeat; replaces --buckets/--algorithms); "
+                         "--base then names the base cell as K=v,K2=v2 or as values in --knob order")
     args = ap.parse_args()
+    if args.knob:
+        knobs = [(k, v.split(",")) for k, v in (x.split("=", 1) for x in args.knob)]
+    else:
+        knobs = [("dp.bucket_bytes", args.buckets.split(",")), ("dp.algorithm", args.algorithms.split(","))]
+    names = [k for k, _ in knobs]
+    if "=" in args.base:
+        given = dict(x.split("=", 1) for x in args.base.split(","))
+        base = tuple(given[k] for k in names)
+    else:
+        base = tuple(args.base.split(","))
+    default_grid = names == ["dp.bucket_bytes", "dp.algorithm"]
     cli = os.path.join(args.build, "bin", "trainscope-cli")
     rt = tempfile.mkdtemp(prefix="tune-bench-")
     os.chmod(rt, 0o700)
@@ -120,18 +135,19 @@ def main():
             sys.exit(f"{' '.join(a)} failed: {r.stdout}{r.stderr}")
         return r
 
-    demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000", "--", *args.job_args.split())
+    demo = run("demo", "--mode", args.mode, "--ranks", str(args.ranks), "--steps", "1000000", "--",
+               *args.job_args.split())
     job = re.search(r"job (\S+)", demo.stdout).group(1)
     launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
     try:
         for _ in range(200):
-            if "dp.bucket_bytes" in run("knobs", "--job", job, "--json", check=False).stdout:
+            if names[0] in run("knobs", "--job", job, "--json", check=False).stdout:
                 break
             time.sleep(0.1)
         buckets = args.buckets.split(",")
         algos = args.algorithms.split(",")
-        cells = list(itertools.product(buckets, algos))
-        base = tuple(args.base.split(","))
+        cells = list(itertools.product(*[v for _, v in knobs]))
+        kv = lambda c: [f"{k}={v}" for k, v in zip(names, c)]
         rows = []
         if not args.bo_only:
             cells.remove(base)
@@ -145,8 +161,8 @@ def main():
             rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(total), "--out", session], env=env)
             time.sleep(1.0)
             acks = []
-            for b, a in cells:
-                r = run("set", "--job", job, f"dp.bucket_bytes={b}", f"dp.algorithm={a}", "--json")
+            for c in cells:
+                r = run("set", "--job", job, *kv(c), "--json")
                 acks.append(max(x["step"] for x in json.loads(r.stdout)))
                 time.sleep(args.seconds_per_cell)
             rec.send_signal(signal.SIGINT)  # the last cell has had its time: stop and save
@@ -154,61 +170,77 @@ def main():
             ends = acks[1:] + [None]
             rows = []
             base_from, base_to = acks[0] + args.warmup, acks[1] - 1
-            for idx, ((b, a), s, e) in enumerate(zip(cells, acks, ends)):
-                if args.paired and (b, a) == base:
+            for idx, (c, s, e) in enumerate(zip(cells, acks, ends)):
+                if args.paired and c == base:
                     base_from, base_to = s + args.warmup, e - 1  # the model for the next cell
                     if idx > 0:
                         continue
                 frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
                 own = json.loads(run("whatif", session, "--json", *frm).stdout)
+                sets = [y for x in kv(c) for y in ("--set", x)]
                 pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
-                                      str(base_to), "--set", f"dp.bucket_bytes={b}", "--set",
-                                      f"dp.algorithm={a}").stdout)
+                                      str(base_to), *sets).stdout)
                 p = pred["predictions"][0]
                 steps = (e - 1 if e else own["to_step"]) - (s + args.warmup) + 1
-                rows.append({"bucket_bytes": int(b), "algorithm": a, "steps": steps,
+                rows.append({"cell": c, "steps": steps,
                              "measured_ms": own["measured"]["step_time_ms"],
                              "replay_ms": own["replay"]["step_time_ms"],
                              "predicted_ms": p["step_time_ms"], "extrapolated": p["extrapolated"],
                              "measured_overlap": own["measured"]["overlap_ratio"],
                              "predicted_overlap": p["overlap_ratio"],
                              "measured_exposed_ms": own["measured"]["exposed_comm_ms"],
-                             "predicted_exposed_ms": p["exposed_comm_ms"]})
-            print("| dp.bucket_bytes | dp.algorithm | steps | measured ms | replay ms (err) | predicted from base ms (err) "
-                  "| overlap meas/pred | exposed ms meas/pred |")
-            print("|---|---|---|---|---|---|---|---|")
+                             "predicted_exposed_ms": p["exposed_comm_ms"],
+                             "measured_bubble": own["measured"].get("bubble_fraction"),
+                             "predicted_bubble": p.get("bubble_fraction")})
+            pp = args.mode in ("pp", "hybrid")
+            extra = ("bubble meas/pred",) if pp else ("overlap meas/pred", "exposed ms meas/pred")
+            head = [*names, "steps", "measured ms", "replay ms (err)", "predicted from base ms (err)", *extra]
+            print("| " + " | ".join(head) + " |")
+            print("|" + "---|" * len(head))
+            num = lambda v: -1.0 if v is None else v
             for r in rows:
                 m = r["measured_ms"]
-                print(f"| {r['bucket_bytes']} | {r['algorithm']} | {r['steps']} | {m:.3f} | {r['replay_ms']:.3f} "
-                      f"({100 * (r['replay_ms'] - m) / m:+.1f} %) | {r['predicted_ms']:.3f} "
-                      f"({100 * (r['predicted_ms'] - m) / m:+.1f} %){' *' if r['extrapolated'] else ''} | "
-                      f"{(r['measured_overlap'] or 0):.2f} / {(r['predicted_overlap'] or 0):.2f} | "
-                      f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f} |")
+                cols = [*r["cell"], str(r["steps"]), f"{m:.3f}",
+                        f"{r['replay_ms']:.3f} ({100 * (r['replay_ms'] - m) / m:+.1f} %)",
+                        f"{r['predicted_ms']:.3f} ({100 * (r['predicted_ms'] - m) / m:+.1f} %)"
+                        + (" *" if r["extrapolated"] else "")]
+                if pp:
+                    cols.append(f"{num(r['measured_bubble']):.3f} / {num(r['predicted_bubble']):.3f}")
+                else:
+                    cols += [f"{num(r['measured_overlap']):.2f} / {num(r['predicted_overlap']):.2f}",
+                             f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f}"]
+                print("| " + " | ".join(cols) + " |")
             tau = kendall([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
             print(f"\nKendall tau-b (predicted from base vs measured, {len(rows)} cells): {tau:.3f}")
             best = min(rows, key=lambda r: r["measured_ms"])
-            print(f"exhaustive grid best: dp.bucket_bytes={best['bucket_bytes']} dp.algorithm={best['algorithm']} "
+            print(f"exhaustive grid best: {' '.join(kv(best['cell']))} "
                   f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
+            errs = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows[1:]]
+            if errs:
+                print(f"changed settings: {sum(e <= 0.10 for e in errs)} of {len(errs)} within 10 %, "
+                      f"largest |error| {100 * max(errs):.1f} %")
             if args.keep:
                 print(f"grid recording: {session}; acknowledged steps: {acks}")
             if args.grid_only:
                 return
             # Autotune from the base cell over the same values.
-            run("set", "--job", job, f"dp.bucket_bytes={base[0]}", f"dp.algorithm={base[1]}", check=False)
+            run("set", "--job", job, *kv(base), check=False)
             t0 = time.time()
-            t = run("tune", "--job", job, "--knobs", "dp.bucket_bytes,dp.algorithm", "--values",
-                    f"dp.bucket_bytes={args.buckets}", "--values", f"dp.algorithm={args.algorithms}",
+            vals = [y for k, v in knobs for y in ("--values", f"{k}={','.join(v)}")]
+            t = run("tune", "--job", job, "--knobs", ",".join(names), *vals,
                     "--budget-steps", str(args.budget_steps), "--out", os.path.join(rt, "tuned.json"), "--json")
             tr = json.loads(t.stdout)
             print(t.stderr)
             found = tr["best"]
-            cell = next((r for r in rows if str(r["bucket_bytes"]) == found["dp.bucket_bytes"]
-                         and r["algorithm"] == found["dp.algorithm"]), None)
+            cell = next((r for r in rows if all(str(found.get(k)) == v for k, v in zip(names, r["cell"]))), None)
             print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
                   f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
                   f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
                   f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
 
+        if not default_grid:
+            print("bayesian baseline: only for the default grid (dp.bucket_bytes x dp.algorithm)")
+            return
         # Bayesian-optimisation baseline (Horovod's autotuner defaults): 20 samples x 10 steps.
         rng = random.Random(args.seed)
         lb = [np.log2(int(b)) for b in buckets]
@@ -242,7 +274,7 @@ def main():
             ys.append(ms)
             bo.append((c, ms))
         bb = min(bo, key=lambda x: x[1])
-        cellb = next((r for r in rows if str(r["bucket_bytes"]) == bb[0][0] and r["algorithm"] == bb[0][1]), None)
+        cellb = next((r for r in rows if tuple(r["cell"]) == tuple(bb[0])), None)
         print(f"bayesian baseline: {len(bo)} samples x (2 + {args.bo_steps}) steps = {len(bo) * (2 + args.bo_steps)} "
               f"steps, best {bb[0]} {bb[1]:.3f} ms (grid measured that cell at "
               f"{cellb['measured_ms'] if cellb else float('nan'):.3f} ms), {time.time() - t0:.1f} s; samples: "

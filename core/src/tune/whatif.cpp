@@ -151,7 +151,12 @@ struct WhatIfModel::State {
   std::vector<double> fMs, bMs, wMs;  // [stage] per micro-batch at the measured m, whole stage
   int chunks = 1;                     // distinct chunks per stage seen (the analysis' v)
   bool measuredSplit = false;
-  double sendLatencyMs = 0;
+  // A hand-off: the sender posts it for sendCostMs of its stage time (the `pp send` interval),
+  // and the receiver can start sendLatencyMs after that: the measured hand-off latency (send
+  // start to the end of a receive that waited for it, the analysis' handoff_latency_us) less
+  // the posting. On a CPU job the latency is the receiver being woken and scheduled, which
+  // 1F1B's alternation pays on every op and GPipe's batched forward mostly hides.
+  double sendCostMs = 0, sendLatencyMs = 0;
   double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
   // Drawing.
   double restBeforeMs = 0;  // data parallel: step start to forward start, mean
@@ -726,7 +731,12 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
             store.str(ev.name(i)) == "pp send")
           sends.push_back(static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs);
     }
-    s.sendLatencyMs = mean(sends);
+    s.sendCostMs = mean(sends);
+    double waited = 0, handoffs = 0;
+    for (const StageResult& st : a.pipeline.perStage)
+      if (std::isfinite(st.handoffLatencyUs) && std::isfinite(st.handoffsPerStep) && st.handoffsPerStep > 0)
+        waited += st.handoffLatencyUs / 1e3 * st.handoffsPerStep, handoffs += st.handoffsPerStep;
+    s.sendLatencyMs = handoffs > 0 ? std::max(0.0, waited / handoffs - s.sendCostMs) : 0.0;
     // The drawn measured step: the step of median length (over ranks), every stage's ops.
     {
       std::map<int64_t, std::vector<std::pair<RankId, Iv>>> byStep;
@@ -828,6 +838,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     }
     OpDurations base;
     base.sendLatency = s.sendLatencyMs;
+    base.sendCost = s.sendCostMs;
     auto dur = [&](int stage, const PipeOp& op) {
       const auto i = static_cast<size_t>(stage);
       double f = s.fMs[i], b = s.bMs[i], w = s.wMs[i];
@@ -1057,6 +1068,7 @@ std::string WhatIfModel::describeJson() const {
     j["f_ms"] = s.fMs;
     j["b_ms"] = s.bMs;
     j["w_ms"] = s.wMs;
+    j["send_cost_ms"] = s.sendCostMs;
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
   }

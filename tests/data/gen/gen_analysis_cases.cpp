@@ -80,7 +80,11 @@ struct Op {
 // slow[r] scales rank r's op times (unbalanced stages); empty = balanced.
 void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& order, double tf, double tb,
                  double tw, int64_t stepNo, double t0, double windowEnd,
-                 const std::vector<double>& slow = {}, bool vShape = false) {
+                 const std::vector<double>& slow = {}, bool vShape = false, double latency = -1) {
+  // latency >= 0 (not with vShape): every hand-off to another rank arrives `latency` after the
+  // producer's op ends; the producer posts a 1 us "pp send" on its own time and the consumer
+  // records a receive per hand-off (1 us when it did not wait), as trainscope-train traces them
+  // (the analysis takes no interval from a zero-length event).
   const int vs = p * v;
   std::map<std::tuple<char, int, int>, std::pair<double, int>> done;  // (kind, mb, vstage) -> end, rank
   std::vector<size_t> next(p, 0);
@@ -103,12 +107,21 @@ void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& orde
       if (std::get<0>(dep) != ' ') {
         auto it = done.find(dep);
         if (it == done.end()) continue;  // not yet produced
-        if (it->second.first > ready) {
-          ready = it->second.first;
+        const bool remote = it->second.second != r;
+        const double arrival = it->second.first + (latency >= 0 && remote ? latency : 0.0);
+        const double posted = 0.001;
+        if (latency >= 0 && remote) {
+          const double end = std::max(free[r] + posted, arrival);
+          c.ev(c.comm[r], EventKind::P2PRecv, "pp recv", free[r], end,
+               {Attr::ofInt(AttrKey::Peer, it->second.second), Attr::ofInt(AttrKey::MicroBatch, op.mb)});
+          ready = std::max(ready, end);
+        }
+        if (arrival > ready) {
+          ready = arrival;
           peer = it->second.second;
         }
       }
-      if (peer >= 0 && peer != r)  // the stage waited for a peer's data: the receive it sat in
+      if (latency < 0 && peer >= 0 && peer != r)  // the stage waited for a peer's data: the receive it sat in
         c.ev(c.comm[r], EventKind::P2PRecv, "recv", free[r], ready,
              {Attr::ofInt(AttrKey::Peer, peer), Attr::ofInt(AttrKey::MicroBatch, op.mb),
               Attr::ofInt(AttrKey::Bytes, 1 << 20)});
@@ -120,6 +133,12 @@ void runPipeline(Case& c, int p, int v, const std::vector<std::vector<Op>>& orde
            {Attr::ofInt(AttrKey::MicroBatch, op.mb), Attr::ofInt(AttrKey::Stage, r),
             Attr::ofInt(AttrKey::Chunk, op.chunk)});
       done[{op.kind, op.mb, vstage}] = {ready + dur, r};
+      const int to = op.kind == 'F' && vstage < vs - 1 ? (vstage + 1) % p : op.kind == 'B' && vstage > 0 ? (vstage - 1) % p : r;
+      if (latency >= 0 && to != r) {
+        c.ev(c.comm[r], EventKind::P2PSend, "pp send", ready + dur, ready + dur + 0.001,
+             {Attr::ofInt(AttrKey::Peer, to), Attr::ofInt(AttrKey::MicroBatch, op.mb)});
+        free[r] += 0.001;
+      }
       free[r] = ready + dur;
       ++next[r];
       progress = true;
@@ -174,6 +193,20 @@ void pipeline1f1bTwoSettings(const fs::path& dir) {
   runPipeline(c, 4, 1, order1f1b(4, 8), 0.5, 1, 0, 2, 50, 66.5);
   runPipeline(c, 4, 1, order1f1b(4, 8), 0.5, 1, 0, 3, 70, 86.5);
   c.write(dir, "pp_1f1b_two_settings");
+}
+
+// Hand-offs that take time: p = 2, m = 4, 1F1B, F 1 ms, B 2 ms, every hand-off arriving 0.5 ms
+// after its producer ends (sends and receives of 1 us aside). By hand: 1F1B's critical path
+// alternates stages at every op and pays 0.5 ms each time (makespan 17 ms, 15 without the
+// latency); GPipe's forwards run ahead and pay it on the first forward and each backward only
+// (16 ms).
+void pipeline1f1bHandoff(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "1f1b";
+  c.s.metadata()["knob.pp.microbatches"] = "4";
+  runPipeline(c, 2, 1, order1f1b(2, 4), 1, 2, 0, 0, 0, 17.001, {}, false, 0.5);
+  runPipeline(c, 2, 1, order1f1b(2, 4), 1, 2, 0, 1, 20, 37.001, {}, false, 0.5);
+  c.write(dir, "pp_1f1b_handoff");
 }
 
 void pipeline1f1bUnbalanced(const fs::path& dir) {
@@ -426,6 +459,7 @@ int main(int argc, char** argv) {
   pipeline1f1b(dir);
   pipeline1f1bUnbalanced(dir);
   pipeline1f1bTwoSettings(dir);
+  pipeline1f1bHandoff(dir);
   pipelineGpipe(dir);
   pipelineSeq1f1b(dir);
   pipelineGpipeUnbalanced(dir);
