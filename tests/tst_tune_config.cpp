@@ -572,6 +572,33 @@ class TstTuneConfig : public QObject {
     QVERIFY2(gp.isOk() && near(gp->stepTimeMs, 16), qPrintable(QString::number(gp->stepTimeMs)));
   }
 
+  // DISCO (tests/data/disco, 2 ranks; the default window is step 3: layer 0 at sparsity 0.5 with
+  // L_comp 1.5, L_comm 2 ms, 4 MB; layer 1 at 0.25 with 3 and 1 ms, 1 MB; step 10 ms, pipelined).
+  // By hand with background.md 1 (N = 2): dense comm 4 and 1.333, dense comp 2 and 3.429 ms;
+  // pipelined layer time max(comm, comp): 2 + 3, so the rest is 5 ms.
+  void whatIfDiscoByHand() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/disco/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
+    auto step = [&](std::map<std::string, std::string> c) {
+      auto p = m->predict(c);
+      return p.isOk() ? p->stepTimeMs : -1.0;
+    };
+    QVERIFY(near(step({}), 10));
+    // Dense everywhere: max(4, 2) + max(1.333, 3.429) + 5; bytes 4 MB / 0.5 + 1 MB / 0.75.
+    auto dense = m->predict({{"disco.sparsity", "0"}});
+    QVERIFY2(dense.isOk() && near(dense->stepTimeMs, 5 + 4 + 24.0 / 7), qPrintable(QString::number(dense->stepTimeMs)));
+    QVERIFY(near(dense->bytes, 8e6 + 4e6 / 3));
+    // Layer 1 independent: its compute halves (1 - S/2 of the dense), nothing sent: 5 + 2 + 12/7.
+    QVERIFY(near(step({{"disco.sparsity.1", "1"}}), 5 + 2 + 12.0 / 7));
+    // The per-layer value wins over disco.sparsity for its layer, as in the job: 5 + 2 + 24/7.
+    QVERIFY(near(step({{"disco.sparsity", "0.5"}, {"disco.sparsity.1", "0"}}), 5 + 2 + 24.0 / 7));
+    QVERIFY(!m->predict({{"disco.sparsity", "1.5"}}).isOk());  // refused with the reason
+    QVERIFY(!m->predict({{"disco.sparsity", "x"}}).isOk());
+  }
+
   // A recording of PyTorch's ZBV (tests/data/pp_zbv: p = 2, m = 3, two chunks per rank in a V,
   // every op 1 ms): the what-if model replays it with zbv's V and 2 chunks (bubble 1/19, as
   // tst_schedule draws it) and predicts interleaved-zb with the 2 chunks the session ran (no

@@ -95,6 +95,11 @@ constexpr double kHalfPowerBytes = 65536;
 constexpr double kHalfPowerMinCalibBytes = 512 * 1024;
 constexpr double kHalfPowerRange[2] = {8 * 1024, 64 * 1024 * 1024};
 
+std::string get0(const std::map<std::string, std::string>& m, const char* k, const char* d) {
+  auto it = m.find(k);
+  return it == m.end() ? std::string(d) : it->second;
+}
+
 std::string fmt(double v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.6g", v);
@@ -114,8 +119,18 @@ struct WhatIfModel::State {
   std::map<std::string, std::string> knobs;
   int64_t fromStep = -1, toStep = -1;
   int world = 1;
-  bool dp = false, pp = false;
+  bool dp = false, pp = false, disco = false;
   WhatIfPrediction measured;
+  // DISCO (--mode disco sessions): per split layer the window's analysis (ANALYSIS.md, DISCO):
+  // ranks exchanging it, the sparsity it ran, per (rank, step) the union of its kernels and of
+  // its exchanges, its bytes, and the paper's dense extrapolations of both (background.md 1).
+  struct DiscoLayerModel {
+    int64_t layer = 0;
+    int nodes = 1;
+    double sparsity = 0, commMs = 0, compMs = 0, bytes = 0, commDenseMs = NAN, compDenseMs = 0;
+  };
+  std::vector<DiscoLayerModel> discoLayers;
+  double discoRestMs = 0;  // measured step - the layers' modelled time at the measured setting
   // Data parallel.
   int layers = 0;
   std::vector<double> layerMs;     // [layer] B+W compute without the overlap slowdown
@@ -158,6 +173,10 @@ struct WhatIfModel::State {
   // 1F1B's alternation pays on every op and GPipe's batched forward mostly hides.
   double sendCostMs = 0, sendLatencyMs = 0;
   double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
+  // The part of that rest the analysis counted as bubble (its idle time in the step window less
+  // the simulated idle at the measured setting, within [0, rest]), so the replay's bubble is the
+  // measured one; -1: all of the rest (no measured bubble).
+  double pipeRestIdleMs = -1;
   // Drawing.
   double restBeforeMs = 0;  // data parallel: step start to forward start, mean
   std::vector<StepOp> measuredTimeline;
@@ -253,11 +272,12 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   for (const auto& [k, v] : s.knobs) {
     s.dp |= k.rfind("dp.", 0) == 0;
     s.pp |= k.rfind("pp.", 0) == 0;
+    s.disco |= k.rfind("disco.", 0) == 0;
   }
-  if (!s.dp && !s.pp)
-    return Status(
-        ErrorCode::InvalidArgument,
-        "what-if models data-parallel (dp.*) and pipeline (pp.*) jobs; this session has neither knob family");
+  if (!s.dp && !s.pp && !s.disco)
+    return Status(ErrorCode::InvalidArgument,
+                  "what-if models data-parallel (dp.*), pipeline (pp.*) and DISCO (disco.*) jobs; this session has "
+                  "none of these knob families");
 
   // Per (rank, step) in the window.
   std::map<std::pair<RankId, int64_t>, RankStep> rs;
@@ -788,6 +808,35 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     auto sim = m.predict({});
     if (!sim) return sim.status();
     s.pipeRestMs = s.measured.stepTimeMs - sim->stepTimeMs;
+    if (s.measured.bubbleFraction >= 0 && s.pipeRestMs > 0)
+      s.pipeRestIdleMs = std::clamp(s.measured.bubbleFraction * s.measured.stepTimeMs -
+                                        sim->bubbleFraction * sim->stepTimeMs,
+                                    0.0, s.pipeRestMs);
+  }
+  if (s.disco) {
+    AnalysisResult a = analyzeStore(store, s.fromStep, s.toStep);
+    for (const DiscoLayer& l : a.disco) {
+      if (!std::isfinite(l.lCompMs)) continue;
+      State::DiscoLayerModel d;
+      d.layer = l.layer;
+      d.nodes = std::max(1, l.nodes);
+      d.sparsity = l.sparsity;
+      d.commMs = std::isfinite(l.lCommMs) ? l.lCommMs : 0;
+      d.compMs = l.lCompMs;
+      d.bytes = std::isfinite(l.bytes) ? l.bytes : 0;
+      d.commDenseMs = l.commDenseMs;  // NaN at sparsity 1: nothing was sent
+      d.compDenseMs = std::isfinite(l.compDenseMs) ? l.compDenseMs : l.lCompMs;
+      s.discoLayers.push_back(d);
+      s.measured.bytes += d.bytes;
+    }
+    if (s.discoLayers.empty())
+      return Status(ErrorCode::InvalidArgument,
+                    "the session's disco.* knobs are set but the chosen window has no DISCO layer exchanges");
+    s.discoRestMs = 0;
+    auto sim = m.predict({});
+    if (!sim) return sim.status();
+    s.discoRestMs = s.measured.stepTimeMs - sim->stepTimeMs;
+    s.measured.exposedCommMs = sim->exposedCommMs;  // the model's, at the measured setting
   }
   return m;
 }
@@ -850,12 +899,14 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     auto sim = simulateSchedule(*sched, base, dur);
     if (!sim) return sim.status();
     p.stepTimeMs = sim->makespan + s.pipeRestMs;
-    // The analysis counts a stage's bubble over its whole step window (docs/ANALYSIS.md): the
-    // rest of the step outside the simulated makespan (optimizer, hand-offs, the job's own
-    // pauses) is idle for the pipeline ops too, so the replay equals the measured bubble.
+    // The analysis counts a stage's bubble over its whole step window (docs/ANALYSIS.md): of the
+    // rest of the step outside the simulated makespan (optimizer, batch loading, the job's own
+    // pauses) the part it counted idle at the measured setting stays idle, so the replay
+    // equals the measured bubble.
     p.bubbleFraction = sim->bubbleFraction;
     if (s.pipeRestMs > 0 && p.stepTimeMs > 0)
-      p.bubbleFraction = (sim->bubbleFraction * sim->makespan + s.pipeRestMs) / p.stepTimeMs;
+      p.bubbleFraction = (sim->bubbleFraction * sim->makespan + (s.pipeRestIdleMs >= 0 ? s.pipeRestIdleMs : s.pipeRestMs)) /
+                         p.stepTimeMs;
     for (size_t st = 0; st < sched->stages.size() && st < sim->stages.size(); ++st) {
       const auto& ops = sched->stages[st];
       const auto& times = sim->stages[st].opTimes;
@@ -871,6 +922,68 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     p.exposedCommMs = 0;
     p.notes.push_back("pipeline: per-op times scaled by " + fmt(scale) +
                       " from the measured micro-batch size");
+    return p;
+  }
+  if (s.disco) {
+    // background.md 1, per split layer at sparsity S over N ranks: L_comm = F_s/B (1 - S),
+    // L_comp = C_c/(N C) (1 - (N-1)/N S), the dense terms from the window's measurement;
+    // pipelined: L = max(L_comm, L_comp), wait: L = L_comm + L_comp. The step = the measured
+    // step - the layers' L at the measured setting + theirs at the new one (the replay is exact).
+    // disco.sparsity sets every layer; disco.sparsity.<l> in the same change wins for layer l
+    // (trainscope-train's rule, TRAINER.md).
+    const std::string mode = get("disco.mode", "pipelined");
+    if (mode != "pipelined" && mode != "wait")
+      return Status(ErrorCode::InvalidArgument, "disco.mode is pipelined or wait, not " + mode);
+    auto sparsityArg = [](const std::string& k, const std::string& v) -> Result<double> {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || end == v.c_str() || *end || !(x >= 0 && x <= 1))
+        return Status(ErrorCode::InvalidArgument, k + " is a number in [0, 1], not " + v);
+      return x;
+    };
+    p.bytes = 0;
+    p.stepTimeMs = s.discoRestMs;
+    bool commUnknown = false;
+    double t = 0;
+    for (const State::DiscoLayerModel& d : s.discoLayers) {
+      double sp = d.sparsity;
+      if (auto it = changes.find("disco.sparsity"); it != changes.end()) {
+        auto x = sparsityArg(it->first, it->second);
+        if (!x) return x.status();
+        sp = *x;
+      }
+      if (auto it = changes.find("disco.sparsity." + std::to_string(d.layer)); it != changes.end()) {
+        auto x = sparsityArg(it->first, it->second);
+        if (!x) return x.status();
+        sp = *x;
+      }
+      const double n = d.nodes;
+      double comm = d.commMs;
+      if (sp != d.sparsity) {
+        if (std::isfinite(d.commDenseMs))
+          comm = d.commDenseMs * (1 - sp);
+        else if (sp < 1)
+          commUnknown = true, comm = 0;
+      }
+      const double comp = sp == d.sparsity ? d.compMs : d.compDenseMs * (1 - (n - 1) / n * sp);
+      const double layerMs = mode == "wait" ? comm + comp : std::max(comm, comp);
+      p.stepTimeMs += layerMs;
+      p.bytes += d.sparsity < 1 ? d.bytes * (1 - sp) / (1 - d.sparsity) : 0;
+      const std::string lane = "layer " + std::to_string(d.layer);
+      p.timeline.push_back({lane, "compute", StepOp::Kind::Compute, t, t + comp});
+      const double c0 = mode == "wait" ? t + comp : t;
+      if (comm > 0) p.timeline.push_back({lane, "exchange", StepOp::Kind::Communication, c0, c0 + comm});
+      t += layerMs;
+      p.exposedCommMs += mode == "wait" ? comm : std::max(0.0, comm - comp);
+    }
+    if (commUnknown) {
+      p.extrapolated = true;
+      p.notes.push_back("a layer ran at sparsity 1 in the window (nothing sent): its exchange time at a lower "
+                        "sparsity is unknown and taken as 0");
+    }
+    if (mode != get0(s.knobs, "disco.mode", "pipelined"))
+      p.notes.push_back("disco.mode: the paper's overlap model (pipelined: max of exchange and compute per layer; "
+                        "wait: their sum)");
     return p;
   }
   // Data parallel.
@@ -1063,6 +1176,20 @@ std::string WhatIfModel::describeJson() const {
                       {"samples", f.samples}});
     j["collective_fits"] = fits;
   }
+  if (s.disco) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& d : s.discoLayers)
+      layers.push_back({{"layer", d.layer},
+                        {"nodes", d.nodes},
+                        {"sparsity", d.sparsity},
+                        {"l_comm_ms", d.commMs},
+                        {"l_comp_ms", d.compMs},
+                        {"bytes", d.bytes},
+                        {"comm_dense_ms", std::isfinite(d.commDenseMs) ? nlohmann::json(d.commDenseMs) : nlohmann::json()},
+                        {"comp_dense_ms", d.compDenseMs}});
+    j["disco_layers"] = layers;
+    j["rest_ms"] = s.discoRestMs;
+  }
   if (s.pp) {
     j["stages"] = s.stages;
     j["f_ms"] = s.fMs;
@@ -1071,6 +1198,7 @@ std::string WhatIfModel::describeJson() const {
     j["send_cost_ms"] = s.sendCostMs;
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
+    j["rest_idle_ms"] = s.pipeRestIdleMs;
   }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
