@@ -7,6 +7,7 @@
 // switches, while the held-out loss still falls. `launch --ranks 2 -- python3 -m
 // trainscope.demo_ddp` starts ranks torch-style and ends with the job. Skipped when
 // /usr/bin/python3 cannot import torch.distributed.
+#include <algorithm>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -369,16 +370,28 @@ class TstTorchLive : public QObject {
         for (const auto& [b, algo] : buckets) QCOMPARE(algo, std::string("allreduce+fp16"));
       }
       QVERIFY2(v.bucketAlgo.count(k) && v.bucketAlgo.count(k + 1), qPrintable(who + "no bucket events after"));
-      int before = 0, after = 0;
+      // Per step the counts are the kernel's, read at the step's end: under load a chunk still
+      // in a socket queue then is counted in the next step (seen once in make test: 2.45 MB at
+      // one fp32 step, 197 KB short). So every step is checked coarsely (within half of the
+      // formula either way) and the median step of each side exactly.
+      std::vector<double> before, after;
       for (const auto& [step, sr] : v.tcp) {
         if (step < 1 || !v.steps.count(step)) continue;
         const double want = step < k ? kFp32 : kFp32 / 2;
-        for (double x : {sr.first, sr.second})
-          QVERIFY2(x >= want && x <= want + kSlack,
-                   qPrintable(who + QString("step %1: %2 bytes on TCP, want %3 + < %4").arg(step).arg(x).arg(want).arg(kSlack)));
-        (step < k ? before : after) += 1;
+        for (double x : {sr.first, sr.second}) {
+          QVERIFY2(x >= 0.5 * want && x <= 1.5 * want + kSlack,
+                   qPrintable(who + QString("step %1: %2 bytes on TCP, want about %3").arg(step).arg(x).arg(want)));
+          (step < k ? before : after).push_back(x);
+        }
       }
-      QVERIFY2(before >= 3 && after >= 3, qPrintable(who + QString("%1 / %2 steps with TCP counts").arg(before).arg(after)));
+      QVERIFY2(before.size() >= 6 && after.size() >= 6,
+               qPrintable(who + QString("%1 / %2 counts").arg(before.size()).arg(after.size())));
+      for (auto* side : {&before, &after}) {
+        std::sort(side->begin(), side->end());
+        const double median = (*side)[side->size() / 2], want = side == &before ? kFp32 : kFp32 / 2;
+        QVERIFY2(median >= want && median <= want + kSlack,
+                 qPrintable(who + QString("median %1 bytes on TCP per step, want %2 + < %3").arg(median).arg(want).arg(kSlack)));
+      }
     }
   }
 
