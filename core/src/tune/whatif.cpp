@@ -829,9 +829,8 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.discoLayers.push_back(d);
       s.measured.bytes += d.bytes;
     }
-    if (s.discoLayers.empty())
-      return Status(ErrorCode::InvalidArgument,
-                    "the session's disco.* knobs are set but the chosen window has no DISCO layer exchanges");
+    // No layer exchanged anything in the window (every split layer at sparsity 1): the model
+    // replays the step and flags every change (the layers' exchange costs are unknown).
     s.discoRestMs = 0;
     auto sim = m.predict({});
     if (!sim) return sim.status();
@@ -975,6 +974,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       if (comm > 0) p.timeline.push_back({lane, "exchange", StepOp::Kind::Communication, c0, c0 + comm});
       t += layerMs;
       p.exposedCommMs += mode == "wait" ? comm : std::max(0.0, comm - comp);
+    }
+    if (s.discoLayers.empty() && !changes.empty()) {
+      p.extrapolated = true;
+      p.notes.push_back("no layer exchanged features in the window (all at sparsity 1): the layers' exchange "
+                        "and compute costs are unknown, the step is the measured one");
     }
     if (commUnknown) {
       p.extrapolated = true;
