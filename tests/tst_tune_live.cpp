@@ -250,8 +250,8 @@ class TstTuneLive : public QObject {
       QVERIFY2(predicted < measuredTiny, "the big bucket not predicted faster than the tiny one");
     else
       QVERIFY2(std::abs(predicted - measuredBig) / measuredBig < 0.5, "prediction off by more than 50 %");
-    // The job calibrated its three centralized algorithms at each change (docs/TUNING.md): the
-    // model has an isolated time for each, growing with the payload (1 KiB vs 64 KiB).
+    // The job calibrated its three centralized algorithms at each change, and each codec on them
+    // (docs/TUNING.md): the model has an isolated time for each, growing with the payload.
     const Run d = cli({"whatif", file, "--describe"});
     QVERIFY2(d.code == 0, qPrintable(d.err));
     const QJsonArray cal = QJsonDocument::fromJson(d.out.toUtf8()).object()["calibration"].toArray();
@@ -260,7 +260,10 @@ class TstTuneLive : public QObject {
       calibrated << c.toObject()["algorithm"].toString();
       QVERIFY(c.toObject()["alpha_ms"].toDouble() >= 0 && c.toObject()["ms_per_mb_payload"].toDouble() >= 0);
     }
-    QCOMPARE(calibrated, (QStringList{"allreduce", "recursive-doubling", "ring"}));
+    for (const char* k : {"allreduce", "recursive-doubling", "ring", "ring+fp16", "scatter-reduce+int8",
+                          "recursive-doubling+topk-ef", "ring+onebit-ef"})
+      QVERIFY2(calibrated.contains(k), qPrintable(calibrated.join(',')));
+    QCOMPARE(calibrated.size(), 3 + 3 * 4);
     // A grid gives one row per combination.
     const Run g = cli({"whatif", file, "--json", "--grid", "dp.bucket_bytes=64,65536,67108864", "--grid",
                        "dp.algorithm=allreduce,ring"});

@@ -204,7 +204,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_flag("--no-agent", o.noAgent, "Do not start the agent (knobs keep their initial values)");
   app.add_option("--calibrate", o.calibrate,
                  "After each change of the gradient sync, reduce a scratch buffer with every centralized "
-                 "algorithm at 1 KiB and 64 KiB (7 times each), traced as 'calibrate' collectives for what-if "
+                 "algorithm at 1 KiB, 64 KiB and 1 MiB (7 times each) and with each codec at 1 and 64 KiB (3 times), "
+                 "traced as 'calibrate' collectives for what-if "
                  "(docs/TUNING.md); 0 turns it off")
       ->default_val(true);
   app.add_option("--step-delay-ms", o.stepDelayMs, "Sleep this long at the end of every step")
