@@ -23,6 +23,8 @@
 #include "trainscope/core/tune/compare.h"
 #include "trainscope/core/session/tsdb.h"
 #include "trainscope/core/tune/config.h"
+#include "trainscope/core/sched/schedule.h"
+#include "trainscope/core/sched/schedule_sim.h"
 #include "trainscope/core/tune/whatif.h"
 
 using namespace trainscope::core;
@@ -597,6 +599,38 @@ class TstTuneConfig : public QObject {
     QVERIFY(near(step({{"disco.sparsity", "0.5"}, {"disco.sparsity.1", "0"}}), 5 + 2 + 24.0 / 7));
     QVERIFY(!m->predict({{"disco.sparsity", "1.5"}}).isOk());  // refused with the reason
     QVERIFY(!m->predict({{"disco.sparsity", "x"}}).isOk());
+  }
+
+  // A split schedule predicted from an unsplit session whose kernels name the halves of the
+  // backward (tests/data/pp_1f1b_kernels: B 2 ms = "B 0" 1.5 + "W 0" 0.5): zb-h1's B and W are
+  // 1.5 and 0.5 ms (measured, so not flagged), not halves of B. The expected makespan is the
+  // schedule simulator's on those op times, and differs from the halves'.
+  void whatIfSplitFromTracedKernels() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_kernels/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QVERIFY2(d["w_share"].size() == 2 && std::abs(d["w_share"][0].get<double>() - 0.25) < 1e-9 &&
+                 std::abs(d["w_share"][1].get<double>() - 0.25) < 1e-9,
+             d.dump().c_str());
+    auto zb = m->predict({{"pp.schedule", "zb-h1"}});
+    QVERIFY2(zb.isOk(), zb.status().message().c_str());
+    QVERIFY(!zb->extrapolated);
+    auto makespan = [](double b, double w) {
+      ScheduleParams sp;
+      sp.kind = ScheduleKind::ZbH1;
+      sp.stages = 2;
+      sp.microBatches = 4;
+      auto sched = generateSchedule(sp);
+      auto sim = simulateSchedule(*sched, OpDurations{}, [&](int, const PipeOp& op) {
+        return op.kind == OpKind::Forward ? 1.0 : op.kind == OpKind::Backward ? b : w;
+      });
+      return sim->makespan;
+    };
+    QVERIFY2(std::abs(zb->stepTimeMs - makespan(1.5, 0.5)) < 1e-6,
+             qPrintable(QString("%1 vs %2").arg(zb->stepTimeMs).arg(makespan(1.5, 0.5))));
+    QVERIFY(std::abs(makespan(1.5, 0.5) - makespan(1, 1)) > 0.1);
   }
 
   // A recording of PyTorch's ZBV (tests/data/pp_zbv: p = 2, m = 3, two chunks per rank in a V,

@@ -166,6 +166,9 @@ struct WhatIfModel::State {
   std::vector<double> fMs, bMs, wMs;  // [stage] per micro-batch at the measured m, whole stage
   int chunks = 1;                     // distinct chunks per stage seen (the analysis' v)
   bool measuredSplit = false;
+  // [stage] the weight-gradient share of an unsplit backward, from the traced kernels
+  // (trainscope-train: "B <layer>" input gradient, "W <layer>" weight gradient); NaN: not traced.
+  std::vector<double> wShare;
   // A hand-off: the sender posts it for sendCostMs of its stage time (the `pp send` interval),
   // and the receiver can start sendLatencyMs after that: the measured hand-off latency (send
   // start to the end of a receive that waited for it, the analysis' handoff_latency_us) less
@@ -740,6 +743,18 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs * perStage : 0);
       if (std::isfinite(st.wMs) && st.wMs > 0) s.measuredSplit = true;
     }
+    // An unsplit backward whose kernels name their half (B / W): the share a split schedule
+    // would move into its W ops, per stage over its ranks in the window.
+    std::map<RankId, std::pair<double, double>> bw;  // rank -> (B kernels ms, W kernels ms)
+    for (const auto& [key, x] : rs)
+      for (const auto& k : x.kernels)
+        (k.weight ? bw[key.first].second : bw[key.first].first) += static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
+    for (const StageResult& st : a.pipeline.perStage) {
+      double b = 0, w = 0;
+      for (RankId r : st.ranks)
+        if (auto it = bw.find(r); it != bw.end()) b += it->second.first, w += it->second.second;
+      s.wShare.push_back(b > 0 && w > 0 ? w / (b + w) : NAN);
+    }
     // Hand-off: the mean P2P send interval (the time the sender spends posting it), in the window.
     int64_t winLo = INT64_MAX, winHi = INT64_MIN;
     for (const auto& [key, x] : rs) winLo = std::min(winLo, x.step.a), winHi = std::max(winHi, x.step.b);
@@ -879,7 +894,12 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     // Per-op times scale with the micro-batch size (samples per micro-batch: m0 / m of the measured).
     const double scale = static_cast<double>(m0) / sp.microBatches;
     const bool split = sched->splitBackward;
-    if (split && !s.measuredSplit) {
+    const bool sharesTraced =
+        !s.wShare.empty() && std::all_of(s.wShare.begin(), s.wShare.end(), [](double x) { return std::isfinite(x); });
+    if (split && !s.measuredSplit && sharesTraced) {
+      p.notes.push_back("the session ran no split backward: the split schedule's B and W divide the measured B as "
+                        "its traced input- and weight-gradient kernels do");
+    } else if (split && !s.measuredSplit) {
       p.extrapolated = true;
       p.notes.push_back(
           "the session ran no split backward: the split schedule's B and W are taken as halves of the measured B");
@@ -890,7 +910,10 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     auto dur = [&](int stage, const PipeOp& op) {
       const auto i = static_cast<size_t>(stage);
       double f = s.fMs[i], b = s.bMs[i], w = s.wMs[i];
-      if (!s.measuredSplit && split) b /= 2, w = b;
+      if (!s.measuredSplit && split) {
+        const double share = sharesTraced ? s.wShare[i] : 0.5;
+        w = b * share, b *= 1 - share;
+      }
       if (s.measuredSplit && !split) b += w, w = 0;
       double t = op.kind == OpKind::Forward ? f : op.kind == OpKind::Backward ? b : w;
       return t * scale / (sp.virtualStages * sp.segments);
@@ -1199,6 +1222,9 @@ std::string WhatIfModel::describeJson() const {
     j["f_ms"] = s.fMs;
     j["b_ms"] = s.bMs;
     j["w_ms"] = s.wMs;
+    nlohmann::json shares = nlohmann::json::array();
+    for (double x : s.wShare) shares.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json());
+    j["w_share"] = shares;
     j["send_cost_ms"] = s.sendCostMs;
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;

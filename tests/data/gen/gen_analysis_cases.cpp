@@ -209,6 +209,29 @@ void pipeline1f1bHandoff(const fs::path& dir) {
   c.write(dir, "pp_1f1b_handoff");
 }
 
+// An unsplit 1F1B backward whose kernels name their halves, as trainscope-train's do: p = 2, m = 4,
+// F 1 ms, B 2 ms of which the "B 0" kernel takes 1.5 and the "W 0" kernel 0.5 (a weight-gradient
+// share of 1/4), on a kernel track of each rank.
+void pipeline1f1bKernels(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "1f1b";
+  c.s.metadata()["knob.pp.microbatches"] = "4";
+  runPipeline(c, 2, 1, order1f1b(2, 4), 1, 2, 0, 0, 0, 15);
+  runPipeline(c, 2, 1, order1f1b(2, 4), 1, 2, 0, 1, 20, 35);
+  for (int r = 0; r < 2; ++r) {
+    const TrackId kernels = c.s.findOrAddTrack(r, TrackKind::CudaStream, 8, "kernels");
+    std::vector<double> starts;
+    const TrackEvents& ev = c.s.events(c.gpu[r]);
+    for (size_t i = 0; i < ev.size(); ++i)
+      if (ev.kind(i) == EventKind::MicroBatchB) starts.push_back(static_cast<double>(ev.start(i) - kOrigin) / 1e6);
+    for (double t : starts) {
+      c.ev(kernels, EventKind::Kernel, "B 0", t, t + 1.5, {Attr::ofInt(AttrKey::Layer, 0)});
+      c.ev(kernels, EventKind::Kernel, "W 0", t + 1.5, t + 2, {Attr::ofInt(AttrKey::Layer, 0)});
+    }
+  }
+  c.write(dir, "pp_1f1b_kernels");
+}
+
 void pipeline1f1bUnbalanced(const fs::path& dir) {
   Case c(2);
   c.s.metadata()["knob.pp.schedule"] = "1f1b";
@@ -460,6 +483,7 @@ int main(int argc, char** argv) {
   pipeline1f1bUnbalanced(dir);
   pipeline1f1bTwoSettings(dir);
   pipeline1f1bHandoff(dir);
+  pipeline1f1bKernels(dir);
   pipelineGpipe(dir);
   pipelineSeq1f1b(dir);
   pipelineGpipeUnbalanced(dir);
