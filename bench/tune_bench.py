@@ -118,7 +118,6 @@ def main():
         base = tuple(given[k] for k in names)
     else:
         base = tuple(args.base.split(","))
-    default_grid = names == ["dp.bucket_bytes", "dp.algorithm"]
     cli = os.path.join(args.build, "bin", "trainscope-cli")
     rt = tempfile.mkdtemp(prefix="tune-bench-")
     os.chmod(rt, 0o700)
@@ -238,15 +237,24 @@ def main():
                   f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
                   f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
 
-        if not default_grid:
-            print("bayesian baseline: only for the default grid (dp.bucket_bytes x dp.algorithm)")
-            return
         # Bayesian-optimisation baseline (Horovod's autotuner defaults): 20 samples x 10 steps.
+        # Each knob on [0, 1]: numbers on a log scale when they span more than 8x (bucket bytes),
+        # else linear; other values by their index (schedules, algorithms, codecs).
         rng = random.Random(args.seed)
-        lb = [np.log2(int(b)) for b in buckets]
-        lo, hi = min(lb), max(lb)
-        enc = lambda c: [(np.log2(int(c[0])) - lo) / ((hi - lo) or 1), float(algos.index(c[1])) / max(1, len(algos) - 1)]
-        grid = list(itertools.product(buckets, algos))
+
+        def axis(vals):
+            try:
+                x = [float(v) for v in vals]
+            except ValueError:
+                return lambda v: float(vals.index(v)) / max(1, len(vals) - 1)
+            if min(x) > 0 and max(x) / min(x) > 8:
+                x = [np.log2(v) for v in x]
+            lo, hi = min(x), max(x)
+            return lambda v: (x[vals.index(v)] - lo) / ((hi - lo) or 1)
+
+        axes = [axis(v) for _, v in knobs]
+        enc = lambda c: [a(v) for a, v in zip(axes, c)]
+        grid = list(itertools.product(*[v for _, v in knobs]))
         xs, ys, bo = [], [], []
         t0 = time.time()
         # The GP needs each sample's value before choosing the next. Each sample: `set` the
@@ -259,10 +267,10 @@ def main():
             else:
                 ei = expected_improvement(xs, ys, [enc(g) for g in grid])
                 c = grid[int(np.argmax(ei))]
-            r = run("set", "--job", job, f"dp.bucket_bytes={c[0]}", f"dp.algorithm={c[1]}", "--json", check=False)
+            r = run("set", "--job", job, *kv(c), "--json", check=False)
             if r.returncode != 0:
                 continue
-            m = run("tune", "--job", job, "--knobs", "dp.bucket_bytes", "--values", f"dp.bucket_bytes={c[0]}",
+            m = run("tune", "--job", job, "--knobs", names[0], "--values", f"{names[0]}={c[0]}",
                     "--warmup-steps", "2", "--measure-steps", str(args.bo_steps), "--budget-steps",
                     str(2 + args.bo_steps), "--no-simulator", "--out", os.path.join(rt, f"bo{i}.json"), "--json",
                     check=False)
@@ -278,7 +286,7 @@ def main():
         print(f"bayesian baseline: {len(bo)} samples x (2 + {args.bo_steps}) steps = {len(bo) * (2 + args.bo_steps)} "
               f"steps, best {bb[0]} {bb[1]:.3f} ms (grid measured that cell at "
               f"{cellb['measured_ms'] if cellb else float('nan'):.3f} ms), {time.time() - t0:.1f} s; samples: "
-              + ", ".join(f"{c[0]}/{c[1]}={m:.2f}" for c, m in bo))
+              + ", ".join(f"{'/'.join(c)}={m:.2f}" for c, m in bo))
     finally:
         try:
             os.killpg(launcher, signal.SIGTERM)

@@ -301,6 +301,28 @@ class TstTuneLive : public QObject {
     QCOMPARE(readJson(out)["schema"].toString(), QString("trainscope.tuned-config"));
   }
 
+  // An undecided comparison is measured again (TuneOptions::repeats): with a threshold no
+  // difference can pass (z = 1e6), the clearly faster 64 MiB bucket stays "within the noise", so
+  // the tuner measures it and the incumbent once more (--repeats 1), pools, and keeps the
+  // incumbent: trials incumbent, candidate, incumbent, candidate, incumbent.
+  void undecidedCandidateIsMeasuredAgain() {
+    QVERIFY2(!bJob_.id.isEmpty(), "needs the job of exportAndApplyBack");
+    QCOMPARE(cli({"set", "--job", bJob_.id, "dp.bucket_bytes=64"}).code, 0);
+    const Run t = cli({"tune", "--job", bJob_.id, "--knobs", "dp.bucket_bytes", "--values",
+                       "dp.bucket_bytes=64,67108864", "--measure-steps", "6", "--z", "1e6", "--repeats", "1",
+                       "--budget-steps", "200", "--no-simulator", "--out", dir_.filePath("undecided.json"), "--json"},
+                      240000);
+    QVERIFY2(t.code == 0, qPrintable(t.out + t.err));
+    QVERIFY2(t.err.contains("undecided") && t.err.contains("measuring both again"), qPrintable(t.err));
+    const QJsonObject r = QJsonDocument::fromJson(t.out.toUtf8()).object();
+    const QJsonArray trials = r["trials"].toArray();
+    QStringList who;
+    for (const auto& x : trials) who << (x.toObject()["incumbent"].toBool() ? "inc" : "cand");
+    QCOMPARE(who, (QStringList{"inc", "cand", "inc", "cand", "inc"}));
+    QVERIFY(!r["changed"].toBool());
+    QVERIFY(sameValue(knobValues(bJob_.id)["dp.bucket_bytes"], 64));
+  }
+
  private:
   DemoJob bJob_;
 };

@@ -23,6 +23,7 @@ struct TuneCliOptions {
   double budgetSeconds = 0;
   int warmup = 2, measure = 6;
   double z = 2;
+  int repeats = 2;
   bool noSimulator = false, json = false;
 };
 
@@ -34,6 +35,7 @@ int runTune(const TuneCliOptions& o) {
   to.warmupSteps = o.warmup;
   to.measureSteps = o.measure;
   to.z = o.z;
+  to.repeats = o.repeats;
   to.useSimulator = !o.noSimulator;
   to.log = [](const std::string& s) {
     std::fprintf(stderr, "%s\n", s.c_str());
@@ -143,6 +145,11 @@ void addTuneCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--measure-steps", opts->measure, "Steps measured per trial")->capture_default_str();
   cmd->add_option("--z", opts->z, "A candidate wins only by more than z standard errors")
       ->capture_default_str();
+  cmd->add_option("--repeats", opts->repeats,
+                  "Measure an undecided candidate (faster, but within the noise) and the incumbent again, "
+                  "up to this many times")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   cmd->add_flag("--no-simulator", opts->noSimulator,
                 "Measure every candidate (no what-if ranking or skipping)");
   cmd->add_option("--out,-o", opts->out, "Tuned configuration (JSON)")->required();

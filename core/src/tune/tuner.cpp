@@ -289,17 +289,41 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
       incSamples.insert(incSamples.end(), again->stepMs.begin(), again->stepMs.end());
       stats(incSamples, incMean, incSe);
     }
-    const double se = std::sqrt(incSe * incSe + bestCand->stderrMs * bestCand->stderrMs);
-    if (incMean - bestCand->meanMs > o.z * se) {
-      log("new incumbent " + settingText(bestCand->setting) + ": " + fmtMs(bestCand->meanMs) + " ms vs " +
-          fmtMs(incMean) + " ms (difference > " + fmtMs(o.z) + " x " + fmtMs(se) + " ms)");
-      inc = bestCand->setting;
-      incSamples = bestCand->stepMs;
-      incFrom = bestCand->appliedStep + o.warmupSteps;
+    TuneTrial cand = *bestCand;
+    int64_t candFrom = cand.appliedStep + o.warmupSteps;
+    double se = std::sqrt(incSe * incSe + cand.stderrMs * cand.stderrMs);
+    // Undecided (faster on average, not beyond the noise): measure the candidate and the
+    // incumbent again, alternately, and pool; each repeat halves neither's spread but both
+    // standard errors shrink with the samples.
+    for (int rep = 0; rep < o.repeats && cand.meanMs < incMean && incMean - cand.meanMs <= o.z * se &&
+                      budgetLeft(2 * trialSteps);
+         ++rep) {
+      log("undecided: " + settingText(cand.setting) + " " + fmtMs(incMean - cand.meanMs) + " ms faster, <= " +
+          fmtMs(o.z) + " x " + fmtMs(se) + " ms: measuring both again");
+      auto c2 = measure(cand.setting, false);
+      if (!c2) return c2.status();
+      record(c2.value());
+      if (c2->refused) break;
+      cand.stepMs.insert(cand.stepMs.end(), c2->stepMs.begin(), c2->stepMs.end());
+      stats(cand.stepMs, cand.meanMs, cand.stderrMs);
+      candFrom = c2->appliedStep + o.warmupSteps;
+      auto i2 = measure(inc, true);
+      if (!i2) return i2.status();
+      record(i2.value());
+      incSamples.insert(incSamples.end(), i2->stepMs.begin(), i2->stepMs.end());
+      stats(incSamples, incMean, incSe);
+      se = std::sqrt(incSe * incSe + cand.stderrMs * cand.stderrMs);
+    }
+    if (incMean - cand.meanMs > o.z * se) {
+      log("new incumbent " + settingText(cand.setting) + ": " + fmtMs(cand.meanMs) + " ms vs " + fmtMs(incMean) +
+          " ms (difference > " + fmtMs(o.z) + " x " + fmtMs(se) + " ms)");
+      inc = cand.setting;
+      incSamples = cand.stepMs;
+      incFrom = candFrom;
       incTo = incFrom + o.measureSteps - 1;
     } else {
-      log("keeping " + settingText(inc) + ": " + settingText(bestCand->setting) + " is within the noise (" +
-          fmtMs(incMean - bestCand->meanMs) + " ms <= " + fmtMs(o.z) + " x " + fmtMs(se) + " ms)");
+      log("keeping " + settingText(inc) + ": " + settingText(cand.setting) + " is within the noise (" +
+          fmtMs(incMean - cand.meanMs) + " ms <= " + fmtMs(o.z) + " x " + fmtMs(se) + " ms)");
     }
   }
   res.best = inc;

@@ -33,6 +33,10 @@ struct TuneOptions {
   int warmupSteps = 2;
   int measureSteps = 6;
   double z = 2.0;           // noise threshold in standard errors
+  // A round's fastest candidate that beats the incumbent on average but not beyond z standard
+  // errors is measured again, alternating with the incumbent, up to this many times while the
+  // budget allows (samples pooled): steps go where a decision is open, not to every candidate.
+  int repeats = 2;
   double skipFactor = 1.5;  // skip candidates the simulator predicts this much slower than the incumbent
   bool useSimulator = true;
   double stepTimeoutSeconds = 60;               // give up when the job makes no step for this long
