@@ -298,6 +298,28 @@ class TstTuneConfig : public QObject {
     QVERIFY(!configFromSession(*std::make_unique<TraceStore>(), "empty.tsdb").isOk());
   }
 
+  // A recording started after a change: its metadata already holds the new value, and the
+  // flight recorder's history holds the steps before the change. The change still ends the
+  // old setting's steps (before Nov 24 they were measured with the new value's: 15 ms here).
+  void measuredWindowStartsAtAChangeTheMetadataAlreadyHolds() {
+    Builder b;
+    b.s.metadata()["knob.dp.bucket_bytes"] = "4096";
+    b.s.metadata()["world_size"] = "2";
+    for (RankId r = 0; r < 2; ++r) {
+      int64_t t = 0;
+      for (int step = 0; step < 6; ++step) {
+        const int64_t len = (step < 3 ? 10 : 20) * kMs;
+        b.ev(r, EventKind::Step, "step", t, t + len, {Attr::ofInt(AttrKey::Step, step)});
+        t += len;
+      }
+      b.knob(r, 30 * kMs, 3, "dp.bucket_bytes", "4096");
+    }
+    auto c = configFromSession(b.s, "s.tsdb");
+    QVERIFY2(c.isOk(), c.status().message().c_str());
+    QCOMPARE(c->measured.fromStep, int64_t{3});
+    QCOMPARE(c->measured.stepTimeMs, 20.0);
+  }
+
   // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
   // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
   // 1 ms while bucket 1 reduces).

@@ -72,6 +72,7 @@ struct KnobEv {
   int64_t step;
   int64_t time;
   std::string knob, value;
+  RankId rank = 0;
 };
 
 }  // namespace
@@ -112,20 +113,29 @@ Result<TunedConfig> configFromSession(TraceStore& store, const std::string& sour
       const Attr* step = ev.findAttr(i, AttrKey::Step);
       if (!name || !value) continue;
       evs.push_back({step ? step->asInt() : -1, ev.start(i), std::string(store.str(name->asString())),
-                     std::string(store.str(value->asString()))});
+                     std::string(store.str(value->asString())), store.track(t).rank});
     }
   }
   std::stable_sort(evs.begin(), evs.end(), [](const KnobEv& a, const KnobEv& b) {
     return std::tie(a.step, a.time) < std::tie(b.step, b.time);
   });
   // The last step whose changes left a different value (a refused change and its restore at
-  // the same step change nothing).
+  // the same step change nothing: the knob is written twice there). A knob written once at a
+  // step is a change even when its value is the one the metadata holds: a recording started
+  // after a change holds the new value in its metadata, and the flight recorder's history
+  // before it the steps of the old one (they were mixed into the measurements before Nov 24).
   int64_t lastChange = -1;
   for (size_t i = 0; i < evs.size();) {
     const std::map<std::string, std::string> before = c.knobs;
+    std::map<std::pair<RankId, std::string>, int> writes;  // per rank: every rank records the change
     size_t j = i;
-    for (; j < evs.size() && evs[j].step == evs[i].step; ++j) c.knobs[evs[j].knob] = evs[j].value;
-    if (c.knobs != before) lastChange = std::max(lastChange, evs[i].step);
+    for (; j < evs.size() && evs[j].step == evs[i].step; ++j) {
+      c.knobs[evs[j].knob] = evs[j].value;
+      ++writes[{evs[j].rank, evs[j].knob}];
+    }
+    bool changed = c.knobs != before;
+    for (const auto& [k, n] : writes) changed |= n == 1;
+    if (changed) lastChange = std::max(lastChange, evs[i].step);
     i = j;
   }
   if (c.knobs.empty())
