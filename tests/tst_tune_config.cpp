@@ -619,6 +619,13 @@ class TstTuneConfig : public QObject {
     QVERIFY(near(step({{"disco.sparsity.1", "1"}}), 5 + 2 + 12.0 / 7));
     // The per-layer value wins over disco.sparsity for its layer, as in the job: 5 + 2 + 24/7.
     QVERIFY(near(step({{"disco.sparsity", "0.5"}, {"disco.sparsity.1", "0"}}), 5 + 2 + 24.0 / 7));
+    // The measured step drawn beside the ghost: rank 0's step 3, each layer's kernel and exchange.
+    std::set<std::string> lanes;
+    int exchanges = 0;
+    for (const auto& op : m->measuredTimeline()) lanes.insert(op.lane), exchanges += op.kind == StepOp::Kind::Communication;
+    QCOMPARE(m->measuredTimelineStep(), int64_t{3});
+    QCOMPARE(lanes, (std::set<std::string>{"layer 0", "layer 1"}));
+    QCOMPARE(exchanges, 2);
     QVERIFY(!m->predict({{"disco.sparsity", "1.5"}}).isOk());  // refused with the reason
     QVERIFY(!m->predict({{"disco.sparsity", "x"}}).isOk());
   }

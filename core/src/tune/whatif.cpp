@@ -844,6 +844,38 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.discoLayers.push_back(d);
       s.measured.bytes += d.bytes;
     }
+    // The drawn measured step (the ghost's partner): the median-length step of the lowest rank,
+    // each split layer's kernels and exchanges on its lane, from the step's start.
+    {
+      std::vector<std::pair<int64_t, int64_t>> lens;  // (length, step)
+      RankId r0 = rs.empty() ? 0 : rs.begin()->first.first;
+      for (const auto& [key, x] : rs)
+        if (key.first == r0) lens.push_back({x.step.b - x.step.a, key.second});
+      std::sort(lens.begin(), lens.end());
+      std::set<int64_t> layers;
+      for (const auto& d : s.discoLayers) layers.insert(d.layer);
+      const StringId exName = store.strings().find("disco exchange").value_or(UINT32_MAX);
+      if (!lens.empty() && !layers.empty()) {
+        const int64_t st = lens[lens.size() / 2].second;
+        const Iv w = rs.at({r0, st}).step;
+        for (TrackId t = 0; t < store.trackCount(); ++t) {
+          if (store.track(t).rank != r0) continue;
+          const TrackEvents& ev = store.events(t);
+          for (size_t i = 0; i < ev.size(); ++i) {
+            if (ev.start(i) < w.a || ev.start(i) >= w.b || ev.end(i) <= ev.start(i)) continue;
+            const bool exchange = ev.name(i) == exName;
+            if (!exchange && ev.kind(i) != EventKind::Kernel) continue;
+            const Attr* l = ev.findAttr(i, AttrKey::Layer);
+            if (!l || !layers.count(l->asInt())) continue;
+            s.measuredTimeline.push_back({"layer " + std::to_string(l->asInt()), exchange ? "exchange" : "compute",
+                                          exchange ? StepOp::Kind::Communication : StepOp::Kind::Compute,
+                                          static_cast<double>(ev.start(i) - w.a) / kNsPerMs,
+                                          static_cast<double>(ev.end(i) - w.a) / kNsPerMs});
+          }
+        }
+        s.measuredTimelineStep = st;
+      }
+    }
     // No layer exchanged anything in the window (every split layer at sparsity 1): the model
     // replays the step and flags every change (the layers' exchange costs are unknown).
     s.discoRestMs = 0;
