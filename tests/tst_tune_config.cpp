@@ -91,6 +91,15 @@ struct Builder {
   void ev(RankId r, EventKind k, const char* name, int64_t a, int64_t b, std::vector<Attr> attrs = {}) {
     s.append(track(r), {a, b, s.intern(name), k}, attrs);
   }
+  // Steps 0-2 of 10 ms, then 3-5 of 20 ms, back to back from 0.
+  void stepsTenThenTwenty(RankId r) {
+    int64_t t = 0;
+    for (int step = 0; step < 6; ++step) {
+      const int64_t len = (step < 3 ? 10 : 20) * 1'000'000;
+      ev(r, EventKind::Step, "step", t, t + len, {Attr::ofInt(AttrKey::Step, step)});
+      t += len;
+    }
+  }
   void knob(RankId r, int64_t t, int64_t step, const char* k, const char* v) {
     ev(r, EventKind::KnobChange, k, t, t,
        {Attr::ofString(AttrKey::Knob, s.intern(k)), Attr::ofString(AttrKey::KnobValue, s.intern(v)),
@@ -273,12 +282,7 @@ class TstTuneConfig : public QObject {
     b.s.metadata()["world_size"] = "2";
     b.s.metadata()["job_id"] = "j1";
     for (RankId r = 0; r < 2; ++r) {
-      int64_t t = 0;
-      for (int step = 0; step < 6; ++step) {
-        const int64_t len = (step < 3 ? 10 : 20) * kMs;
-        b.ev(r, EventKind::Step, "step", t, t + len, {Attr::ofInt(AttrKey::Step, step)});
-        t += len;
-      }
+      b.stepsTenThenTwenty(r);
       b.knob(r, 30 * kMs, 3, "dp.bucket_bytes", "4096");
       b.knob(r, 50 * kMs, 4, "dp.algorithm", "decentralized");
       b.knob(r, 50 * kMs + 1, 4, "dp.algorithm", "ring");
@@ -306,12 +310,7 @@ class TstTuneConfig : public QObject {
     b.s.metadata()["knob.dp.bucket_bytes"] = "4096";
     b.s.metadata()["world_size"] = "2";
     for (RankId r = 0; r < 2; ++r) {
-      int64_t t = 0;
-      for (int step = 0; step < 6; ++step) {
-        const int64_t len = (step < 3 ? 10 : 20) * kMs;
-        b.ev(r, EventKind::Step, "step", t, t + len, {Attr::ofInt(AttrKey::Step, step)});
-        t += len;
-      }
+      b.stepsTenThenTwenty(r);
       b.knob(r, 30 * kMs, 3, "dp.bucket_bytes", "4096");
     }
     auto c = configFromSession(b.s, "s.tsdb");
