@@ -313,11 +313,13 @@ class TstTorchPp : public QObject {
         if (step >= kInter && step < kM8) QVERIFY2(std::abs(th - 1.0 / 9.0) < 1e-12, qPrintable(QString::number(th)));
         if (step >= kM8 && step < kZb) QVERIFY2(std::abs(th - 1.0 / 17.0) < 1e-12, qPrintable(QString::number(th)));
         // PyTorch's interleaved zero bubble: theory (its order on balanced stages with the step's
-        // mean F, B, W) and simulation (the measured op times) are numbers, no longer null
+        // mean F, B, W) and simulation (the measured op times) are numbers, no longer null. A zero
+        // bubble schedule can simulate to exactly 0 on a stage whose measured W ops fill its
+        // gaps (seen once, stage 0, Nov 24): [0, 1), not (0, 1).
         if (step >= kZb) {
           for (const char* key : {"bubble_fraction_theory", "bubble_fraction_simulated"}) {
             const QJsonValue x = o.value(key);
-            QVERIFY2(x.isDouble() && x.toDouble() > 0 && x.toDouble() < 1,
+            QVERIFY2(x.isDouble() && x.toDouble() >= 0 && x.toDouble() < 1,
                      qPrintable(QString("stage %1 step %2 (interleaved-zb): %3 = %4")
                                     .arg(rank).arg(step).arg(key).arg(QString::fromUtf8(QJsonDocument(QJsonArray{x}).toJson(QJsonDocument::Compact)))));
           }

@@ -661,6 +661,25 @@ class TstTuneConfig : public QObject {
     QVERIFY(std::abs(makespan(1.5, 0.5) - makespan(1, 1)) > 0.1);
   }
 
+  // Work outside the pipeline ops (tests/data/pp_1f1b_optimizer: 1F1B makespan 15 ms, then a 4 ms
+  // optimizer phase the analysis counts as busy; bubble 3/19). The rest stays busy in every
+  // prediction: the replay's bubble is the measured 3/19 (counting the rest idle gave 7/19), and
+  // m = 8 (ops halved, makespan 13.5, idle 1.5 per stage) is 1.5 / 17.5.
+  void whatIfPipelineBusyRestIsNotBubble() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_optimizer/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
+    QVERIFY(near(m->measured().bubbleFraction, 3.0 / 19));
+    auto replay = m->predict({});
+    QVERIFY2(replay.isOk() && near(replay->stepTimeMs, 19) && near(replay->bubbleFraction, 3.0 / 19),
+             qPrintable(QString::number(replay->bubbleFraction)));
+    auto m8 = m->predict({{"pp.microbatches", "8"}});
+    QVERIFY2(m8.isOk() && near(m8->stepTimeMs, 17.5) && near(m8->bubbleFraction, 1.5 / 17.5),
+             qPrintable(QString("%1 ms, bubble %2").arg(m8->stepTimeMs).arg(m8->bubbleFraction)));
+  }
+
   // A recording of PyTorch's ZBV (tests/data/pp_zbv: p = 2, m = 3, two chunks per rank in a V,
   // every op 1 ms): the what-if model replays it with zbv's V and 2 chunks (bubble 1/19, as
   // tst_schedule draws it) and predicts interleaved-zb with the 2 chunks the session ran (no

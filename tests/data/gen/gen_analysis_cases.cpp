@@ -232,6 +232,21 @@ void pipeline1f1bKernels(const fs::path& dir) {
   c.write(dir, "pp_1f1b_kernels");
 }
 
+// A step with work outside the pipeline ops: p = 2, m = 4, 1F1B, F 1, B 2 ms (makespan 15), then a
+// 4 ms optimizer phase on every rank (the step window is 19 ms). The analysis counts the phase as
+// busy: bubble 3/19 per stage.
+void pipeline1f1bOptimizer(const fs::path& dir) {
+  Case c(2);
+  c.s.metadata()["knob.pp.schedule"] = "1f1b";
+  c.s.metadata()["knob.pp.microbatches"] = "4";
+  for (int n = 0; n < 2; ++n) {
+    const double t0 = 25.0 * n;
+    runPipeline(c, 2, 1, order1f1b(2, 4), 1, 2, 0, n, t0, t0 + 19);
+    for (int r = 0; r < 2; ++r) c.ev(c.cpu[r], EventKind::Phase, "optimizer", t0 + 15, t0 + 19);
+  }
+  c.write(dir, "pp_1f1b_optimizer");
+}
+
 void pipeline1f1bUnbalanced(const fs::path& dir) {
   Case c(2);
   c.s.metadata()["knob.pp.schedule"] = "1f1b";
@@ -484,6 +499,7 @@ int main(int argc, char** argv) {
   pipeline1f1bTwoSettings(dir);
   pipeline1f1bHandoff(dir);
   pipeline1f1bKernels(dir);
+  pipeline1f1bOptimizer(dir);
   pipelineGpipe(dir);
   pipelineSeq1f1b(dir);
   pipelineGpipeUnbalanced(dir);
