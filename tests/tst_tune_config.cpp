@@ -627,6 +627,7 @@ class TstTuneConfig : public QObject {
     QCOMPARE(exchanges, 2);
     QVERIFY(!m->predict({{"disco.sparsity", "1.5"}}).isOk());  // refused with the reason
     QVERIFY(!m->predict({{"disco.sparsity", "x"}}).isOk());
+    QVERIFY(!m->predict({{"disco.sparsity.1", "-0.1"}}).isOk());
   }
 
   // A split schedule predicted from an unsplit session whose kernels name the halves of the

@@ -133,7 +133,7 @@ void GradSync::calibrate() {
       for (int rep = 0; rep < 7; ++rep) reduceOnce(a, Compression::None, algoName, n, rep);
   }
   // The compressed reductions as they run (encode, exchange, decode: what-if's codec cost comes
-  // from these), at 1 and 64 KiB, 3 times each; top-k at the ratio in force. ~6 ms on 2 ranks.
+  // from these), at 1 and 64 KiB, 3 times each; top-k at the ratio in force (bench/calibration_cost.py).
   const int P = comms_.world->size(), r = comms_.world->rank();
   for (Compression c : {Compression::Fp16, Compression::Int8, Compression::OneBitEf, Compression::TopkEf})
     for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {

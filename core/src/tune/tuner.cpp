@@ -291,10 +291,10 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
     }
     TuneTrial cand = *bestCand;
     int64_t candFrom = cand.appliedStep + o.warmupSteps;
-    double se = std::sqrt(incSe * incSe + cand.stderrMs * cand.stderrMs);
+    auto pooledSe = [&] { return std::sqrt(incSe * incSe + cand.stderrMs * cand.stderrMs); };
+    double se = pooledSe();
     // Undecided (faster on average, not beyond the noise): measure the candidate and the
-    // incumbent again, alternately, and pool; each repeat halves neither's spread but both
-    // standard errors shrink with the samples.
+    // incumbent again, alternately; the pooled samples shrink both standard errors.
     for (int rep = 0; rep < o.repeats && cand.meanMs < incMean && incMean - cand.meanMs <= o.z * se &&
                       budgetLeft(2 * trialSteps);
          ++rep) {
@@ -312,7 +312,7 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
       record(i2.value());
       incSamples.insert(incSamples.end(), i2->stepMs.begin(), i2->stepMs.end());
       stats(incSamples, incMean, incSe);
-      se = std::sqrt(incSe * incSe + cand.stderrMs * cand.stderrMs);
+      se = pooledSe();
     }
     if (incMean - cand.meanMs > o.z * se) {
       log("new incumbent " + settingText(cand.setting) + ": " + fmtMs(cand.meanMs) + " ms vs " + fmtMs(incMean) +

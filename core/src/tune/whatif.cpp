@@ -95,7 +95,8 @@ constexpr double kHalfPowerBytes = 65536;
 constexpr double kHalfPowerMinCalibBytes = 512 * 1024;
 constexpr double kHalfPowerRange[2] = {8 * 1024, 64 * 1024 * 1024};
 
-std::string get0(const std::map<std::string, std::string>& m, const char* k, const char* d) {
+// A knob's value in a setting, or d where the setting has no such knob.
+std::string knobOr(const std::map<std::string, std::string>& m, const char* k, const char* d) {
   auto it = m.find(k);
   return it == m.end() ? std::string(d) : it->second;
 }
@@ -705,12 +706,10 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // Wire-bytes calibration: what the trace says over what the formula says, same setting.
     double formula = 0;
     {
-      const std::string alg = s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce";
-      const std::string codec = s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none";
-      const double ratio =
-          s.knobs.count("dp.topk_ratio") ? std::atof(s.knobs.at("dp.topk_ratio").c_str()) : 0.01;
-      const int64_t bb =
-          s.knobs.count("dp.bucket_bytes") ? std::atoll(s.knobs.at("dp.bucket_bytes").c_str()) : 1 << 20;
+      const std::string alg = knobOr(s.knobs, "dp.algorithm", "allreduce");
+      const std::string codec = knobOr(s.knobs, "dp.compression", "none");
+      const double ratio = std::atof(knobOr(s.knobs, "dp.topk_ratio", "0.01").c_str());
+      const int64_t bb = std::atoll(knobOr(s.knobs, "dp.bucket_bytes", "1048576").c_str());
       double acc = 0;
       for (int l = s.layers - 1; l >= 0; --l) {
         acc += s.layerBytes[static_cast<size_t>(l)];
@@ -725,7 +724,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
 
   if (s.pp) {
     // Per stage over the window's steps only: a recording that ran other settings before (other
-    // micro-batch sizes, other schedules) must not enter this setting's op times (before Nov 25
+    // micro-batch sizes, other schedules) must not enter this setting's op times (before Nov 24
     // these were the whole session's means, so a model of one cell of a grid recording mixed in
     // every cell's micro-batch size).
     AnalysisResult a = analyzeStore(store, s.fromStep, s.toStep);
@@ -901,12 +900,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
           }() + ")");
     p.knobs[k] = v;
   }
-  auto get = [&](const char* k, const char* d) { return p.knobs.count(k) ? p.knobs.at(k) : std::string(d); };
+  auto get = [&](const char* k, const char* d) { return knobOr(p.knobs, k, d); };
   if (s.pp) {
     auto kind = parseSchedule(get("pp.schedule", "1f1b"));
     if (!kind) return kind.status();
-    const int m0 = std::max(
-        1, std::atoi(s.knobs.count("pp.microbatches") ? s.knobs.at("pp.microbatches").c_str() : "1"));
+    const int m0 = std::max(1, std::atoi(knobOr(s.knobs, "pp.microbatches", "1").c_str()));
     ScheduleParams sp;
     sp.kind = *kind;
     sp.stages = s.stages;
@@ -988,29 +986,25 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     const std::string mode = get("disco.mode", "pipelined");
     if (mode != "pipelined" && mode != "wait")
       return Status(ErrorCode::InvalidArgument, "disco.mode is pipelined or wait, not " + mode);
-    auto sparsityArg = [](const std::string& k, const std::string& v) -> Result<double> {
+    // Every sparsity asked for, checked before anything is predicted (also those of layers the
+    // window has no exchanges of).
+    std::map<std::string, double> sparsity;  // disco.sparsity[.<l>] -> value
+    for (const auto& [k, v] : changes) {
+      if (k.rfind("disco.sparsity", 0) != 0) continue;
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
       if (v.empty() || end == v.c_str() || *end || !(x >= 0 && x <= 1))
         return Status(ErrorCode::InvalidArgument, k + " is a number in [0, 1], not " + v);
-      return x;
-    };
+      sparsity[k] = x;
+    }
     p.bytes = 0;
     p.stepTimeMs = s.discoRestMs;
     bool commUnknown = false;
     double t = 0;
     for (const State::DiscoLayerModel& d : s.discoLayers) {
       double sp = d.sparsity;
-      if (auto it = changes.find("disco.sparsity"); it != changes.end()) {
-        auto x = sparsityArg(it->first, it->second);
-        if (!x) return x.status();
-        sp = *x;
-      }
-      if (auto it = changes.find("disco.sparsity." + std::to_string(d.layer)); it != changes.end()) {
-        auto x = sparsityArg(it->first, it->second);
-        if (!x) return x.status();
-        sp = *x;
-      }
+      if (auto it = sparsity.find("disco.sparsity"); it != sparsity.end()) sp = it->second;
+      if (auto it = sparsity.find("disco.sparsity." + std::to_string(d.layer)); it != sparsity.end()) sp = it->second;
       const double n = d.nodes;
       double comm = d.commMs;
       if (sp != d.sparsity) {
@@ -1040,7 +1034,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       p.notes.push_back("a layer ran at sparsity 1 in the window (nothing sent): its exchange time at a lower "
                         "sparsity is unknown and taken as 0");
     }
-    if (mode != get0(s.knobs, "disco.mode", "pipelined"))
+    if (mode != knobOr(s.knobs, "disco.mode", "pipelined"))
       p.notes.push_back("disco.mode: the paper's overlap model (pipelined: max of exchange and compute per layer; "
                         "wait: their sum)");
     return p;
@@ -1057,8 +1051,8 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   // With trainscope-train's calibration of both the window's algorithm and this one, measured
   // costs move to the other algorithm by the ratio of their calibrated times at the window's
   // bucket size (a busy machine scales both alike); to other sizes by the prior.
-  const std::string baseKey = traceKey(s.knobs.count("dp.algorithm") ? s.knobs.at("dp.algorithm") : "allreduce",
-                                       s.knobs.count("dp.compression") ? s.knobs.at("dp.compression") : "none");
+  const std::string baseKey =
+      traceKey(knobOr(s.knobs, "dp.algorithm", "allreduce"), knobOr(s.knobs, "dp.compression", "none"));
   const auto calA = s.calib.find(baseKey), calB = s.calib.find(key);
   const bool calibrated = calA != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0 &&
                           calA->second.first + calA->second.second * s.meanPayload > 0 &&

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""What trainscope-train's calibration costs per change of the gradient sync (docs/TUNING.md,
+"calibration"; docs/BENCHMARKS.md, "Every knob family").
+
+A `trainscope-cli demo --ranks N` job (the reference trainer, data parallel) is recorded while
+dp.compression is set to each of --values in turn; every change makes each rank run the
+calibration, traced as `calibrate` collectives. Per rank and change: how many collectives and
+the time from the first one's start to the last one's end, read from the recording's SQLite.
+
+  bench/calibration_cost.py [--build build] [--ranks 2] [--values fp16,none,int8,none]
+"""
+import argparse
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--values", default="fp16,none,int8,none")
+    ap.add_argument("--gap-ms", type=float, default=5.0, help="a pause this long starts a new calibration")
+    args = ap.parse_args()
+    cli = os.path.join(args.build, "bin", "trainscope-cli")
+    rt = tempfile.mkdtemp(prefix="calib-cost-")
+    os.chmod(rt, 0o700)
+    env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=rt, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    run = lambda *a: subprocess.run([cli, *a], env=env, capture_output=True, text=True, check=True)
+    demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000")
+    job = re.search(r"job (\S+)", demo.stdout).group(1)
+    launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
+    out = os.path.join(rt, "calib.tsdb")
+    try:
+        time.sleep(2)
+        values = args.values.split(",")
+        rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(2 + 1.5 * len(values)), "--out", out],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        for v in values:
+            run("set", "--job", job, f"dp.compression={v}")
+            time.sleep(1.2)
+        rec.wait(timeout=120)
+    finally:
+        try:
+            os.killpg(launcher, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    db = sqlite3.connect(out)
+    rows = db.execute("select rank, start_ns, end_ns from event_view where name = 'calibrate' "
+                      "order by rank, start_ns").fetchall()
+    for r in sorted({x[0] for x in rows}):
+        groups, cur = [], []
+        for _, a, b in (x for x in rows if x[0] == r):
+            if cur and a - cur[-1][1] > args.gap_ms * 1e6:
+                groups.append(cur)
+                cur = []
+            cur.append((a, b))
+        if cur:
+            groups.append(cur)
+        print(f"rank {r}: " + ", ".join(f"{len(g)} collectives in {(g[-1][1] - g[0][0]) / 1e6:.1f} ms" for g in groups))
+
+
+if __name__ == "__main__":
+    main()
