@@ -660,6 +660,28 @@ class TstTuneConfig : public QObject {
     QVERIFY2(std::abs(zb->stepTimeMs - makespan(1.5, 0.5)) < 1e-6,
              qPrintable(QString("%1 vs %2").arg(zb->stepTimeMs).arg(makespan(1.5, 0.5))));
     QVERIFY(std::abs(makespan(1.5, 0.5) - makespan(1, 1)) > 0.1);
+    const auto ks = d["kernel_share"];
+    QVERIFY2(ks.size() == 2 && std::abs(ks[0]["f"].get<double>() - 0.6) < 1e-9 &&
+                 std::abs(ks[0]["b"].get<double>() - 1.0) < 1e-9,
+             ks.dump().c_str());
+    // m = 8: the kernels halve, the rest of each op stays: F = 0.4 + 0.6 / 2 = 0.7, B = 2 / 2 = 1
+    // (all kernels); scaling the whole op (F 0.5) would be 1 ms faster over 16 forwards' path.
+    auto m8 = m->predict({{"pp.microbatches", "8"}});
+    QVERIFY2(m8.isOk(), m8.status().message().c_str());
+    auto makespan1f1b = [](int mb, double f, double b) {
+      ScheduleParams sp;
+      sp.kind = ScheduleKind::OneFOneB;
+      sp.stages = 2;
+      sp.microBatches = mb;
+      auto sched = generateSchedule(sp);
+      auto sim = simulateSchedule(*sched, OpDurations{}, [&](int, const PipeOp& op) {
+        return op.kind == OpKind::Forward ? f : b;
+      });
+      return sim->makespan;
+    };
+    QVERIFY2(std::abs(m8->stepTimeMs - makespan1f1b(8, 0.7, 1.0)) < 1e-6,
+             qPrintable(QString("%1 vs %2").arg(m8->stepTimeMs).arg(makespan1f1b(8, 0.7, 1.0))));
+    QVERIFY(std::abs(makespan1f1b(8, 0.7, 1.0) - makespan1f1b(8, 0.5, 1.0)) > 0.5);
   }
 
   // Work outside the pipeline ops (tests/data/pp_1f1b_optimizer: 1F1B makespan 15 ms, then a 4 ms

@@ -1,6 +1,7 @@
 #include "trainscope/core/tune/whatif.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -170,6 +171,11 @@ struct WhatIfModel::State {
   // [stage] the weight-gradient share of an unsplit backward, from the traced kernels
   // (trainscope-train: "B <layer>" input gradient, "W <layer>" weight gradient); NaN: not traced.
   std::vector<double> wShare;
+  // [stage] the share of each op kind's time (F, B, W) spent in its traced per-layer kernels
+  // ("F/B/W <layer>"): that part scales with the samples of a micro-batch, the rest of the op
+  // (the layer loop, stashing, the agent's events) is a fixed cost per op. 1 where no kernels
+  // are traced (PyTorch recordings): the whole op scales.
+  std::vector<std::array<double, 3>> kernelShare;
   // A hand-off: the sender posts it for sendCostMs of its stage time (the `pp send` interval),
   // and the receiver can start sendLatencyMs after that: the measured hand-off latency (send
   // start to the end of a receive that waited for it, the analysis' handoff_latency_us) less
@@ -754,9 +760,41 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         if (auto it = bw.find(r); it != bw.end()) b += it->second.first, w += it->second.second;
       s.wShare.push_back(b > 0 && w > 0 ? w / (b + w) : NAN);
     }
-    // Hand-off: the mean P2P send interval (the time the sender spends posting it), in the window.
     int64_t winLo = INT64_MAX, winHi = INT64_MIN;
     for (const auto& [key, x] : rs) winLo = std::min(winLo, x.step.a), winHi = std::max(winHi, x.step.b);
+    // Per stage and op kind: the ops' time and the time of the per-layer kernels inside them
+    // (F kernels in F ops; B kernels, and W kernels of an unsplit backward, in B ops; W kernels in
+    // W ops), over the stage's ranks in the window.
+    {
+      std::map<RankId, std::array<double, 3>> opMs, kernMs;  // rank -> [F, B, W]
+      for (TrackId t = 0; t < store.trackCount(); ++t) {
+        const RankId r = store.track(t).rank;
+        const TrackEvents& ev = store.events(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          if (ev.start(i) < winLo || ev.start(i) >= winHi || ev.end(i) <= ev.start(i)) continue;
+          const double d = static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs;
+          const EventKind k = ev.kind(i);
+          if (k == EventKind::MicroBatchF) opMs[r][0] += d;
+          else if (k == EventKind::MicroBatchB) opMs[r][1] += d;
+          else if (k == EventKind::MicroBatchW) opMs[r][2] += d;
+          else if (k == EventKind::Kernel) {
+            const std::string_view n = store.str(ev.name(i));
+            if (n.starts_with("F ")) kernMs[r][0] += d;
+            else if (n.starts_with("B ")) kernMs[r][1] += d;
+            else if (n.starts_with("W ")) kernMs[r][s.measuredSplit ? 2 : 1] += d;
+          }
+        }
+      }
+      for (const StageResult& st : a.pipeline.perStage) {
+        std::array<double, 3> op{}, kern{}, share{1, 1, 1};
+        for (RankId r : st.ranks)
+          for (int k = 0; k < 3; ++k) op[k] += opMs[r][k], kern[k] += kernMs[r][k];
+        for (int k = 0; k < 3; ++k)
+          if (op[k] > 0 && kern[k] > 0) share[k] = std::clamp(kern[k] / op[k], 0.0, 1.0);
+        s.kernelShare.push_back(share);
+      }
+    }
+    // Hand-off: the mean P2P send interval (the time the sender spends posting it), in the window.
     std::vector<double> sends;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
       const TrackEvents& ev = store.events(t);
@@ -939,14 +977,25 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     base.sendCost = s.sendCostMs;
     auto dur = [&](int stage, const PipeOp& op) {
       const auto i = static_cast<size_t>(stage);
-      double f = s.fMs[i], b = s.bMs[i], w = s.wMs[i];
-      if (!s.measuredSplit && split) {
-        const double share = sharesTraced ? s.wShare[i] : 0.5;
-        w = b * share, b *= 1 - share;
+      // Each op kind's time in a fixed part (per op) and a part that scales with the samples per
+      // micro-batch: its traced kernels' share (all of it where no kernels are traced).
+      const std::array<double, 3> ks = i < s.kernelShare.size() ? s.kernelShare[i] : std::array<double, 3>{1, 1, 1};
+      const double f = s.fMs[i], b = s.bMs[i], w = s.wMs[i];
+      double fixed = 0, scaled = 0;
+      if (op.kind == OpKind::Forward) {
+        fixed = f * (1 - ks[0]), scaled = f * ks[0];
+      } else {
+        double bFixed = b * (1 - ks[1]), bScaled = b * ks[1], wFixed = w * (1 - ks[2]), wScaled = w * ks[2];
+        if (!s.measuredSplit && split) {  // W takes its kernels' share of the measured B
+          const double share = sharesTraced ? s.wShare[i] : 0.5;
+          wFixed = bFixed * share, wScaled = bScaled * share;
+          bFixed *= 1 - share, bScaled *= 1 - share;
+        }
+        if (s.measuredSplit && !split) bFixed += wFixed, bScaled += wScaled, wFixed = wScaled = 0;
+        if (op.kind == OpKind::Backward) fixed = bFixed, scaled = bScaled;
+        else fixed = wFixed, scaled = wScaled;
       }
-      if (s.measuredSplit && !split) b += w, w = 0;
-      double t = op.kind == OpKind::Forward ? f : op.kind == OpKind::Backward ? b : w;
-      return t * scale / (sp.virtualStages * sp.segments);
+      return (fixed + scaled * scale) / (sp.virtualStages * sp.segments);
     };
     auto sim = simulateSchedule(*sched, base, dur);
     if (!sim) return sim.status();
@@ -972,8 +1021,14 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       }
     }
     p.exposedCommMs = 0;
-    p.notes.push_back("pipeline: per-op times scaled by " + fmt(scale) +
-                      " from the measured micro-batch size");
+    {
+      const bool traced = std::any_of(s.kernelShare.begin(), s.kernelShare.end(), [](const auto& x) {
+        return x[0] < 1 || x[1] < 1 || x[2] < 1;
+      });
+      p.notes.push_back("pipeline: per-op times scaled by " + fmt(scale) + " from the measured micro-batch size" +
+                        (traced ? " (their traced kernels; the rest of each op is a fixed cost per op)"
+                                : " (the whole op: no per-layer kernels traced)"));
+    }
     return p;
   }
   if (s.disco) {
@@ -1251,6 +1306,9 @@ std::string WhatIfModel::describeJson() const {
     nlohmann::json shares = nlohmann::json::array();
     for (double x : s.wShare) shares.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json());
     j["w_share"] = shares;
+    nlohmann::json ks = nlohmann::json::array();
+    for (const auto& x : s.kernelShare) ks.push_back({{"f", x[0]}, {"b", x[1]}, {"w", x[2]}});
+    j["kernel_share"] = ks;
     j["send_cost_ms"] = s.sendCostMs;
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
