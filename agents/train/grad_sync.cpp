@@ -144,6 +144,31 @@ void GradSync::calibrate() {
         for (int rep = 0; rep < 3; ++rep) reduceOnce(a, c, algoName, n, rep);
       }
     }
+  // Each codec's CPU work alone, at 1 and 64 KiB, 3 times: encode (with error feedback) and
+  // decode-add n floats, what a bucket of n floats costs a rank's own thread on 2 ranks with any
+  // algorithm (ring: half encoded and decoded per phase; recursive doubling: one round), traced
+  // as 'calibrate codec' (what-if adds its difference to the backward's cost per bucket).
+  const uint32_t codecName = ts_name("calibrate codec");
+  std::vector<float> v, err, acc;
+  std::vector<uint8_t> payload;
+  for (Compression c : {Compression::Fp16, Compression::Int8, Compression::OneBitEf, Compression::TopkEf}) {
+    Codec codec;
+    codec.kind = c;
+    codec.topkRatio = cfg_.codec.topkRatio;
+    const uint32_t algoName = ts_name(kCompressionNames[static_cast<int>(c)]);
+    for (size_t n : {size_t{256}, size_t{16384}}) {
+      payload.assign(codec.payloadBytes(n), 0);
+      for (int rep = 0; rep < 3; ++rep) {
+        v.assign(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n));
+        err.assign(n, 0.0f);
+        acc.assign(n, 0.0f);
+        ts_comm_begin(TS_COMM_COLLECTIVE, codecName, 4 * n, -1, algoName);
+        codec.encodeWithFeedback(v.data(), err.data(), n, static_cast<uint64_t>(rep), payload.data());
+        codec.decodeAdd(payload.data(), n, acc.data());
+        ts_comm_end();
+      }
+    }
+  }
 }
 
 void GradSync::finish() {

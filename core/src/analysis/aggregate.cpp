@@ -264,7 +264,7 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
   }
   struct PointAcc {
     int samples = 0;
-    double comm = 0, comp = 0, bytes = 0;
+    double comm = 0, comp = 0, overlap = 0, bytes = 0;
     std::set<int64_t> steps;
   };
   struct LayerAcc {
@@ -285,6 +285,7 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
       ++p.samples;
       p.comm += ms(l.comm);
       p.comp += ms(l.comp);
+      p.overlap += ms(l.overlap);
       p.bytes += l.bytes;
       p.steps.insert(r.step);
       if (r.step >= a.lastStep) {
@@ -300,7 +301,8 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
     d.nodes = static_cast<int>(a.ranks.size());
     d.sparsity = a.lastSparsity;
     for (const auto& [sp, p] : a.points) {
-      DiscoPoint pt{sp, p.samples, p.comm / p.samples, p.comp / p.samples, p.bytes / p.samples, kNaN};
+      DiscoPoint pt{sp, p.samples, p.comm / p.samples, p.comp / p.samples, p.bytes / p.samples, kNaN,
+                    p.overlap / p.samples};
       double accSum = 0;
       int accN = 0;
       for (int64_t st : p.steps) {
@@ -314,6 +316,7 @@ void aggregateDisco(const AnalyzerState& s, AnalysisResult& out) {
       if (sp == a.lastSparsity) {
         d.lCommMs = pt.lCommMs;
         d.lCompMs = pt.lCompMs;
+        d.lOverlapMs = pt.lOverlapMs;
         d.bytes = pt.bytes;
       }
     }

@@ -172,6 +172,7 @@ Json discoJson(const std::vector<DiscoLayer>& layers, const std::vector<DiscoInf
                      {"samples", p.samples},
                      {"l_comm_ms", num(p.lCommMs)},
                      {"l_comp_ms", num(p.lCompMs)},
+                     {"l_overlap_ms", num(p.lOverlapMs)},
                      {"bytes", num(p.bytes)},
                      {"accuracy", num(p.accuracy)}});
     out.push_back({{"layer", d.layer},
@@ -179,6 +180,7 @@ Json discoJson(const std::vector<DiscoLayer>& layers, const std::vector<DiscoInf
                    {"sparsity", d.sparsity},
                    {"l_comm_ms", num(d.lCommMs)},
                    {"l_comp_ms", num(d.lCompMs)},
+                   {"l_overlap_ms", num(d.lOverlapMs)},
                    {"bytes", num(d.bytes)},
                    {"bandwidth_gbps", num(d.bandwidthGBps)},
                    {"comm_dense_ms", num(d.commDenseMs)},

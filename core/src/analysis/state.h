@@ -52,7 +52,7 @@ struct OpRecord {
 
 struct LayerRecord {
   int64_t layer = 0;
-  int64_t comp = 0, comm = 0;
+  int64_t comp = 0, comm = 0, overlap = 0;  // overlap: |comm ∩ comp|
   double bytes = 0;
   std::vector<EventRef> refs;
 };

@@ -214,8 +214,11 @@ RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step) {
     r.buckets.push_back(std::move(b));
   }
   for (auto& [k, l] : layers) {
-    l.comm = totalLength(unionOf(std::move(layerComm[k])));
-    l.comp = totalLength(unionOf(std::move(layerComp[k])));
+    const IntervalList commU = unionOf(std::move(layerComm[k]));
+    const IntervalList compU = unionOf(std::move(layerComp[k]));
+    l.comm = totalLength(commU);
+    l.comp = totalLength(compU);
+    l.overlap = totalLength(intersect(commU, compU));
     r.layers.push_back(std::move(l));
   }
   return r;

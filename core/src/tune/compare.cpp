@@ -105,6 +105,7 @@ WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, in
   // trainscope-train's what-if calibration (docs/TUNING.md) is the tool's traffic, not the
   // training's: left out of the bytes per step.
   const StringId calibrateName = store.strings().find("calibrate").value_or(UINT32_MAX);
+  const StringId calibrateCodecName = store.strings().find("calibrate codec").value_or(UINT32_MAX);
   std::map<int64_t, std::map<RankId, double>> bytes;
   std::map<int64_t, std::pair<double, int>> loss;
   // Only the events around the window's steps are read: from one window length before its
@@ -125,7 +126,8 @@ WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, in
     ev.forEachOverlapping(lo - margin, hi + margin + 1, [&](size_t i) {
       const EventKind k = ev.kind(i);
       const bool isBytes =
-          (k == EventKind::Collective && ev.name(i) != calibrateName) || k == EventKind::P2PSend;
+          (k == EventKind::Collective && ev.name(i) != calibrateName && ev.name(i) != calibrateCodecName) ||
+          k == EventKind::P2PSend;
       const bool isLoss = k == EventKind::Counter && ev.name(i) == lossName;
       if (!isBytes && !isLoss) return;
       int64_t step = INT64_MIN;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "trainscope/core/analysis/analysis.h"
@@ -130,7 +131,14 @@ struct WhatIfModel::State {
     int64_t layer = 0;
     int nodes = 1;
     double sparsity = 0, commMs = 0, compMs = 0, bytes = 0, commDenseMs = NAN, compDenseMs = 0;
+    double overlapMs = 0;  // the window's |exchanges ∩ kernels| per step
+    // The share of the shorter of exchange and compute that pipelining hid in the window
+    // (overlap / min(L_comm, L_comp)): 1 is the paper's max(), 0 a job whose exchanges and
+    // kernels never ran together (trainscope-train's CPU job: one thread, MPI progressing only
+    // inside its calls). NaN: the window ran wait (nothing to measure).
+    double overlapShare = NAN;
   };
+  double discoOverlapShare = NAN;  // over all layers: for a layer whose own share is unknown
   std::vector<DiscoLayerModel> discoLayers;
   double discoRestMs = 0;  // measured step - the layers' modelled time at the measured setting
   // Data parallel.
@@ -152,6 +160,9 @@ struct WhatIfModel::State {
   // before the window's end; and the window's mean bucket and last-bucket payloads, at which
   // the measured costs are scaled to another algorithm or size.
   std::map<std::string, std::pair<double, double>> calib;
+  // Per codec its CPU work alone on a bucket (encode with feedback + decode-add), alpha + ms per
+  // payload byte ("calibrate codec"); "none" costs nothing.
+  std::map<std::string, std::pair<double, double>> codecCpu;
   // Per algorithm, the crossover size alpha / beta of its calibration when that reached a
   // bandwidth-bound size (>= kHalfPowerMinCalibBytes); else absent and the prior holds.
   std::map<std::string, double> halfPower;
@@ -366,8 +377,14 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
 
   // Calibration: per rank, the "calibrate" collectives that started before the window's last
   // step ended; per (algorithm, payload) the fastest of each rank's last seven (a latency
-  // benchmark's estimator: the repetitions a busy machine did not interrupt), median over ranks.
-  if (auto calName = store.strings().find("calibrate")) {
+  // benchmark's estimator: the repetitions a busy machine did not interrupt), median over ranks;
+  // per algorithm alpha + ms per byte through the smallest and largest payload. The same for the
+  // codecs' CPU work alone ("calibrate codec", per codec).
+  auto calibration = [&](const char* name) {
+    std::map<std::string, std::pair<double, double>> fits;
+    std::map<std::string, std::vector<std::pair<double, double>>> pts;  // algo -> (payload, median ms)
+    auto calName = store.strings().find(name);
+    if (!calName) return std::pair{fits, pts};
     std::map<std::pair<std::string, int64_t>, std::vector<double>> pooled;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
       const RankId r = store.track(t).rank;
@@ -393,7 +410,6 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         pooled[k].push_back(fastest);
       }
     }
-    std::map<std::string, std::vector<std::pair<double, double>>> pts;  // algo -> (payload, median ms)
     for (auto& [k, v] : pooled) {
       std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
       pts[k.first].push_back({static_cast<double>(k.second), v[v.size() / 2]});
@@ -405,11 +421,19 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       const auto& [x1, y1] = v.back();
       if (x1 <= x0) continue;
       const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
-      const double alpha = std::max(0.0, y0 - slope * x0);
-      s.calib[algo] = {alpha, slope};
-      if (x1 >= kHalfPowerMinCalibBytes && slope > 0 && alpha > 0)
-        s.halfPower[algo] = std::clamp(alpha / slope, kHalfPowerRange[0], kHalfPowerRange[1]);
+      fits[algo] = {std::max(0.0, y0 - slope * x0), slope};
     }
+    return std::pair{fits, pts};
+  };
+  {
+    auto [fits, pts] = calibration("calibrate");
+    s.calib = fits;
+    for (const auto& [algo, f] : fits) {
+      const double x1 = pts[algo].back().first;
+      if (x1 >= kHalfPowerMinCalibBytes && f.second > 0 && f.first > 0)
+        s.halfPower[algo] = std::clamp(f.first / f.second, kHalfPowerRange[0], kHalfPowerRange[1]);
+    }
+    s.codecCpu = calibration("calibrate codec").first;
   }
 
   std::vector<double> stepMs;
@@ -878,6 +902,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       d.bytes = std::isfinite(l.bytes) ? l.bytes : 0;
       d.commDenseMs = l.commDenseMs;  // NaN at sparsity 1: nothing was sent
       d.compDenseMs = std::isfinite(l.compDenseMs) ? l.compDenseMs : l.lCompMs;
+      d.overlapMs = std::isfinite(l.lOverlapMs) ? l.lOverlapMs : 0;
       s.discoLayers.push_back(d);
       s.measured.bytes += d.bytes;
     }
@@ -912,6 +937,15 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         }
         s.measuredTimelineStep = st;
       }
+    }
+    if (knobOr(s.knobs, "disco.mode", "pipelined") == "pipelined") {
+      double hidden = 0, hideable = 0;
+      for (auto& d : s.discoLayers) {
+        const double hideable1 = std::min(d.commMs, d.compMs);
+        if (hideable1 > 0) d.overlapShare = std::clamp(d.overlapMs / hideable1, 0.0, 1.0);
+        hidden += d.overlapMs, hideable += hideable1;
+      }
+      if (hideable > 0) s.discoOverlapShare = std::clamp(hidden / hideable, 0.0, 1.0);
     }
     // No layer exchanged anything in the window (every split layer at sparsity 1): the model
     // replays the step and flags every change (the layers' exchange costs are unknown).
@@ -1034,8 +1068,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   if (s.disco) {
     // background.md 1, per split layer at sparsity S over N ranks: L_comm = F_s/B (1 - S),
     // L_comp = C_c/(N C) (1 - (N-1)/N S), the dense terms from the window's measurement;
-    // pipelined: L = max(L_comm, L_comp), wait: L = L_comm + L_comp. The step = the measured
-    // step - the layers' L at the measured setting + theirs at the new one (the replay is exact).
+    // pipelined: L = max(L_comm, L_comp), wait: L = L_comm + L_comp, the paper's two ends.
+    // Between them, what the job's pipelining achieves, measured: L = L_comm + L_comp - h
+    // min(L_comm, L_comp), h the window's overlap share (1: the paper's max; 0: nothing hidden);
+    // from a wait window the paper's h = 1, flagged. The step = the measured step - the layers'
+    // L at the measured setting + theirs at the new one (the replay is exact).
     // disco.sparsity sets every layer; disco.sparsity.<l> in the same change wins for layer l
     // (trainscope-train's rule, TRAINER.md).
     const std::string mode = get("disco.mode", "pipelined");
@@ -1055,6 +1092,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     p.bytes = 0;
     p.stepTimeMs = s.discoRestMs;
     bool commUnknown = false;
+
     double t = 0;
     for (const State::DiscoLayerModel& d : s.discoLayers) {
       double sp = d.sparsity;
@@ -1069,15 +1107,19 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
           commUnknown = true, comm = 0;
       }
       const double comp = sp == d.sparsity ? d.compMs : d.compDenseMs * (1 - (n - 1) / n * sp);
-      const double layerMs = mode == "wait" ? comm + comp : std::max(comm, comp);
+      const double share = std::isfinite(d.overlapShare)        ? d.overlapShare
+                           : std::isfinite(s.discoOverlapShare) ? s.discoOverlapShare
+                                                                : 1.0;
+      const double hidden = mode == "wait" ? 0.0 : share * std::min(comm, comp);
+      const double layerMs = comm + comp - hidden;
       p.stepTimeMs += layerMs;
       p.bytes += d.sparsity < 1 ? d.bytes * (1 - sp) / (1 - d.sparsity) : 0;
       const std::string lane = "layer " + std::to_string(d.layer);
       p.timeline.push_back({lane, "compute", StepOp::Kind::Compute, t, t + comp});
-      const double c0 = mode == "wait" ? t + comp : t;
+      const double c0 = t + comp - hidden;
       if (comm > 0) p.timeline.push_back({lane, "exchange", StepOp::Kind::Communication, c0, c0 + comm});
       t += layerMs;
-      p.exposedCommMs += mode == "wait" ? comm : std::max(0.0, comm - comp);
+      p.exposedCommMs += comm - hidden;
     }
     if (s.discoLayers.empty() && !changes.empty()) {
       p.extrapolated = true;
@@ -1089,9 +1131,14 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       p.notes.push_back("a layer ran at sparsity 1 in the window (nothing sent): its exchange time at a lower "
                         "sparsity is unknown and taken as 0");
     }
-    if (mode != knobOr(s.knobs, "disco.mode", "pipelined"))
-      p.notes.push_back("disco.mode: the paper's overlap model (pipelined: max of exchange and compute per layer; "
-                        "wait: their sum)");
+    if (mode == "pipelined" && !std::isfinite(s.discoOverlapShare) && !s.discoLayers.empty()) {
+      p.extrapolated = true;
+      p.notes.push_back("disco.mode pipelined from a window that ran wait: how much of the exchange pipelining "
+                        "hides is not measured; the paper's max of exchange and compute per layer");
+    } else if (mode == "pipelined" && !s.discoLayers.empty()) {
+      p.notes.push_back("disco.mode pipelined: of the shorter of exchange and compute per layer the share the window "
+                        "hid (" + fmt(100 * s.discoOverlapShare) + " % over its layers; the paper's max() hides all)");
+    }
     return p;
   }
   // Data parallel.
@@ -1124,6 +1171,32 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   if (auto h = s.halfPower.find(key); calibrated && h != s.halfPower.end()) halfPower = h->second;
   auto priorRatio = [halfPower](double payload, double at) { return (halfPower + payload) / (halfPower + at); };
   auto sizeRatio = [&](double payload) { return priorRatio(payload, s.meanPayload); };
+  // A change of codec: the backward's cost per bucket (kappa) is the rank's own thread, where the
+  // codec's encoding and decoding run (in the progress calls between layers). It moves by the
+  // algorithms' calibrated ratio without codecs, plus the difference of the two codecs' CPU work
+  // on the bucket ("calibrate codec"); the reduction's ratio with the codec (above) would stretch
+  // kappa by the reductions' wall time instead (on a 48-bucket CPU job, kappa 8 us -> 46 us under
+  // fp16, the calibrated ratio said x1.2).
+  const std::string baseCodec = knobOr(s.knobs, "dp.compression", "none");
+  auto cpuOf = [&](const std::string& c, double payload) -> std::optional<double> {
+    if (c == "none") return 0.0;
+    auto it = s.codecCpu.find(c);
+    if (it == s.codecCpu.end()) return std::nullopt;
+    return it->second.first + it->second.second * payload;
+  };
+  const std::string baseAlgKey = knobOr(s.knobs, "dp.algorithm", "allreduce");
+  const auto calANone = s.calib.find(baseAlgKey), calBNone = s.calib.find(alg);
+  const bool codecCpuKnown = codec != baseCodec && cpuOf(codec, 1).has_value() && cpuOf(baseCodec, 1).has_value() &&
+                             calANone != s.calib.end() && calBNone != s.calib.end() && s.meanPayload > 0 &&
+                             calTime(calANone->second, s.meanPayload) > 0;
+  auto kappaAt = [&](double payload) {
+    const double size = s.meanPayload > 0 ? sizeRatio(payload) : 1.0;
+    if (!codecCpuKnown) return s.perBucketMs * algRatio * size;
+    const double r = calTime(calBNone->second, s.meanPayload) / calTime(calANone->second, s.meanPayload);
+    return std::max(0.0, s.perBucketMs * r * size + *cpuOf(codec, payload) - *cpuOf(baseCodec, payload));
+  };
+  if (codecCpuKnown)
+    p.notes.push_back("the backward's cost per bucket: " + codec + "'s calibrated CPU work vs " + baseCodec + "'s");
   if (calibrated) {
     p.notes.push_back("costs scaled by the job's calibration: " + key + " vs " + baseKey + " at the bucket sizes");
     if (halfPower != kHalfPowerBytes)
@@ -1181,7 +1254,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       comm.push_back({start, chanEnd});
       commBucket.push_back(static_cast<int>(next));
       bytes += w;
-      if (l > 0) t += s.perBucketMs * algRatio * (s.meanPayload > 0 ? sizeRatio(payload) : 1.0);
+      if (l > 0) t += kappaAt(payload);
       ++next;
     }
     if (l > 0 && !layerOps.empty()) layerOps.back().second.second = t;  // the layer's share drawn with it
@@ -1204,8 +1277,15 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const double queue = s.earlyBuckets > 0 ? s.queueMs * algRatio * early / s.earlyBuckets : 0.0;
   double own = 0;
   if (!buckets.empty())
-    own = calibrated ? s.lastOwnMs * algRatioAt(s.lastPayload) * priorRatio(buckets.back().payload, s.lastPayload)
-                     : s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes);
+    own = !calibrated ? s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes)
+          // To another size: the calibrated time's difference between the two sizes added to the
+          // measured time (which holds the step's own waiting, as the progress calls between
+          // layers and the finish's polling give it, that no size changes); scaling all of it by
+          // the sizes (before Nov 24 15:05 UTC) put one 786 KiB ring bucket's tail, from a
+          // 8 KiB one's 0.22 ms, at 0.58 ms (measured 0.36; the difference gives 0.35) and a
+          // compressed one at up to 2x the measured.
+          : std::max(0.0, s.lastOwnMs * algRatioAt(s.lastPayload) + calTime(calB->second, buckets.back().payload) -
+                              calTime(calB->second, s.lastPayload));
   const double tail = queue + own;
   for (auto& c : comm) c.second = std::min(c.second, bwdEnd + tail);
   if (!comm.empty()) comm.back().second = bwdEnd + tail;
@@ -1292,11 +1372,14 @@ std::string WhatIfModel::describeJson() const {
                         {"sparsity", d.sparsity},
                         {"l_comm_ms", d.commMs},
                         {"l_comp_ms", d.compMs},
+                        {"l_overlap_ms", d.overlapMs},
+                        {"overlap_share", std::isfinite(d.overlapShare) ? nlohmann::json(d.overlapShare) : nlohmann::json()},
                         {"bytes", d.bytes},
                         {"comm_dense_ms", std::isfinite(d.commDenseMs) ? nlohmann::json(d.commDenseMs) : nlohmann::json()},
                         {"comp_dense_ms", d.compDenseMs}});
     j["disco_layers"] = layers;
     j["rest_ms"] = s.discoRestMs;
+    j["overlap_share"] = std::isfinite(s.discoOverlapShare) ? nlohmann::json(s.discoOverlapShare) : nlohmann::json();
   }
   if (s.pp) {
     j["stages"] = s.stages;

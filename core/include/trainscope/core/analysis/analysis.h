@@ -210,6 +210,7 @@ struct DiscoPoint {
   int samples = 0;  // (rank, step) pairs
   double lCommMs = kNaN, lCompMs = kNaN, bytes = kNaN;
   double accuracy = kNaN;  // mean `accuracy` counter over these steps
+  double lOverlapMs = kNaN;  // |exchanges ∩ kernels| per step: the exchange time hidden under compute
 };
 
 struct DiscoLayer {
@@ -217,6 +218,7 @@ struct DiscoLayer {
   int nodes = 0;                                        // N: ranks exchanging this layer's features
   double sparsity = 0;                                  // in force at the last analysed step
   double lCommMs = kNaN, lCompMs = kNaN, bytes = kNaN;  // at that sparsity, per step
+  double lOverlapMs = kNaN;                             // |exchanges ∩ kernels| at that sparsity, per step
   double bandwidthGBps = kNaN;                          // B = bytes / l_comm
   double commDenseMs = kNaN;                            // F_s / B   = l_comm / (1 - S)
   double compDenseMs = kNaN;                            // C_c/(N C) = l_comp / (1 - (N-1)/N S)
