@@ -230,8 +230,13 @@ class TstAgentMpi : public QObject {
     const double mBefore = median(before), mAfter = median(after);
     qInfo("applied at step %lld on all ranks; median step %.2f ms before, %.2f ms after",
           static_cast<long long>(step), mBefore, mAfter);
-    // 2 ms -> 12 ms of busy work per step: at least 5 ms longer even with 4 ranks on 2 cores.
-    QVERIFY2(mAfter > mBefore + 5.0, "test.work_us did not change the step time");
+    // 2 ms -> 12 ms of busy work per step: no step can be shorter than 12 ms after, and it is
+    // clearly longer than before. (An absolute +5 ms failed once under make test's parallel
+    // ctest: 13.0 ms before, 17.5 after, with 4 ranks and three other tests on 2 cores.)
+    QVERIFY2(mAfter >= 12.0 && mAfter > 1.2 * mBefore,
+             qPrintable(QString("test.work_us did not change the step time: median %1 ms before, %2 after")
+                            .arg(mBefore)
+                            .arg(mAfter)));
     QVERIFY(sawChange);
     QVERIFY(sawCollective);
     // History then live from rank 0 with no gap: every event from seq 0 on, exactly once.
