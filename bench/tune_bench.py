@@ -99,6 +99,7 @@ def main():
                     help="trainscope-train options of the job (default: tst_tune_live's job)")
     ap.add_argument("--ranks", type=int, default=4, help="ranks of the job (2 on a 2-core machine: a core each)")
     ap.add_argument("--grid-only", action="store_true", help="only the what-if grid (no tune, no BO)")
+    ap.add_argument("--tune-only", action="store_true", help="only the tuner (no grid, no BO), from the base cell")
     ap.add_argument("--paired", action="store_true",
                     help="run the base cell again before every other cell and predict each cell from the base "
                          "window right before it (the machine's load drifts over the grid)")
@@ -143,6 +144,27 @@ def main():
             if names[0] in run("knobs", "--job", job, "--json", check=False).stdout:
                 break
             time.sleep(0.1)
+        def tune(rows):
+            # Autotune from the base cell over the same values.
+            run("set", "--job", job, *[f"{k}={v}" for k, v in zip(names, base)], check=False)
+            t0 = time.time()
+            vals = [y for k, v in knobs for y in ("--values", f"{k}={','.join(v)}")]
+            t = run("tune", "--job", job, "--knobs", ",".join(names), *vals,
+                    "--budget-steps", str(args.budget_steps), "--out", os.path.join(rt, "tuned.json"), "--json")
+            tr = json.loads(t.stdout)
+            print(t.stderr)
+            found = tr["best"]
+            cell = next((r for r in rows if all(str(found.get(k)) == v for k, v in zip(names, r["cell"]))), None)
+            print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
+                  f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
+                  f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
+                  f"{tr['steps_used']} steps, {sum(x.get('periodic_steps', 0) for x in tr['trials'])} periodic "
+                  f"steps left out, {time.time() - t0:.1f} s")
+
+        if args.tune_only:
+            time.sleep(2)  # past the job's first steps and calibration
+            tune([])
+            return
         buckets = args.buckets.split(",")
         algos = args.algorithms.split(",")
         cells = list(itertools.product(*[v for _, v in knobs]))
@@ -222,20 +244,7 @@ def main():
                 print(f"grid recording: {session}; acknowledged steps: {acks}")
             if args.grid_only:
                 return
-            # Autotune from the base cell over the same values.
-            run("set", "--job", job, *kv(base), check=False)
-            t0 = time.time()
-            vals = [y for k, v in knobs for y in ("--values", f"{k}={','.join(v)}")]
-            t = run("tune", "--job", job, "--knobs", ",".join(names), *vals,
-                    "--budget-steps", str(args.budget_steps), "--out", os.path.join(rt, "tuned.json"), "--json")
-            tr = json.loads(t.stdout)
-            print(t.stderr)
-            found = tr["best"]
-            cell = next((r for r in rows if all(str(found.get(k)) == v for k, v in zip(names, r["cell"]))), None)
-            print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
-                  f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
-                  f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
-                  f"{tr['steps_used']} steps, {time.time() - t0:.1f} s")
+            tune(rows)
 
         # Bayesian-optimisation baseline (Horovod's autotuner defaults): 20 samples x 10 steps.
         # Each knob on [0, 1]: numbers on a log scale when they span more than 8x (bucket bytes),

@@ -110,8 +110,11 @@ void GradSync::calibrate() {
   const uint32_t name = ts_name("calibrate");
   std::vector<float> scratch(262144, 1.0f);  // up to 1 MiB: where the time per byte shows
   ErrorFeedback ef;
-  Backoff backoff;
-  // One reduction of n floats as it runs with the codec, traced as a 'calibrate' collective.
+  // One reduction of n floats as it runs with the codec, traced as a 'calibrate' collective,
+  // polled with a fresh backoff as finish() polls a step's reductions. (Until Nov 24 15:35 UTC
+  // one backoff served the whole calibration, so from 200 us after its first reduction every
+  // poll slept 20 us: a reduction done in one poll (MPI's allreduce at 1 KiB, 1 us) and one that
+  // needs several (ring, 75 us) came out 75x apart, and what-if predicted allreduce 23-25 % fast.)
   auto reduceOnce = [&](Algorithm a, Compression c, uint32_t algoName, size_t n, int rep) {
     OpParams p;
     p.algorithm = a;
@@ -124,6 +127,7 @@ void GradSync::calibrate() {
     p.ef = &ef;
     ts_comm_begin(TS_COMM_COLLECTIVE, name, 4 * n, -1, algoName);
     auto op = makeBucketOp(comms_, p);
+    Backoff backoff;
     while (!op->progress(INT_MAX)) backoff.pause();
     ts_comm_end();
   };

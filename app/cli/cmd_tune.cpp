@@ -112,6 +112,7 @@ int runTune(const TuneCliOptions& o) {
                         {"step_ms", t.stepMs},
                         {"mean_ms", t.meanMs},
                         {"stderr_ms", t.stderrMs},
+                        {"periodic_steps", t.periodicSteps},
                         {"predicted_ms", t.predictedMs}});
     }
     j["trials"] = trials;

@@ -50,6 +50,20 @@ bool sameValue(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+int dropPeriodicSteps(const std::vector<double>& stepMs, std::vector<double>& kept) {
+  kept.clear();
+  std::vector<double> sorted = stepMs;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0.0 : sorted[(sorted.size() - 1) / 2];  // the lower middle
+  int dropped = 0;
+  for (double ms : stepMs)
+    if (median > 0 && ms > 2 * median)
+      ++dropped;
+    else
+      kept.push_back(ms);
+  return dropped;
+}
+
 std::vector<std::string> defaultCandidates(const wire::KnobDescriptor& d) {
   std::vector<std::string> out;
   auto add = [&](const std::string& v) {
@@ -194,7 +208,9 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
                                                std::to_string(static_cast<int>(o.stepTimeoutSeconds)) + " s");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    for (const auto& [s, ms] : times) tr.stepMs.push_back(ms);
+    std::vector<double> all;
+    for (const auto& [s, ms] : times) all.push_back(ms);
+    tr.periodicSteps = dropPeriodicSteps(all, tr.stepMs);
     stats(tr.stepMs, tr.meanMs, tr.stderrMs);
     nextStep = to + 1;
     res.stepsUsed += static_cast<int>(to - applied + 1);
@@ -211,7 +227,8 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
     else
       line += fmtMs(tr.meanMs) + " +- " + fmtMs(tr.stderrMs) + " ms over steps " +
               std::to_string(tr.appliedStep + o.warmupSteps) + ".." +
-              std::to_string(tr.appliedStep + o.warmupSteps + o.measureSteps - 1);
+              std::to_string(tr.appliedStep + o.warmupSteps + o.measureSteps - 1) +
+              (tr.periodicSteps > 0 ? " (" + std::to_string(tr.periodicSteps) + " over 2x the median left out)" : "");
     if (tr.predictedMs >= 0) line += " (predicted " + fmtMs(tr.predictedMs) + " ms)";
     log(line);
   };

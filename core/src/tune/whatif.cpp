@@ -1184,16 +1184,22 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     if (it == s.codecCpu.end()) return std::nullopt;
     return it->second.first + it->second.second * payload;
   };
-  const std::string baseAlgKey = knobOr(s.knobs, "dp.algorithm", "allreduce");
-  const auto calANone = s.calib.find(baseAlgKey), calBNone = s.calib.find(alg);
+  // The algorithms' own ratio is taken under the new codec (the window's algorithm with the new
+  // codec against the new pair: the codec's work mostly cancels, and allreduce with a codec is
+  // the scatter-reduce, not MPI's allreduce); the codec's CPU work is added, on kappa per early
+  // bucket and on the last reduction's tail, never stretched by a wall-time ratio.
+  const auto calASame = s.calib.find(traceKey(knobOr(s.knobs, "dp.algorithm", "allreduce"), codec));
   const bool codecCpuKnown = codec != baseCodec && cpuOf(codec, 1).has_value() && cpuOf(baseCodec, 1).has_value() &&
-                             calANone != s.calib.end() && calBNone != s.calib.end() && s.meanPayload > 0 &&
-                             calTime(calANone->second, s.meanPayload) > 0;
+                             calASame != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0 &&
+                             calTime(calASame->second, s.meanPayload) > 0 && calTime(calASame->second, s.lastPayload) > 0;
+  auto sameCodecRatioAt = [&](double payload) {
+    return calTime(calB->second, payload) / calTime(calASame->second, payload);
+  };
+  auto cpuDiff = [&](double payload) { return *cpuOf(codec, payload) - *cpuOf(baseCodec, payload); };
   auto kappaAt = [&](double payload) {
     const double size = s.meanPayload > 0 ? sizeRatio(payload) : 1.0;
     if (!codecCpuKnown) return s.perBucketMs * algRatio * size;
-    const double r = calTime(calBNone->second, s.meanPayload) / calTime(calANone->second, s.meanPayload);
-    return std::max(0.0, s.perBucketMs * r * size + *cpuOf(codec, payload) - *cpuOf(baseCodec, payload));
+    return std::max(0.0, s.perBucketMs * sameCodecRatioAt(s.meanPayload) * size + cpuDiff(payload));
   };
   if (codecCpuKnown)
     p.notes.push_back("the backward's cost per bucket: " + codec + "'s calibrated CPU work vs " + baseCodec + "'s");
@@ -1274,7 +1280,9 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   // size (the prior: the calibration's isolated, cold reductions overstate the time per byte --
   // a quiet run predicted one 52 KiB ring bucket's tail at 0.72 ms, measured 0.39).
   const double early = buckets.empty() ? 0.0 : static_cast<double>(buckets.size() - 1);
-  const double queue = s.earlyBuckets > 0 ? s.queueMs * algRatio * early / s.earlyBuckets : 0.0;
+  const double queue =
+      s.earlyBuckets > 0 ? s.queueMs * (codecCpuKnown ? sameCodecRatioAt(s.meanPayload) : algRatio) * early / s.earlyBuckets
+                         : 0.0;
   double own = 0;
   if (!buckets.empty())
     own = !calibrated ? s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes)
@@ -1284,8 +1292,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
           // the sizes (before Nov 24 15:05 UTC) put one 786 KiB ring bucket's tail, from a
           // 8 KiB one's 0.22 ms, at 0.58 ms (measured 0.36; the difference gives 0.35) and a
           // compressed one at up to 2x the measured.
-          : std::max(0.0, s.lastOwnMs * algRatioAt(s.lastPayload) + calTime(calB->second, buckets.back().payload) -
-                              calTime(calB->second, s.lastPayload));
+          : codecCpuKnown
+              ? std::max(0.0, s.lastOwnMs * sameCodecRatioAt(s.lastPayload) + cpuDiff(s.lastPayload) +
+                                  calTime(calB->second, buckets.back().payload) - calTime(calB->second, s.lastPayload))
+              : std::max(0.0, s.lastOwnMs * algRatioAt(s.lastPayload) + calTime(calB->second, buckets.back().payload) -
+                                  calTime(calB->second, s.lastPayload));
   const double tail = queue + own;
   for (auto& c : comm) c.second = std::min(c.second, bwdEnd + tail);
   if (!comm.empty()) comm.back().second = bwdEnd + tail;

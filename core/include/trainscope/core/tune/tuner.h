@@ -49,8 +49,12 @@ struct TuneTrial {
   bool skipped = false, refused = false;
   std::string why;  // skipped / refused reason
   int64_t appliedStep = -1;
-  std::vector<double> stepMs;
+  std::vector<double> stepMs;  // the measured steps less the periodic ones (below)
   double meanMs = -1, stderrMs = -1;
+  // Steps over twice the trial's median, left out of stepMs: a job's periodic work (trainscope-
+  // train's held-out evaluation every 10 steps takes 4-5x a step) falls into some 6-step trials
+  // and not others, and would decide the comparison instead of the knob.
+  int periodicSteps = 0;
   double predictedMs = -1;
 };
 
@@ -64,6 +68,10 @@ struct TuneResult {
   std::vector<TuneTrial> trials;
   TunedConfig config;  // the tuned configuration (schema of config.h)
 };
+
+// A trial's steps less those over twice its (lower) median, into kept; returns how many were
+// left out (TuneTrial::periodicSteps).
+int dropPeriodicSteps(const std::vector<double>& stepMs, std::vector<double>& kept);
 
 // The candidates tune tries for a knob by default: an enum's choices, a geometric ladder inside
 // an int/float range (dp.bucket_bytes: 1 KiB x 4^k up to 64 MiB), always with the current value.
