@@ -1360,6 +1360,9 @@ std::string WhatIfModel::describeJson() const {
                      {"ms_per_mb_payload", c.second * 1048576.0},
                      {"half_power_bytes", s.halfPower.count(k) ? s.halfPower.at(k) : kHalfPowerBytes}});
     j["calibration"] = cal;
+    nlohmann::json cpu = nlohmann::json::array();
+    for (const auto& [k, c] : s.codecCpu) cpu.push_back({{"codec", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
+    j["codec_cpu"] = cpu;
     j["backward_ms_per_bucket_measured"] = s.perBucketMeasured;
     j["one_message_size"] = s.oneSize;
     j["overlap_slowdown"] = s.slowdown;
