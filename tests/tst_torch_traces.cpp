@@ -224,10 +224,20 @@ class TstTorchTraces : public QObject {
     const QString py = QString(TRAINSCOPE_BINARY_DIR) + "/torch2-venv/bin/python";
     if (!QFile::exists(py)) QSKIP("no PyTorch 2.x venv (make torch2-venv)");
     const QString traces = dir_.path() + "/ddp2";
-    const auto run = runProgram(py,
-                                {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_ddp_trace.py", traces,
-                                 "--ranks", "2", "--steps", "3", "--timeout", "200"},
-                                240000);
+    // Once more if a rank dies: PyTorch 2.15 aborted once in its own teardown ("terminate called
+    // without an active exception" after gpuGetDeviceCount failed, rank exit -6; make test,
+    // Nov 24 16:29 UTC), which is not what this test checks.
+    auto generate = [&] {
+      return runProgram(py,
+                        {QString(TRAINSCOPE_SOURCE_DIR) + "/tests/torch/make_ddp_trace.py", traces, "--ranks", "2",
+                         "--steps", "3", "--timeout", "200"},
+                        240000);
+    };
+    auto run = generate();
+    if (run.code != 0) {
+      qWarning("make_ddp_trace.py (torch 2.x) failed once, running it again: %s", qPrintable(run.err.right(400)));
+      run = generate();
+    }
     QVERIFY2(run.code == 0, qPrintable("make_ddp_trace.py (torch 2.x) failed: " + run.err + run.out));
     tolerance = 1e-6;
     checkTwoRanks(traces, "baseTimeNanoseconds", "distributedInfo");
