@@ -772,50 +772,52 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.wMs.push_back(std::isfinite(st.wMs) ? st.wMs * perStage : 0);
       if (std::isfinite(st.wMs) && st.wMs > 0) s.measuredSplit = true;
     }
-    // An unsplit backward whose kernels name their half (B / W): the share a split schedule
-    // would move into its W ops, per stage over its ranks in the window.
-    std::map<RankId, std::pair<double, double>> bw;  // rank -> (B kernels ms, W kernels ms)
-    for (const auto& [key, x] : rs)
-      for (const auto& k : x.kernels)
-        (k.weight ? bw[key.first].second : bw[key.first].first) += static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
-    for (const StageResult& st : a.pipeline.perStage) {
-      double b = 0, w = 0;
-      for (RankId r : st.ranks)
-        if (auto it = bw.find(r); it != bw.end()) b += it->second.first, w += it->second.second;
-      s.wShare.push_back(b > 0 && w > 0 ? w / (b + w) : NAN);
-    }
     int64_t winLo = INT64_MAX, winHi = INT64_MIN;
     for (const auto& [key, x] : rs) winLo = std::min(winLo, x.step.a), winHi = std::max(winHi, x.step.b);
-    // Per stage and op kind: the ops' time and the time of the per-layer kernels inside them
-    // (F kernels in F ops; B kernels, and W kernels of an unsplit backward, in B ops; W kernels in
-    // W ops), over the stage's ranks in the window.
+    // Per stage over its ranks in the window: the F, B and W ops' time and the per-layer kernels'
+    // ("F/B/W <layer>"). The kernels' share of each op kind scales with the samples (F kernels in
+    // F ops; B kernels, and W kernels of an unsplit backward, in B ops; W kernels in W ops); the W
+    // kernels' share of an unsplit backward is what a split schedule would move into its W ops.
     {
-      std::map<RankId, std::array<double, 3>> opMs, kernMs;  // rank -> [F, B, W]
+      struct Sums {
+        std::array<double, 3> op{};  // F, B, W ops
+        double f = 0, b = 0, w = 0;  // F, B, W kernels
+      };
+      std::map<RankId, Sums> sums;
       for (TrackId t = 0; t < store.trackCount(); ++t) {
-        const RankId r = store.track(t).rank;
+        Sums& x = sums[store.track(t).rank];
         const TrackEvents& ev = store.events(t);
-        for (size_t i = 0; i < ev.size(); ++i) {
-          if (ev.start(i) < winLo || ev.start(i) >= winHi || ev.end(i) <= ev.start(i)) continue;
+        ev.forEachOverlapping(winLo, winHi, [&](size_t i) {
+          if (ev.start(i) < winLo || ev.end(i) <= ev.start(i)) return;
           const double d = static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs;
-          const EventKind k = ev.kind(i);
-          if (k == EventKind::MicroBatchF) opMs[r][0] += d;
-          else if (k == EventKind::MicroBatchB) opMs[r][1] += d;
-          else if (k == EventKind::MicroBatchW) opMs[r][2] += d;
-          else if (k == EventKind::Kernel) {
-            const std::string_view n = store.str(ev.name(i));
-            if (n.starts_with("F ")) kernMs[r][0] += d;
-            else if (n.starts_with("B ")) kernMs[r][1] += d;
-            else if (n.starts_with("W ")) kernMs[r][s.measuredSplit ? 2 : 1] += d;
+          switch (ev.kind(i)) {
+            case EventKind::MicroBatchF: x.op[0] += d; break;
+            case EventKind::MicroBatchB: x.op[1] += d; break;
+            case EventKind::MicroBatchW: x.op[2] += d; break;
+            case EventKind::Kernel: {
+              const std::string_view n = store.str(ev.name(i));
+              if (n.starts_with("F ")) x.f += d;
+              else if (n.starts_with("B ")) x.b += d;
+              else if (n.starts_with("W ")) x.w += d;
+              break;
+            }
+            default: break;
           }
-        }
+        });
       }
       for (const StageResult& st : a.pipeline.perStage) {
-        std::array<double, 3> op{}, kern{}, share{1, 1, 1};
-        for (RankId r : st.ranks)
-          for (int k = 0; k < 3; ++k) op[k] += opMs[r][k], kern[k] += kernMs[r][k];
+        Sums z;
+        for (RankId r : st.ranks) {
+          const Sums& x = sums[r];
+          for (int k = 0; k < 3; ++k) z.op[k] += x.op[k];
+          z.f += x.f, z.b += x.b, z.w += x.w;
+        }
+        const std::array<double, 3> kern{z.f, s.measuredSplit ? z.b : z.b + z.w, s.measuredSplit ? z.w : 0};
+        std::array<double, 3> share{1, 1, 1};
         for (int k = 0; k < 3; ++k)
-          if (op[k] > 0 && kern[k] > 0) share[k] = std::clamp(kern[k] / op[k], 0.0, 1.0);
+          if (z.op[k] > 0 && kern[k] > 0) share[k] = std::clamp(kern[k] / z.op[k], 0.0, 1.0);
         s.kernelShare.push_back(share);
+        s.wShare.push_back(z.b > 0 && z.w > 0 ? z.w / (z.b + z.w) : NAN);
       }
     }
     // Hand-off: the mean P2P send interval (the time the sender spends posting it), in the window.
@@ -1192,14 +1194,17 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const bool codecCpuKnown = codec != baseCodec && cpuOf(codec, 1).has_value() && cpuOf(baseCodec, 1).has_value() &&
                              calASame != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0 &&
                              calTime(calASame->second, s.meanPayload) > 0 && calTime(calASame->second, s.lastPayload) > 0;
-  auto sameCodecRatioAt = [&](double payload) {
-    return calTime(calB->second, payload) / calTime(calASame->second, payload);
+  // The ratio that moves the window's measured costs (kappa, the queue, the last reduction's
+  // own time) at a payload, and the CPU work added on the rank's thread per bucket there.
+  auto ratioAt = [&](double payload) {
+    return codecCpuKnown ? calTime(calB->second, payload) / calTime(calASame->second, payload) : algRatioAt(payload);
   };
-  auto cpuDiff = [&](double payload) { return *cpuOf(codec, payload) - *cpuOf(baseCodec, payload); };
+  auto addedAt = [&](double payload) {
+    return codecCpuKnown ? *cpuOf(codec, payload) - *cpuOf(baseCodec, payload) : 0.0;
+  };
   auto kappaAt = [&](double payload) {
     const double size = s.meanPayload > 0 ? sizeRatio(payload) : 1.0;
-    if (!codecCpuKnown) return s.perBucketMs * algRatio * size;
-    return std::max(0.0, s.perBucketMs * sameCodecRatioAt(s.meanPayload) * size + cpuDiff(payload));
+    return std::max(0.0, s.perBucketMs * ratioAt(s.meanPayload) * size + addedAt(payload));
   };
   if (codecCpuKnown)
     p.notes.push_back("the backward's cost per bucket: " + codec + "'s calibrated CPU work vs " + baseCodec + "'s");
@@ -1275,14 +1280,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     lastWire = wireFormula(alg, codec, ratio, static_cast<size_t>(std::llround(buckets.back().payload / 4)),
                            s.world) *
                s.wireCalibration;
-  // The queue scales with the buckets still reducing (all but the last) and the algorithm; the
-  // last reduction's own time with the algorithm (calibrated ratio at the window's size) and its
-  // size (the prior: the calibration's isolated, cold reductions overstate the time per byte --
-  // a quiet run predicted one 52 KiB ring bucket's tail at 0.72 ms, measured 0.39).
+  // The queue scales with the buckets still reducing (all but the last) and the ratio; the last
+  // reduction's own time with the ratio at the window's last size, plus the added CPU work, and
+  // to its new size as below.
   const double early = buckets.empty() ? 0.0 : static_cast<double>(buckets.size() - 1);
-  const double queue =
-      s.earlyBuckets > 0 ? s.queueMs * (codecCpuKnown ? sameCodecRatioAt(s.meanPayload) : algRatio) * early / s.earlyBuckets
-                         : 0.0;
+  const double queue = s.earlyBuckets > 0 ? s.queueMs * ratioAt(s.meanPayload) * early / s.earlyBuckets : 0.0;
   double own = 0;
   if (!buckets.empty())
     own = !calibrated ? s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes)
@@ -1292,11 +1294,8 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
           // the sizes (before Nov 24 15:05 UTC) put one 786 KiB ring bucket's tail, from a
           // 8 KiB one's 0.22 ms, at 0.58 ms (measured 0.36; the difference gives 0.35) and a
           // compressed one at up to 2x the measured.
-          : codecCpuKnown
-              ? std::max(0.0, s.lastOwnMs * sameCodecRatioAt(s.lastPayload) + cpuDiff(s.lastPayload) +
-                                  calTime(calB->second, buckets.back().payload) - calTime(calB->second, s.lastPayload))
-              : std::max(0.0, s.lastOwnMs * algRatioAt(s.lastPayload) + calTime(calB->second, buckets.back().payload) -
-                                  calTime(calB->second, s.lastPayload));
+          : std::max(0.0, s.lastOwnMs * ratioAt(s.lastPayload) + addedAt(s.lastPayload) +
+                              calTime(calB->second, buckets.back().payload) - calTime(calB->second, s.lastPayload));
   const double tail = queue + own;
   for (auto& c : comm) c.second = std::min(c.second, bwdEnd + tail);
   if (!comm.empty()) comm.back().second = bwdEnd + tail;
@@ -1331,6 +1330,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
 
 std::string WhatIfModel::describeJson() const {
   const State& s = *s_;
+  auto orNull = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };  // NaN: unknown
   nlohmann::ordered_json j;
   j["from_step"] = s.fromStep;
   j["to_step"] = s.toStep;
@@ -1387,13 +1387,13 @@ std::string WhatIfModel::describeJson() const {
                         {"l_comm_ms", d.commMs},
                         {"l_comp_ms", d.compMs},
                         {"l_overlap_ms", d.overlapMs},
-                        {"overlap_share", std::isfinite(d.overlapShare) ? nlohmann::json(d.overlapShare) : nlohmann::json()},
+                        {"overlap_share", orNull(d.overlapShare)},
                         {"bytes", d.bytes},
-                        {"comm_dense_ms", std::isfinite(d.commDenseMs) ? nlohmann::json(d.commDenseMs) : nlohmann::json()},
+                        {"comm_dense_ms", orNull(d.commDenseMs)},
                         {"comp_dense_ms", d.compDenseMs}});
     j["disco_layers"] = layers;
     j["rest_ms"] = s.discoRestMs;
-    j["overlap_share"] = std::isfinite(s.discoOverlapShare) ? nlohmann::json(s.discoOverlapShare) : nlohmann::json();
+    j["overlap_share"] = orNull(s.discoOverlapShare);
   }
   if (s.pp) {
     j["stages"] = s.stages;
@@ -1401,7 +1401,7 @@ std::string WhatIfModel::describeJson() const {
     j["b_ms"] = s.bMs;
     j["w_ms"] = s.wMs;
     nlohmann::json shares = nlohmann::json::array();
-    for (double x : s.wShare) shares.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json());
+    for (double x : s.wShare) shares.push_back(orNull(x));
     j["w_share"] = shares;
     nlohmann::json ks = nlohmann::json::array();
     for (const auto& x : s.kernelShare) ks.push_back({{"f", x[0]}, {"b", x[1]}, {"w", x[2]}});
