@@ -41,6 +41,7 @@ CONFIGS = {
     "ts-no-hook": ["--no-hook"],                      # package, agent, agreement; DDP's own allreduce
     "ts-on-demand": ["--hook", "on-demand"],          # attach_ddp(hook="on-demand") under none
     "ts-agree1": ["--agree-every", "1"],              # trainscope with the agreement at every step
+    "ts-no-hook-blocking": ["--no-hook", "--agree-blocking"],  # ts-no-hook, every agreement blocking (before 2026-11-24 17:30)
 }
 
 

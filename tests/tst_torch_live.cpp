@@ -344,8 +344,8 @@ class TstTorchLive : public QObject {
   // (4 N, N = 662 026 parameters, 2 ranks) and at most 16 KiB more (the previous step end's
   // agreement allreduce, gloo's framing); from step k on (the counter is read at the step's end,
   // after its fp16 buckets) at least 2 N and at most 2 N + 16 KiB. The job agrees at every step
-  // (--agree-every 1): that collective after the buckets flushes gloo's last sends before the
-  // counters are read; with fewer agreements a step's last chunk may be counted in the next step.
+  // (--agree-every 1; the agreement is pipelined, so the collective a step end starts completes
+  // during the next step and its few bytes are counted there).
   void onDemandHookAndMeasuredBytes() {
     DemoJob job = startDemo({"--mode", "torch-ddp", "--steps", "100000", "--", "--step-delay-ms", "20",
                              "--hook", "on-demand", "--agree-every", "1"},
@@ -412,6 +412,55 @@ class TstTorchLive : public QObject {
     QVERIFY2(finished && p.exitCode() == 0, qPrintable(out));
     QVERIFY2(out.contains("torch-style"), qPrintable(out));
     QVERIFY2(out.contains("rank 0 done steps=20") && out.contains("rank 1 done steps=20"), qPrintable(out));
+  }
+
+  // The package's pipelined step agreement (docs/PYTHON.md, Step agreement) on two real gloo
+  // ranks, called as the agent calls it: the first call of each step end answers with the
+  // previous agreement's allreduce-MIN (after AGREE_SYNC_FIRST blocking ones, and 0 at the first
+  // pipelined one), and a second call in the same step end (the agent's digest check) blocks and
+  // answers with this step's MIN. Each rank checks every answer against the hand-computed one
+  // and prints them; the two ranks' lines must be equal.
+  void pipelinedAgreementAnswersAlikeOnEveryRank() {
+    const char* script =
+        "import datetime, os, sys\n"
+        "import torch.distributed as dist\n"
+        "import trainscope as t\n"
+        "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=60))\n"
+        "r = dist.get_rank()\n"
+        "t._auto, t._agree_every = False, 1\n"
+        "got, bad = [], []\n"
+        "for s in range(12):\n"
+        "    t._step = s\n"
+        "    t._end_serial += 1\n"
+        "    a = t._agree(100 * (r + 1) + s, None)\n"
+        "    want = 100 + s if s < t.AGREE_SYNC_FIRST else (0 if s == t.AGREE_SYNC_FIRST else 100 + s - 1)\n"
+        "    if a != want: bad.append('step %d: %d, want %d' % (s, a, want))\n"
+        "    got.append(a)\n"
+        "    if s % 3 == 0:\n"
+        "        d = t._agree(1000 - 10 * r + s, None)\n"
+        "        if d != 990 + s: bad.append('digest at step %d: %d, want %d' % (s, d, 990 + s))\n"
+        "        got.append(d)\n"
+        "print('rank', r, 'answers', got, 'bad', bad, flush=True)\n"
+        "dist.barrier()\n"
+        "os._exit(1 if bad else 0)\n";
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(bin("trainscope-cli"), {"launch", "--ranks", "2", "--", kPython, "-c", script});
+    QVERIFY(p.waitForStarted());
+    const bool finished = p.waitForFinished(180000);
+    if (!finished) {
+      ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+      p.waitForFinished(10000);
+    }
+    const QString out = QString::fromUtf8(p.readAll());
+    QVERIFY2(finished && p.exitCode() == 0, qPrintable(out));
+    const QRegularExpression line("rank (\\d) answers (\\[[^\\]]*\\]) bad \\[\\]");
+    QMap<QString, QString> answers;
+    for (auto it = line.globalMatch(out); it.hasNext();) {
+      const auto m = it.next();
+      answers[m.captured(1)] = m.captured(2);
+    }
+    QVERIFY2(answers.size() == 2 && answers["0"] == answers["1"], qPrintable(out));
   }
 
   // Without the agent library the package is a no-op and says why once; the script runs on.

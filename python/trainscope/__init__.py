@@ -90,52 +90,97 @@ def _proposal():
     return k
 
 
+AGREE_SYNC_FIRST = 4  # the first agreements block: they set the group up and measure the cost
+_end_serial = 0       # counts step ends (incremented before ts_step_end)
+_agree_serial = -1    # the step end whose first agreement call has run
+_agree_work = None    # the pipelined agreement in flight (a torch.distributed work on _agree_t)
+_agree_n = 0          # agreements (first calls of a step end) so far
+_sync_t = None        # the agent's digest checks
+
+
+def _agree_tensor(n):
+    import torch
+    # One tensor for the life of the job: a gloo worker thread then never drops the last
+    # reference to a Python-owned tensor (torch 1.13 needs the GIL for that, which deadlocks
+    # against the main thread joining that worker at interpreter exit). NCCL reduces device
+    # tensors only: without the CPU group init() made for an NCCL job (see _cpu_group_for_nccl),
+    # the tensor lives on the current CUDA device.
+    dev = "cpu"
+    if _agree_group is None and _nccl_only(None) and torch.cuda.is_available():
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return torch.zeros(n, dtype=torch.int64, device=dev)
+
+
 def _agree(local, _ctx):
     """The agent's agreement: allreduce-MIN of `local` over every rank of the job's process group
     (what agents/train does with MPI_Allreduce(MPI_MIN) on MPI_COMM_WORLD). Called by every rank
     inside every ts_step_end, on the thread that ends the step. Any failure agrees on 0, which
-    applies nothing new (the agent keeps its previous agreement)."""
+    applies nothing new (the agent keeps its previous agreement).
+
+    Pipelined: the first call of a step end (the change numbers) starts its collective and answers
+    with the result of the one the previous agreement started, so no rank waits at the step end
+    for the slowest one (the job's next collective waits for it anyway; an extra blocking
+    collective per step cost ~2 % of a 40 ms step on 2 ranks, docs/BENCHMARKS.md). Every rank gets
+    the same answer at the same step: changes apply one agreement later than a blocking
+    collective would apply them. The first AGREE_SYNC_FIRST agreements block (they set the group
+    up and measure the collective's CPU cost for agree_every="auto"). Further calls in the same
+    step end (the agent's digest check after a newly agreed number, AGENT.md "Consensus") block:
+    the agent needs their answer at once; all ranks make them at the same step."""
     global _agree_t, _agree_every, _agree_cost, _step_cost, _last_agree
+    global _agree_serial, _agree_work, _agree_n, _sync_t
     try:
-        if _agree_every > 1 and _step % _agree_every != 0:
-            return 0  # every rank skips the same steps (step numbers are the job's, equal on all ranks)
-        import torch
+        first = _agree_serial != _end_serial
+        _agree_serial = _end_serial
         import torch.distributed as dist
         if not dist.is_available() or not dist.is_initialized():
             return 0
-        t = _agree_t
-        if t is None:
-            # One tensor for the life of the job: a gloo worker thread then never drops the last
-            # reference to a Python-owned tensor (torch 1.13 needs the GIL for that, which
-            # deadlocks against the main thread joining that worker at interpreter exit).
-            # NCCL reduces device tensors only: without the CPU group init() made for an NCCL job
-            # (see _cpu_group_for_nccl), the tensor lives on the current CUDA device.
-            dev = "cpu"
-            if _agree_group is None and _nccl_only(None) and torch.cuda.is_available():
-                dev = torch.device("cuda", torch.cuda.current_device())
-            t = _agree_t = torch.zeros(2 if _auto else 1, dtype=torch.int64, device=dev)
-        if not _auto:
+        if not first:
+            t = _sync_t
+            if t is None:
+                t = _sync_t = _agree_tensor(1)
             t.fill_(int(local))
             dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
             return int(t.item())
-        # The cost is the process's CPU time for the collective, not its wall time: the wall
-        # time includes waiting for the slowest rank, which the job's next collective would wait
-        # for anyway.
+        if _agree_every > 1 and _step % _agree_every != 0:
+            return 0  # every rank skips the same steps (step numbers are the job's, equal on all ranks)
+        t = _agree_t
+        if t is None:
+            t = _agree_t = _agree_tensor(2 if _auto else 1)
+        _agree_n += 1
         t0, c0 = time.perf_counter(), time.process_time()
-        if _last_agree is not None and _step > _last_agree[1]:
+        if _auto and _last_agree is not None and _step > _last_agree[1]:
             per = (t0 - _last_agree[0]) / (_step - _last_agree[1])
             _step_cost = per if _step_cost is None else 0.8 * _step_cost + 0.2 * per
-        t[0] = int(local)
-        t[1] = -_proposal()
-        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
-        seq, neg = t.tolist()
-        t1, cost = time.perf_counter(), time.process_time() - c0
-        if _last_agree is not None:  # the first collective also sets up the group: not a sample
-            _agree_cost = cost if _agree_cost is None else 0.8 * _agree_cost + 0.2 * cost
-        _last_agree = (t1, _step)
-        _agree_every = max(1, min(AUTO_MAX_EVERY, -int(neg)))  # the same on every rank
-        return int(seq)
+        if _agree_n <= AGREE_SYNC_FIRST:
+            t[0] = int(local)
+            if _auto:
+                t[1] = -_proposal()
+            dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group)
+            got = t.tolist()
+            # The cost is the process's CPU time for the collective, not its wall time: the wall
+            # time includes waiting for the slowest rank, which the job's next collective would
+            # wait for anyway. The first collective also sets the group up: not a sample.
+            if _agree_n > 1:
+                cost = time.process_time() - c0
+                _agree_cost = cost if _agree_cost is None else 0.8 * _agree_cost + 0.2 * cost
+        else:
+            w, _agree_work = _agree_work, None
+            got = None
+            if w is not None:
+                w.wait()
+                got = t.tolist()
+            t[0] = int(local)
+            if _auto:
+                t[1] = -_proposal()
+            _agree_work = dist.all_reduce(t, op=dist.ReduceOp.MIN, group=_agree_group, async_op=True)
+            if got is None:
+                return 0  # the first pipelined agreement: its answer comes with the next one
+        _last_agree = (time.perf_counter(), _step)
+        if _auto:
+            _agree_every = max(1, min(AUTO_MAX_EVERY, -int(got[1])))  # the same on every rank
+        return int(got[0])
     except BaseException as e:  # never into the agent (a C caller)
+        _agree_work = None
         _warn("step agreement failed: %s" % e)
         return 0
 
@@ -190,12 +235,13 @@ def init(job_id=None, rank=None, world_size=None, local_rank=None, group=None, a
     allreduce per K steps instead of per step. "auto" (the default) starts at 1 and lets the ranks
     agree on the smallest power of two K <= 64 that keeps the agreement under 0.5 % of the step
     time, from their measurements, as long as K steps take at most 0.1 s (docs/PYTHON.md)."""
-    global _agree_cb, _warned, _agree_every, _auto, _agree_t
+    global _agree_cb, _warned, _agree_every, _auto, _agree_t, _agree_work, _agree_n
     if agree_every == "auto":
         _auto, _agree_every = True, 1
     else:
         _auto, _agree_every = False, max(1, int(agree_every))
     _agree_t = None  # its length depends on the mode
+    _agree_work, _agree_n = None, 0
     if group is not None:
         set_agree_group(group)
     elif _agree_group is None and _lib is not None:
@@ -257,9 +303,11 @@ _step_end_hooks = []
 
 def step_end(i):
     """Closes step i; every rank takes part in the knob agreement here (call it on all ranks)."""
+    global _end_serial
     if _lib is not None:
         for h in _step_end_hooks:
             h(int(i))
+        _end_serial += 1
         _lib.ts_step_end(int(i))
 
 
@@ -278,9 +326,11 @@ class step(object):
         return self
 
     def __exit__(self, *exc):
+        global _end_serial
         if _lib is not None:
             for h in _step_end_hooks:
                 h(self.i)
+            _end_serial += 1
             _lib.ts_step_end(self.i)
         return False
 

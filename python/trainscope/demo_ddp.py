@@ -67,6 +67,8 @@ def parse(argv=None):
     p.add_argument("--no-trainscope", action="store_true", help="baseline: no package, no hook")
     p.add_argument("--agree-every", default="auto",
                    help="knob agreement every K steps, or auto (trainscope.init(agree_every=...))")
+    p.add_argument("--agree-blocking", action="store_true",
+                   help="every agreement blocks (the package before the pipelined agreement; for the benchmark)")
     p.add_argument("--torch-hook", action="store_true",
                    help="with --no-trainscope: PyTorch's own Python allreduce_hook (to compare hook costs)")
     p.add_argument("--torch-profiler", action="store_true",
@@ -112,6 +114,8 @@ def main(argv=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     if ts is not None:
         # After init_process_group: rank and world size from it.
+        if a.agree_blocking:
+            ts.AGREE_SYNC_FIRST = 1 << 62
         ts.init(agree_every=a.agree_every if a.agree_every == "auto" else int(a.agree_every))
 
     torch.manual_seed(a.seed)  # same initial weights and teacher on every rank
