@@ -108,6 +108,11 @@ def main():
     ap.add_argument("--knob", action="append", default=[], metavar="K=v1,v2,...",
                     help="a knob of the grid and its values (repeat; replaces --buckets/--algorithms); "
                          "--base then names the base cell as K=v,K2=v2 or as values in --knob order")
+    ap.add_argument("--verify", default="",
+                    help="after tune: cells (values in --knob order, cells separated by ';') measured side by side "
+                         "with the tuner's pick in the same job, --verify-rounds rounds in rotating order")
+    ap.add_argument("--verify-rounds", type=int, default=5)
+    ap.add_argument("--verify-steps", type=int, default=20)
     args = ap.parse_args()
     if args.knob:
         knobs = [(k, v.split(",")) for k, v in (x.split("=", 1) for x in args.knob)]
@@ -155,11 +160,43 @@ def main():
             print(t.stderr)
             found = tr["best"]
             cell = next((r for r in rows if all(str(found.get(k)) == v for k, v in zip(names, r["cell"]))), None)
+            if args.verify:
+                verify(tuple(str(found[k]) for k in names))
             print(f"tune: best {found} {tr['best_step_time_ms']:.3f} ms (grid measured that cell at "
                   f"{cell['measured_ms'] if cell else float('nan'):.3f} ms), initial {tr['initial_step_time_ms']:.3f} ms, "
                   f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
                   f"{tr['steps_used']} steps, {sum(x.get('periodic_steps', 0) for x in tr['trials'])} periodic "
                   f"steps left out, {time.time() - t0:.1f} s")
+
+        def measure(c, tag):
+            # One cell measured live: `set` it, then `tune` over that one value (2 warm-up steps,
+            # --verify-steps measured, periodic steps left out, nothing changed).
+            if run("set", "--job", job, *[f"{k}={v}" for k, v in zip(names, c)], "--json", check=False).returncode:
+                return None
+            m = run("tune", "--job", job, "--knobs", names[0], "--values", f"{names[0]}={c[0]}",
+                    "--warmup-steps", "2", "--measure-steps", str(args.verify_steps), "--budget-steps",
+                    str(2 + args.verify_steps), "--no-simulator", "--out", os.path.join(rt, f"{tag}.json"), "--json",
+                    check=False)
+            return json.loads(m.stdout)["initial_step_time_ms"] if m.returncode == 0 else None
+
+        def verify(found):
+            # The tuner's pick against the given cells in the same job, side by side: the grid's
+            # own measurements drift by up to 12 % between identical cells over its minutes.
+            cells = [found] + [c for c in (tuple(x.split(",")) for x in args.verify.split(";")) if c != found]
+            got = {c: [] for c in cells}
+            for r in range(args.verify_rounds):
+                for i in range(len(cells)):
+                    c = cells[(i + r) % len(cells)]
+                    ms = measure(c, f"verify{r}_{i}")
+                    if ms is not None:
+                        got[c].append(ms)
+            med = {c: sorted(v)[len(v) // 2] for c, v in got.items() if v}
+            best = min(med, key=med.get)
+            for c in cells:
+                if c in med:
+                    print(f"verify {'/'.join(c)}{' (tuner)' if c == found else ''}: median {med[c]:.3f} ms of "
+                          f"{len(got[c])} ({', '.join(f'{x:.3f}' for x in got[c])}), "
+                          f"{100 * (med[c] / med[best] - 1):+.1f} % vs the best of these")
 
         if args.tune_only:
             time.sleep(2)  # past the job's first steps and calibration

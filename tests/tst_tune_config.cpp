@@ -336,7 +336,7 @@ class TstTuneConfig : public QObject {
   // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
   // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
   // 1 ms while bucket 1 reduces).
-  static void buildHandDpSession(Builder& b, double late) {
+  static void buildHandDpSession(Builder& b, double late, double bucket1End = 8) {
     b.s.metadata()["knob.dp.bucket_bytes"] = "1";
     b.s.metadata()["knob.dp.algorithm"] = "allreduce";
     b.s.metadata()["knob.dp.compression"] = "none";
@@ -353,7 +353,7 @@ class TstTuneConfig : public QObject {
       b.ev(0, EventKind::Kernel, "B linear", at(5), at(6), {Attr::ofInt(AttrKey::Layer, 1)});
       b.ev(0, EventKind::Kernel, "W linear", at(6), at(7), {Attr::ofInt(AttrKey::Layer, 1)});
       b.ev(0, EventKind::Kernel, "W linear", at(7 + late), at(9 + late), {Attr::ofInt(AttrKey::Layer, 0)});
-      const double ready[3] = {5, 7, 9 + late}, end[3] = {6, 8, 10.5 + late};
+      const double ready[3] = {5, 7, 9 + late}, end[3] = {6, bucket1End, 10.5 + late};
       for (int k = 0; k < 3; ++k) {
         b.ev(0, EventKind::Bucket, "bucket", at(ready[k]), at(end[k]),
              {Attr::ofInt(AttrKey::Bucket, k), Attr::ofInt(AttrKey::Bytes, 1000)});
@@ -364,6 +364,54 @@ class TstTuneConfig : public QObject {
       b.ev(0, EventKind::Range, "wait gradients", at(9 + late), at(10.5 + late));
       b.ev(0, EventKind::Phase, "optimizer", at(10.5 + late), at(11.5 + late));
     }
+  }
+
+  // The calibrated path by hand: whatIfByHand's session with bucket 1 reduced until 9.5 (past the
+  // backward's end at 9: one early bucket per step still reducing then) and trainscope-train's
+  // calibration collectives at 1000 and 3000 payload bytes (one of each; the fit goes through
+  // both): allreduce 0.5 / 0.7 ms (0.4 + 1e-4 per byte), ring 0.3 / 0.4 (0.25 + 5e-5),
+  // scatter-reduce+fp16 (allreduce with a codec) 0.9 / 1.5 (0.6 + 3e-4). Measured: step 12,
+  // rest 1.5, forward 2, backward 6 (compute only: kappa 0), tail 1.5 = the last reduction's own
+  // time (min(1.5, mean reduction (1 + 2.5 + 1.5) / 3)) and no queue; optimizer 1. Each cost
+  // moves by the new pair's calibrated time at the new size less the window's at its size.
+  void whatIfCalibratedDifferencesByHand() {
+    Builder b;
+    buildHandDpSession(b, 0, 9.5);
+    auto cal = [&](const char* algo, int64_t bytes, double ms) {
+      b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
+           {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+    };
+    cal("allreduce", 1000, 0.5), cal("allreduce", 3000, 0.7);
+    cal("ring", 1000, 0.3), cal("ring", 3000, 0.4);
+    cal("scatter-reduce+fp16", 1000, 0.9), cal("scatter-reduce+fp16", 3000, 1.5);
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QCOMPARE(d["tail_buckets_per_step"].get<double>(), 1.0);
+    QVERIFY(std::abs(d["tail_last_reduction_ms"].get<double>() - 1.5) < 1e-9);
+    QVERIFY(std::abs(d["tail_queue_ms"].get<double>()) < 1e-9);
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY(std::abs(replay->stepTimeMs - 12.0) < 1e-6);
+    // ring: 0.3 - 0.5 = -0.2 per bucket: kappa max(0, 0 - 0.2) = 0; the queue max(0, 0 + 1 x
+    // -0.2) = 0; the last reduction 1.5 - 0.2 = 1.3. Step 1.5 + 2 + 6 + 1.3 + 1 = 11.8.
+    auto ring = m->predict({{"dp.algorithm", "ring"}});
+    QVERIFY(ring.isOk());
+    QVERIFY2(std::abs(ring->stepTimeMs - 11.8) < 1e-6, std::to_string(ring->stepTimeMs).c_str());
+    QVERIFY(std::abs(ring->exposedCommMs - 1.3) < 1e-6);
+    // fp16 on allreduce: 0.9 - 0.5 = +0.4 per bucket: kappa 0.4 after layers 2 and 1 (backward
+    // 6.8), the queue (0 + 1 x 0.4) x 2 / 2 = 0.4, the last reduction 1.5 + 0.4 = 1.9: tail 2.3.
+    // Step 1.5 + 2 + 6.8 + 2.3 + 1 = 13.6.
+    auto fp16 = m->predict({{"dp.compression", "fp16"}});
+    QVERIFY(fp16.isOk());
+    QVERIFY2(std::abs(fp16->stepTimeMs - 13.6) < 1e-6, std::to_string(fp16->stepTimeMs).c_str());
+    QVERIFY(std::abs(fp16->exposedCommMs - 2.3) < 1e-6);
+    // One bucket of 3000 bytes: no early bucket (no kappa, no queue); the last reduction
+    // 1.5 + 0.7 - 0.5 = 1.7. Step 1.5 + 2 + 6 + 1.7 + 1 = 12.2.
+    auto big = m->predict({{"dp.bucket_bytes", "100000"}});
+    QVERIFY(big.isOk());
+    QCOMPARE(big->buckets, 1);
+    QVERIFY2(std::abs(big->stepTimeMs - 12.2) < 1e-6, std::to_string(big->stepTimeMs).c_str());
   }
 
   // A constructed data-parallel step (world 2, rank 0's events, 3 layers) and the model's

@@ -85,17 +85,12 @@ std::string traceKey(const std::string& algorithm, const std::string& codec) {
   return (algorithm == "allreduce" ? std::string("scatter-reduce") : algorithm) + "+" + codec;
 }
 
-// The prior crossover size of a bucket reduction (latency = bandwidth time), used only when a
-// window has one message size and the split cannot be fitted: 64 KiB, a prior of the order of
+// The prior crossover size of a bucket reduction (latency = bandwidth time), used when a window
+// has one message size and the split cannot be fitted, and without a calibration to move costs
+// to other sizes: 64 KiB, a prior of the order of
 // the points where MPI transports and NCCL protocols change from latency- to bandwidth-bound
 // (docs/TUNING.md; bench/tune_bench.py measures what it gives).
 constexpr double kHalfPowerBytes = 65536;
-// A calibration up to at least this payload measures the time per byte where it dominates, so
-// its alpha / beta replaces the prior (bounded to kHalfPowerRange). trainscope-train calibrates at
-// 1 KiB, 64 KiB and 1 MiB; on shared-memory MPI with busy cores the crossover is near 0.6 MiB,
-// ten times the prior (a one-bucket 786 KiB reduction took 0.55 ms where the prior said 2.7).
-constexpr double kHalfPowerMinCalibBytes = 512 * 1024;
-constexpr double kHalfPowerRange[2] = {8 * 1024, 64 * 1024 * 1024};
 
 // A knob's value in a setting, or d where the setting has no such knob.
 std::string knobOr(const std::map<std::string, std::string>& m, const char* k, const char* d) {
@@ -161,16 +156,17 @@ struct WhatIfModel::State {
   // the measured costs are scaled to another algorithm or size.
   std::map<std::string, std::pair<double, double>> calib;
   // Per codec its CPU work alone on a bucket (encode with feedback + decode-add), alpha + ms per
-  // payload byte ("calibrate codec"); "none" costs nothing.
+  // payload byte ("calibrate codec"): described, not used by the prediction (a codec's work as
+  // an algorithm runs it is the calibrated difference, see predict).
   std::map<std::string, std::pair<double, double>> codecCpu;
-  // Per algorithm, the crossover size alpha / beta of its calibration when that reached a
-  // bandwidth-bound size (>= kHalfPowerMinCalibBytes); else absent and the prior holds.
-  std::map<std::string, double> halfPower;
   double meanPayload = 0, lastPayload = 0;
   double meanDurationMs = 0;  // the window's mean bucket reduction, start to end
   // The measured tail split: the last reduction's own time and the queue before it (earlier
   // buckets still reducing when the backward ended), per early bucket.
   double lastOwnMs = 0, queueMs = 0, earlyBuckets = 0;
+  // Early buckets per step whose reduction was still running when the backward ended: their
+  // remaining work is in the tail.
+  double tailBuckets = 0;
   double lastWireBytes = 0;  // the window's mean last-bucket wire bytes
   std::map<std::string, WhatIfFit> fits;
   double wireCalibration = 1;  // measured wire bytes / formula at the measured setting
@@ -426,13 +422,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     return std::pair{fits, pts};
   };
   {
-    auto [fits, pts] = calibration("calibrate");
-    s.calib = fits;
-    for (const auto& [algo, f] : fits) {
-      const double x1 = pts[algo].back().first;
-      if (x1 >= kHalfPowerMinCalibBytes && f.second > 0 && f.first > 0)
-        s.halfPower[algo] = std::clamp(f.first / f.second, kHalfPowerRange[0], kHalfPowerRange[1]);
-    }
+    s.calib = calibration("calibrate").first;
     s.codecCpu = calibration("calibrate codec").first;
   }
 
@@ -476,7 +466,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     // Per (rank, step): layer compute, phases, bucket groups, channel service times.
     s.layerMs.assign(static_cast<size_t>(s.layers), 0);
     std::vector<double> wMsPerLayer(static_cast<size_t>(s.layers), 0);
-    std::vector<double> fwd, opt, rest, restBefore, waitOver, gapBusy, gapIdle, exposed, overlap, wire;
+    std::vector<double> fwd, opt, rest, restBefore, waitOver, gapBusy, gapIdle, exposed, overlap, wire, tailBuckets;
     int64_t gapCount = 0;
     std::map<std::vector<int64_t>, double> groupBytes;                  // layers of a bucket -> payload bytes
     std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, duration ms)
@@ -538,6 +528,16 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       for (const auto& c : x.comms) lastEnd = std::max(lastEnd, static_cast<double>(c.iv.b));
       const double exp = (lastEnd - static_cast<double>(x.bwd.b)) / kNsPerMs;
       exposed.push_back(exp);
+      {
+        // Early buckets still reducing when the backward ended (all but the last-started one).
+        int64_t after = 0;
+        const RankStep::C* last = nullptr;
+        for (const auto& c : x.comms)
+          if (!last || c.iv.a > last->iv.a) last = &c;
+        for (const auto& c : x.comms)
+          if (&c != last && c.iv.b > x.bwd.b) ++after;
+        tailBuckets.push_back(static_cast<double>(after));
+      }
       {
         // The last bucket's wire bytes (the reduction that starts after layer 0).
         const RankStep::C* last = nullptr;
@@ -652,6 +652,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       const double E = s.measured.exposedCommMs;
       s.lastOwnMs = std::min(E, s.meanDurationMs);
       s.queueMs = std::max(0.0, E - s.lastOwnMs);
+      s.tailBuckets = mean(tailBuckets);
     }
     s.lastPayload = mean(lastPayloads);
     {
@@ -1152,67 +1153,36 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const std::string key = traceKey(alg, codec);
   const WhatIfFit* fit = nullptr;
   if (auto it = s.fits.find(key); it != s.fits.end()) fit = &it->second;
-  // With trainscope-train's calibration of both the window's algorithm and this one, measured
-  // costs move to the other algorithm by the ratio of their calibrated times at the window's
-  // bucket size (a busy machine scales both alike); to other sizes by the prior.
+  // With trainscope-train's calibration of both the window's pair (algorithm, codec) and this
+  // one, each measured cost moves by the difference of the two calibrated collectives at the
+  // sizes involved: the new pair's at the new bucket less the window's at the window's bucket.
+  // Additive, not a ratio: the measured costs hold the step's own waiting (progress calls
+  // between layers, the peer's timing, the finish's polling), which no algorithm or size
+  // changes, and the calibrated difference is the work that changes (the transfer, and a
+  // codec's encodes and decodes as the algorithm runs them: a 2-rank ring encodes its bucket once
+  // and decodes it 1.5 times). Ratios (before Nov 24 18:10 UTC) scaled 0.2 ms of mostly
+  // waiting by the 1.26 of MPI's allreduce over ring at 16 KiB (4.6 against 3.7 us) and put
+  // allreduce 20 % slow where it ran 12 % fast; a codec's work alone ("calibrate codec", one
+  // encode and one decode) put fp16 on the scatter-reduce 24 % fast (34 us per bucket where the
+  // backward's cost per bucket grew by 55; the calibrated difference says 62).
   const std::string baseKey =
       traceKey(knobOr(s.knobs, "dp.algorithm", "allreduce"), knobOr(s.knobs, "dp.compression", "none"));
   const auto calA = s.calib.find(baseKey), calB = s.calib.find(key);
-  const bool calibrated = calA != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0 &&
-                          calA->second.first + calA->second.second * s.meanPayload > 0 &&
-                          calA->second.first + calA->second.second * s.lastPayload > 0;
+  const bool calibrated = calA != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0;
   auto calTime = [](const std::pair<double, double>& c, double payload) { return c.first + c.second * payload; };
-  // The calibrated algorithm's time over the window's, both at one payload.
-  auto algRatioAt = [&](double payload) {
-    return calibrated ? calTime(calB->second, payload) / calTime(calA->second, payload) : 1.0;
+  // The calibrated work a bucket of `payload` adds over the window's bucket of `at`.
+  auto addedAt = [&](double payload, double at) {
+    return calibrated ? calTime(calB->second, payload) - calTime(calA->second, at) : 0.0;
   };
-  const double algRatio = algRatioAt(s.meanPayload);
-  // The size dependence of a cost: alpha at n1/2 = beta x n1/2, with the calibrated crossover of
-  // the predicted algorithm where the calibration measured one, else the prior.
-  double halfPower = kHalfPowerBytes;
-  if (auto h = s.halfPower.find(key); calibrated && h != s.halfPower.end()) halfPower = h->second;
-  auto priorRatio = [halfPower](double payload, double at) { return (halfPower + payload) / (halfPower + at); };
-  auto sizeRatio = [&](double payload) { return priorRatio(payload, s.meanPayload); };
-  // A change of codec: the backward's cost per bucket (kappa) is the rank's own thread, where the
-  // codec's encoding and decoding run (in the progress calls between layers). It moves by the
-  // algorithms' calibrated ratio without codecs, plus the difference of the two codecs' CPU work
-  // on the bucket ("calibrate codec"); the reduction's ratio with the codec (above) would stretch
-  // kappa by the reductions' wall time instead (on a 48-bucket CPU job, kappa 8 us -> 46 us under
-  // fp16, the calibrated ratio said x1.2).
-  const std::string baseCodec = knobOr(s.knobs, "dp.compression", "none");
-  auto cpuOf = [&](const std::string& c, double payload) -> std::optional<double> {
-    if (c == "none") return 0.0;
-    auto it = s.codecCpu.find(c);
-    if (it == s.codecCpu.end()) return std::nullopt;
-    return it->second.first + it->second.second * payload;
-  };
-  // The algorithms' own ratio is taken under the new codec (the window's algorithm with the new
-  // codec against the new pair: the codec's work mostly cancels, and allreduce with a codec is
-  // the scatter-reduce, not MPI's allreduce); the codec's CPU work is added, on kappa per early
-  // bucket and on the last reduction's tail, never stretched by a wall-time ratio.
-  const auto calASame = s.calib.find(traceKey(knobOr(s.knobs, "dp.algorithm", "allreduce"), codec));
-  const bool codecCpuKnown = codec != baseCodec && cpuOf(codec, 1).has_value() && cpuOf(baseCodec, 1).has_value() &&
-                             calASame != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0 &&
-                             calTime(calASame->second, s.meanPayload) > 0 && calTime(calASame->second, s.lastPayload) > 0;
-  // The ratio that moves the window's measured costs (kappa, the queue, the last reduction's
-  // own time) at a payload, and the CPU work added on the rank's thread per bucket there.
-  auto ratioAt = [&](double payload) {
-    return codecCpuKnown ? calTime(calB->second, payload) / calTime(calASame->second, payload) : algRatioAt(payload);
-  };
-  auto addedAt = [&](double payload) {
-    return codecCpuKnown ? *cpuOf(codec, payload) - *cpuOf(baseCodec, payload) : 0.0;
-  };
+  // Without a calibration the size dependence of a cost is the prior: alpha at n1/2 = beta x n1/2.
+  auto priorRatio = [](double payload, double at) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + at); };
   auto kappaAt = [&](double payload) {
-    const double size = s.meanPayload > 0 ? sizeRatio(payload) : 1.0;
-    return std::max(0.0, s.perBucketMs * ratioAt(s.meanPayload) * size + addedAt(payload));
+    if (calibrated) return std::max(0.0, s.perBucketMs + addedAt(payload, s.meanPayload));
+    return s.perBucketMs * (s.meanPayload > 0 ? priorRatio(payload, s.meanPayload) : 1.0);
   };
-  if (codecCpuKnown)
-    p.notes.push_back("the backward's cost per bucket: " + codec + "'s calibrated CPU work vs " + baseCodec + "'s");
   if (calibrated) {
-    p.notes.push_back("costs scaled by the job's calibration: " + key + " vs " + baseKey + " at the bucket sizes");
-    if (halfPower != kHalfPowerBytes)
-      p.notes.push_back("bucket sizes scaled by the calibrated crossover of " + key + ": " +
-                        fmt(halfPower / 1024) + " KiB");
+    p.notes.push_back("costs moved by the job's calibration: " + key + " at the new bucket sizes less " + baseKey +
+                      " at the window's");
   } else if (!fit) {
     // The nearest measured: the same codec family first, else the largest sample.
     for (const auto& [k, f] : s.fits)
@@ -1259,7 +1229,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                        s.wireCalibration;
       const double start = t;
       const double payload = buckets[next].payload;
-      const double dur = calibrated ? s.meanDurationMs * algRatio * sizeRatio(payload)
+      const double dur = calibrated ? std::max(0.0, s.meanDurationMs + addedAt(payload, s.meanPayload))
                                     : fit->alphaMs + fit->msPerByte * w;
       chanEnd = std::max(chanEnd, start + dur);
       comm.push_back({start, chanEnd});
@@ -1280,22 +1250,25 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     lastWire = wireFormula(alg, codec, ratio, static_cast<size_t>(std::llround(buckets.back().payload / 4)),
                            s.world) *
                s.wireCalibration;
-  // The queue scales with the buckets still reducing (all but the last) and the ratio; the last
-  // reduction's own time with the ratio at the window's last size, plus the added CPU work, and
-  // to its new size as below.
+  // The queue scales with the buckets still reducing (all but the last); those still reducing
+  // when the backward ends (as many per early bucket as the window measured: ~4 of 48 on the
+  // 48-layer CPU job under every algorithm and codec) do their changed work in the tail, on the
+  // rank's thread. The last reduction's own time: the measured one plus the calibrated
+  // difference (the new pair at the new last bucket less the window's at its last bucket);
+  // scaling all of it by the sizes (before Nov 24 15:05 UTC) put one 786 KiB ring bucket's
+  // tail, from a 8 KiB one's 0.22 ms, at 0.58 ms (measured 0.36; the difference gives 0.35).
   const double early = buckets.empty() ? 0.0 : static_cast<double>(buckets.size() - 1);
-  const double queue = s.earlyBuckets > 0 ? s.queueMs * ratioAt(s.meanPayload) * early / s.earlyBuckets : 0.0;
+  double earlyPayload = 0;
+  for (size_t i = 0; i + 1 < buckets.size(); ++i) earlyPayload += buckets[i].payload;
+  if (early > 0) earlyPayload /= early;
+  const double queue =
+      s.earlyBuckets > 0
+          ? std::max(0.0, (s.queueMs + s.tailBuckets * addedAt(earlyPayload, s.meanPayload)) * early / s.earlyBuckets)
+          : 0.0;
   double own = 0;
   if (!buckets.empty())
-    own = !calibrated ? s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes)
-          // To another size: the calibrated time's difference between the two sizes added to the
-          // measured time (which holds the step's own waiting, as the progress calls between
-          // layers and the finish's polling give it, that no size changes); scaling all of it by
-          // the sizes (before Nov 24 15:05 UTC) put one 786 KiB ring bucket's tail, from a
-          // 8 KiB one's 0.22 ms, at 0.58 ms (measured 0.36; the difference gives 0.35) and a
-          // compressed one at up to 2x the measured.
-          : std::max(0.0, s.lastOwnMs * ratioAt(s.lastPayload) + addedAt(s.lastPayload) +
-                              calTime(calB->second, buckets.back().payload) - calTime(calB->second, s.lastPayload));
+    own = calibrated ? std::max(0.0, s.lastOwnMs + addedAt(buckets.back().payload, s.lastPayload))
+                     : s.lastOwnMs * priorRatio(lastWire, s.lastWireBytes);
   const double tail = queue + own;
   for (auto& c : comm) c.second = std::min(c.second, bwdEnd + tail);
   if (!comm.empty()) comm.back().second = bwdEnd + tail;
@@ -1350,6 +1323,7 @@ std::string WhatIfModel::describeJson() const {
     j["tail_last_reduction_ms"] = s.lastOwnMs;
     j["tail_queue_ms"] = s.queueMs;
     j["early_buckets_per_step"] = s.earlyBuckets;
+    j["tail_buckets_per_step"] = s.tailBuckets;
     j["mean_bucket_payload_bytes"] = s.meanPayload;
     j["last_bucket_payload_bytes"] = s.lastPayload;
     j["mean_bucket_reduction_ms"] = s.meanDurationMs;
@@ -1357,8 +1331,7 @@ std::string WhatIfModel::describeJson() const {
     for (const auto& [k, c] : s.calib)
       cal.push_back({{"algorithm", k},
                      {"alpha_ms", c.first},
-                     {"ms_per_mb_payload", c.second * 1048576.0},
-                     {"half_power_bytes", s.halfPower.count(k) ? s.halfPower.at(k) : kHalfPowerBytes}});
+                     {"ms_per_mb_payload", c.second * 1048576.0}});
     j["calibration"] = cal;
     nlohmann::json cpu = nlohmann::json::array();
     for (const auto& [k, c] : s.codecCpu) cpu.push_back({{"codec", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
