@@ -117,6 +117,23 @@ class TstTorchLive : public QObject {
   // The launcher is a session leader (setsid): its process group holds every rank. SIGTERM to
   // the launcher (forwarded to the ranks), then to the group, then SIGKILL: nothing outlives
   // the test, also when it failed.
+  // `trainscope-cli launch --ranks 2 -- cmd`: true when it finished within 3 minutes with exit
+  // code 0; *out gets everything it printed. On a time-out the launcher is stopped (it forwards
+  // the stop to the ranks).
+  static bool launchTwoRanks(const QStringList& cmd, QString* out) {
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(bin("trainscope-cli"), QStringList{"launch", "--ranks", "2", "--"} + cmd);
+    if (!p.waitForStarted()) return false;
+    const bool finished = p.waitForFinished(180000);
+    if (!finished) {
+      ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+      p.waitForFinished(10000);
+    }
+    *out = QString::fromUtf8(p.readAll());
+    return finished && p.exitCode() == 0;
+  }
+
   void stopJob() {
     const qint64 pgid = job_.launcher;
     const bool gone = stopDemo(job_);
@@ -398,18 +415,9 @@ class TstTorchLive : public QObject {
   // `launch` starts a Python command torch-style (no mpirun): both ranks rendezvous, train with
   // the agent and exit 0, and launch returns 0.
   void launchStartsPythonRanksTorchStyle() {
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(bin("trainscope-cli"), {"launch", "--ranks", "2", "--", kPython, "-m", "trainscope.demo_ddp",
-                                    "--steps", "20", "--log-every", "0"});
-    QVERIFY(p.waitForStarted());
-    const bool finished = p.waitForFinished(180000);
-    if (!finished) {
-      ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-      p.waitForFinished(10000);
-    }
-    const QString out = QString::fromUtf8(p.readAll());
-    QVERIFY2(finished && p.exitCode() == 0, qPrintable(out));
+    QString out;
+    QVERIFY2(launchTwoRanks({kPython, "-m", "trainscope.demo_ddp", "--steps", "20", "--log-every", "0"}, &out),
+             qPrintable(out));
     QVERIFY2(out.contains("torch-style"), qPrintable(out));
     QVERIFY2(out.contains("rank 0 done steps=20") && out.contains("rank 1 done steps=20"), qPrintable(out));
   }
@@ -443,17 +451,8 @@ class TstTorchLive : public QObject {
         "print('rank', r, 'answers', got, 'bad', bad, flush=True)\n"
         "dist.barrier()\n"
         "os._exit(1 if bad else 0)\n";
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(bin("trainscope-cli"), {"launch", "--ranks", "2", "--", kPython, "-c", script});
-    QVERIFY(p.waitForStarted());
-    const bool finished = p.waitForFinished(180000);
-    if (!finished) {
-      ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-      p.waitForFinished(10000);
-    }
-    const QString out = QString::fromUtf8(p.readAll());
-    QVERIFY2(finished && p.exitCode() == 0, qPrintable(out));
+    QString out;
+    QVERIFY2(launchTwoRanks({kPython, "-c", script}, &out), qPrintable(out));
     const QRegularExpression line("rank (\\d) answers (\\[[^\\]]*\\]) bad \\[\\]");
     QMap<QString, QString> answers;
     for (auto it = line.globalMatch(out); it.hasNext();) {
