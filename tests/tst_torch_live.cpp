@@ -448,7 +448,8 @@ class TstTorchLive : public QObject {
         "        d = t._agree(1000 - 10 * r + s, None)\n"
         "        if d != 990 + s: bad.append('digest at step %d: %d, want %d' % (s, d, 990 + s))\n"
         "        got.append(d)\n"
-        "print('rank', r, 'answers', got, 'bad', bad, flush=True)\n"
+        "sys.stdout.write('rank %d answers %s bad %s\\n' % (r, got, bad))\n"  // one write: the ranks share the pipe
+        "sys.stdout.flush()\n"
         "dist.barrier()\n"
         "os._exit(1 if bad else 0)\n";
     QString out;

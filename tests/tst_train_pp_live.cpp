@@ -167,6 +167,22 @@ class TstTrainPpLive : public QObject {
       QCOMPARE(QString::fromStdString(change.first), QString("4"));
       QCOMPARE(change.second, bad);
     }
+    // What-if's kernel calibration: every stage timed its layers alone at the micro-batch sizes
+    // after each applied change ("calibrate pp F|B|W <samples>"), and the model reads them: per
+    // stage F, B and W times at several sizes, growing with the samples.
+    const Run d = cli({"whatif", file, "--describe"});
+    QVERIFY2(d.code == 0, qPrintable(d.out + d.err));
+    const QJsonArray cal = json(d).object()["kernel_calibration_ms"].toArray();
+    QCOMPARE(int(cal.size()), kRanks);
+    for (const auto& st : cal)
+      for (const char* k : {"f", "b", "w"}) {
+        const QJsonObject bySize = st.toObject()[k].toObject();
+        QVERIFY2(bySize.size() >= 2, qPrintable(QJsonDocument(cal).toJson()));
+        std::vector<std::pair<int, double>> v;
+        for (auto it = bySize.begin(); it != bySize.end(); ++it) v.push_back({it.key().toInt(), it.value().toDouble()});
+        std::sort(v.begin(), v.end());
+        QVERIFY2(v.front().second > 0 && v.back().second > v.front().second, qPrintable(QJsonDocument(cal).toJson()));
+      }
   }
 
   void stopPipeline() { stop(); }

@@ -14,6 +14,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -756,6 +757,67 @@ class TstTuneConfig : public QObject {
     QVERIFY2(std::abs(m8->stepTimeMs - makespan1f1b(8, 0.7, 1.0)) < 1e-6,
              qPrintable(QString("%1 vs %2").arg(m8->stepTimeMs).arg(makespan1f1b(8, 0.7, 1.0))));
     QVERIFY(std::abs(makespan1f1b(8, 0.7, 1.0) - makespan1f1b(8, 0.5, 1.0)) > 0.5);
+  }
+
+  // The same recording with trainscope-train's kernel calibration added ("calibrate pp F|B|W
+  // <samples>" kernels of layer 0 on every rank, between steps 0 and 1; batch 16, so m = 4 is 4
+  // samples and m = 8 is 2): F 1.0 / 0.4 / 0.3 ms at 16 / 4 / 2 samples, B 2.0 / 0.8 / 0.5, W 1.0 /
+  // 0.4 / 0.3. At m = 8 the traced kernels move by the calibrated ratio instead of halving: F =
+  // 0.4 + 0.6 x 0.3 / 0.4 = 0.85; the unsplit B op (its kernels B and W) = 2 x (0.5 + 0.3) /
+  // (0.8 + 0.4) = 4 / 3. At m = 3 (5.33 samples, between 4 and 16, interpolated): F = 0.4 + 0.6 x
+  // (0.4 + (5.333 - 4) / 12 x 0.6) / 0.4 = 1.1.
+  void whatIfPipelineKernelsFromCalibration() {
+    std::ifstream in(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_kernels/trace.json");
+    nlohmann::json doc = nlohmann::json::parse(in);
+    auto& ev = doc.is_object() ? doc["traceEvents"] : doc;
+    std::map<int, int> kernelTid;  // pid -> the tid of its F kernels
+    for (const auto& e : ev)
+      if (e.value("name", "").rfind("F ", 0) == 0) kernelTid[e["pid"].get<int>()] = e["tid"].get<int>();
+    QCOMPARE(int(kernelTid.size()), 2);
+    const std::vector<std::tuple<const char*, int, double>> cal = {
+        {"F", 16, 1.0}, {"F", 4, 0.4}, {"F", 2, 0.3}, {"B", 16, 2.0}, {"B", 4, 0.8},
+        {"B", 2, 0.5},  {"W", 16, 1.0}, {"W", 4, 0.4}, {"W", 2, 0.3}};
+    for (const auto& [pid, tid] : kernelTid) {
+      double ts = 16000;
+      for (const auto& [op, samples, ms] : cal) {
+        ev.push_back({{"ts", ts}, {"dur", ms * 1000}, {"ph", "X"}, {"pid", pid}, {"tid", tid},
+                      {"name", std::string("calibrate pp ") + op + " " + std::to_string(samples)},
+                      {"cat", "kernel"}, {"args", {{"kind", "kernel"}, {"layer", 0}}}});
+        ts += ms * 1000 + 10;
+      }
+    }
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("trace.json").toStdString();
+    std::ofstream(path) << doc.dump();
+    auto store = importChromeTraceFile(path);
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QVERIFY2(std::abs(d["kernel_calibration_ms"][0]["f"]["4"].get<double>() - 0.4) < 1e-9, d.dump().c_str());
+    auto makespan1f1b = [](int mb, double f, double b) {
+      ScheduleParams sp;
+      sp.kind = ScheduleKind::OneFOneB;
+      sp.stages = 2;
+      sp.microBatches = mb;
+      auto sched = generateSchedule(sp);
+      auto sim = simulateSchedule(*sched, OpDurations{}, [&](int, const PipeOp& op) {
+        return op.kind == OpKind::Forward ? f : b;
+      });
+      return sim->makespan;
+    };
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY(std::abs(replay->stepTimeMs - m->measured().stepTimeMs) < 1e-6);
+    auto m8 = m->predict({{"pp.microbatches", "8"}});
+    QVERIFY2(m8.isOk(), m8.status().message().c_str());
+    const double want = makespan1f1b(8, 0.85, 4.0 / 3) - makespan1f1b(4, 1.0, 2.0) + replay->stepTimeMs;
+    QVERIFY2(std::abs(m8->stepTimeMs - want) < 1e-6, qPrintable(QString("%1 vs %2").arg(m8->stepTimeMs).arg(want)));
+    auto m3 = m->predict({{"pp.microbatches", "3"}});
+    QVERIFY2(m3.isOk(), m3.status().message().c_str());
+    const double bw3 = 2.0 * ((0.8 + (16.0 / 3 - 4) / 12 * 1.2) + (0.4 + (16.0 / 3 - 4) / 12 * 0.6)) / 1.2;
+    const double want3 = makespan1f1b(3, 1.1, bw3) - makespan1f1b(4, 1.0, 2.0) + replay->stepTimeMs;
+    QVERIFY2(std::abs(m3->stepTimeMs - want3) < 1e-6, qPrintable(QString("%1 vs %2").arg(m3->stepTimeMs).arg(want3)));
   }
 
   // Work outside the pipeline ops (tests/data/pp_1f1b_optimizer: 1F1B makespan 15 ms, then a 4 ms

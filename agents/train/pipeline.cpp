@@ -3,11 +3,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "models.h"
 #include "segments.h"
 #include "stage_runner.h"
+#include "trace_scope.h"
 #include "trainscope/agent.h"
 
 namespace trainscope::train {
@@ -152,8 +154,73 @@ std::string PipelineTrainer::checkParams(const core::ScheduleParams& p) const {
   return checkSegments(o_, b / p.microBatches, p.segments);
 }
 
+// What-if calibration (TUNING.md, Pipelines): each of this stage's layers alone, forward, input
+// gradient and weight gradient, at the samples per micro-batch of 1, 2, 4, 8 and 16 micro-batches
+// (whole samples only), 3 times each (once where that took over 5 ms), traced as kernels "calibrate pp F|B|W <samples>" (Layer =
+// the stage's layer index, as its F/B/W kernels). An op's kernels do not scale with its samples exactly: on the 8-layer CPU job a
+// 16-sample micro-batch takes 0.53-0.57 of a 32-sample one's time, not 0.5 (BENCHMARKS.md), so
+// what-if moves them by these times. Between steps, on the slot evaluate() uses; the weight
+// gradients it adds are cleared by the next step's zeroGrads(). Inputs: the held-out rows for
+// the model's input layer, zeros for the others (a gemm's time does not depend on the values).
+void PipelineTrainer::calibrate() {
+  if (!o_.calibrate) return;
+  TS_RANGE("calibrate pp");
+  const int b = o_.batch / replicas, rps = rowsPerSample(o_);
+  const int slot = params_.microBatches * params_.segments;
+  std::vector<int> sizes;
+  for (int m : {1, 2, 4, 8, 16})
+    if (b % m == 0 && (sizes.empty() || sizes.back() != b / m)) sizes.push_back(b / m);
+  const int chunks = static_cast<int>(chunkStart_.size()) - 1;
+  const std::vector<int> owned = ownedLayers();  // the model's layer of each of this stage's (local) layers
+  for (int samples : sizes) {
+    const int rows = samples * rps;
+    const std::string tag = " " + std::to_string(samples);
+    const uint32_t nf = ts_name(("calibrate pp F" + tag).c_str()), nb = ts_name(("calibrate pp B" + tag).c_str()),
+                   nw = ts_name(("calibrate pp W" + tag).c_str());
+    for (int c = 0; c < chunks; ++c)
+      for (int l = chunkStart_[static_cast<size_t>(c)]; l < chunkStart_[static_cast<size_t>(c) + 1]; ++l) {
+        Layer& layer = model_->layer(l);
+        Mat x, y, dy, dx;
+        std::chrono::steady_clock::time_point t0;
+        const bool input = owned[static_cast<size_t>(l)] == 0;  // the model's input layer
+        if (input) {
+          const Mat& h = heldOut_.x;
+          if (h.rows == 0) continue;
+          x.resize(rows, h.cols);
+          for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, x.row(r));
+        } else {
+          x.resize(rows, o_.width);
+        }
+        for (int rep = 0; rep < 3; ++rep) {
+          // A layer whose three ops took over 5 ms at this size is timed once: a big replica
+          // batch's largest sizes would otherwise stall the change's step for most of a second.
+          if (rep == 1 && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(5)) break;
+          if (rep == 0) t0 = std::chrono::steady_clock::now();
+          {
+            KernelScope k(nf, l);
+            layer.forward(slot, x, y);
+          }
+          dy.resize(y.rows, y.cols);
+          if (!input) {
+            KernelScope k(nb, l);
+            layer.backwardInput(slot, dy, dx);
+          }
+          {
+            KernelScope k(nw, l);
+            layer.backwardWeight(slot, dy);
+          }
+          layer.release(slot);
+        }
+      }
+  }
+}
+
 void PipelineTrainer::atStepBoundary(int64_t s) {
   if (!knobs_) return;
+  if (!calibrated_) {
+    calibrated_ = true;
+    calibrate();
+  }
   const core::ScheduleParams want = knobs_->read(o_, stages);
   if (sameParams(want, params_)) {
     good_ = knobs_->values();  // e.g. pp.virtual_stages changed under a schedule that ignores it
@@ -181,6 +248,7 @@ void PipelineTrainer::atStepBoundary(int64_t s) {
   std::printf("rank %d applied %s at step %lld%s\n", rank_, describe(params_).c_str(),
               static_cast<long long>(s), segmentNote().c_str());
   std::fflush(stdout);
+  calibrate();
 }
 
 double PipelineTrainer::step(int64_t s) {

@@ -45,6 +45,8 @@ class PipelineTrainer final : private PipeGrid, public Trainer {
   void buildStage(const LayerBounds& bounds, std::span<const float> params, std::span<const float> velocity);
   std::vector<float> gather(std::span<const float> local);  // the whole-model layout, all ranks
   std::vector<int> ownedLayers() const;
+  void calibrate();  // what-if: this stage's layers timed alone at the micro-batch sizes
+
 
   const PpKnobs* knobs_;
   int layers_ = 0;
@@ -55,6 +57,7 @@ class PipelineTrainer final : private PipeGrid, public Trainer {
   core::Schedule schedule_;
   std::vector<int> chunkStart_;
   std::vector<int> segBounds_;  // seq1f1b on the transformer: k + 1 positions (segments.h)
+  bool calibrated_ = false;     // the first step boundary calibrates too
 };
 
 }  // namespace trainscope::train

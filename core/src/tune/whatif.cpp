@@ -194,6 +194,10 @@ struct WhatIfModel::State {
   // the simulated idle at the measured setting, within [0, rest]), so the replay's bubble is the
   // measured one; -1: all of the rest (no measured bubble).
   double pipeRestIdleMs = -1;
+  // [stage] trainscope-train's calibration of the stage's layers alone ("calibrate pp F|B|W
+  // <samples>" kernels): per op kind (F, B, W) the stage's time (summed over its layers) at each
+  // calibrated samples-per-micro-batch; empty where the job did not calibrate.
+  std::vector<std::array<std::map<int64_t, double>, 3>> ppCalib;
   // Drawing.
   double restBeforeMs = 0;  // data parallel: step start to forward start, mean
   std::vector<StepOp> measuredTimeline;
@@ -821,6 +825,50 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         s.wShare.push_back(z.b > 0 && z.w > 0 ? z.w / (z.b + z.w) : NAN);
       }
     }
+    // Calibration of the stage's layers alone at several samples per micro-batch: per rank, per
+    // (op kind, samples, layer), the fastest of the last three before the window's end; per
+    // stage the sum over its layers, the median over its ranks (replicas).
+    {
+      std::map<RankId, std::map<std::pair<int, int64_t>, std::map<int64_t, std::vector<std::pair<int64_t, double>>>>> cal;
+      for (TrackId t = 0; t < store.trackCount(); ++t) {
+        const RankId rank = store.track(t).rank;
+        const TrackEvents& ev = store.events(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          if (ev.kind(i) != EventKind::Kernel || ev.start(i) >= winHi || ev.end(i) <= ev.start(i)) continue;
+          const std::string_view n = store.str(ev.name(i));
+          if (!n.starts_with("calibrate pp ") || n.size() < 16) continue;
+          const int kind = n[13] == 'F' ? 0 : n[13] == 'B' ? 1 : n[13] == 'W' ? 2 : -1;
+          const int64_t samples = std::atoll(std::string(n.substr(15)).c_str());
+          const Attr* l = ev.findAttr(i, AttrKey::Layer);
+          if (kind < 0 || samples < 1 || !l) continue;
+          cal[rank][{kind, samples}][l->asInt()].push_back(
+              {ev.start(i), static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs});
+        }
+      }
+      for (const StageResult& st : a.pipeline.perStage) {
+        std::array<std::map<int64_t, double>, 3> stage;
+        std::map<std::pair<int, int64_t>, std::vector<double>> perRank;
+        for (RankId r : st.ranks) {
+          auto it = cal.find(r);
+          if (it == cal.end()) continue;
+          for (auto& [key, layers] : it->second) {
+            double sum = 0;
+            for (auto& [layer, v] : layers) {
+              std::sort(v.begin(), v.end());
+              double fastest = INFINITY;
+              for (size_t j = v.size() > 3 ? v.size() - 3 : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
+              sum += fastest;
+            }
+            perRank[key].push_back(sum);
+          }
+        }
+        for (auto& [key, v] : perRank) {
+          std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+          stage[static_cast<size_t>(key.first)][key.second] = v[v.size() / 2];
+        }
+        s.ppCalib.push_back(stage);
+      }
+    }
     // Hand-off: the mean P2P send interval (the time the sender spends posting it), in the window.
     std::vector<double> sends;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -1009,6 +1057,35 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       p.notes.push_back(
           "the session ran no split backward: the split schedule's B and W are taken as halves of the measured B");
     }
+    // The kernels' time at another micro-batch size: by the stage's calibrated time of that op
+    // kind at the new samples per micro-batch over the measured one, interpolated linearly
+    // between calibrated sizes (the replica batch: the largest calibrated size); the sample
+    // ratio where the job did not calibrate, or with sequence segments.
+    const int segments0 = std::max(1, std::atoi(knobOr(s.knobs, "pp.segments", "1").c_str()));
+    auto calAt = [](const std::map<int64_t, double>& c, double samples) {
+      auto hi = c.lower_bound(static_cast<int64_t>(std::ceil(samples)));
+      if (hi != c.end() && static_cast<double>(hi->first) == samples) return hi->second;
+      if (hi == c.begin()) return hi->second * samples / static_cast<double>(hi->first);
+      if (hi == c.end()) return std::prev(hi)->second * samples / static_cast<double>(std::prev(hi)->first);
+      auto lo = std::prev(hi);
+      const double f = (samples - static_cast<double>(lo->first)) / static_cast<double>(hi->first - lo->first);
+      return lo->second + f * (hi->second - lo->second);
+    };
+    bool calibratedKernels = false;
+    auto kernelRatio = [&](size_t stage, std::initializer_list<int> kinds) {
+      if (stage >= s.ppCalib.size() || sp.segments != 1 || segments0 != 1) return scale;
+      double now = 0, then = 0;
+      for (int k : kinds) {
+        const auto& c = s.ppCalib[stage][static_cast<size_t>(k)];
+        if (c.empty()) return scale;
+        const double batch = static_cast<double>(c.rbegin()->first);
+        now += calAt(c, batch / sp.microBatches);
+        then += calAt(c, batch / m0);
+      }
+      if (!(then > 0)) return scale;
+      calibratedKernels = true;
+      return now / then;
+    };
     OpDurations base;
     base.sendLatency = s.sendLatencyMs;
     base.sendCost = s.sendCostMs;
@@ -1032,7 +1109,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
         if (op.kind == OpKind::Backward) fixed = bFixed, scaled = bScaled;
         else fixed = wFixed, scaled = wScaled;
       }
-      return (fixed + scaled * scale) / (sp.virtualStages * sp.segments);
+      const double r = op.kind == OpKind::Forward ? kernelRatio(i, {0})
+                       : op.kind == OpKind::Weight ? kernelRatio(i, {2})
+                       : split                     ? kernelRatio(i, {1})
+                                                   : kernelRatio(i, {1, 2});
+      return (fixed + scaled * r) / (sp.virtualStages * sp.segments);
     };
     auto sim = simulateSchedule(*sched, base, dur);
     if (!sim) return sim.status();
@@ -1062,9 +1143,13 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       const bool traced = std::any_of(s.kernelShare.begin(), s.kernelShare.end(), [](const auto& x) {
         return x[0] < 1 || x[1] < 1 || x[2] < 1;
       });
-      p.notes.push_back("pipeline: per-op times scaled by " + fmt(scale) + " from the measured micro-batch size" +
-                        (traced ? " (their traced kernels; the rest of each op is a fixed cost per op)"
-                                : " (the whole op: no per-layer kernels traced)"));
+      p.notes.push_back(calibratedKernels
+                            ? "pipeline: the ops' traced kernels moved by the job's calibration of each stage's layers "
+                              "at the new samples per micro-batch over the measured (the rest of each op is a fixed "
+                              "cost per op)"
+                            : "pipeline: per-op times scaled by " + fmt(scale) + " from the measured micro-batch size" +
+                                  (traced ? " (their traced kernels; the rest of each op is a fixed cost per op)"
+                                          : " (the whole op: no per-layer kernels traced)"));
     }
     return p;
   }
@@ -1379,6 +1464,18 @@ std::string WhatIfModel::describeJson() const {
     nlohmann::json ks = nlohmann::json::array();
     for (const auto& x : s.kernelShare) ks.push_back({{"f", x[0]}, {"b", x[1]}, {"w", x[2]}});
     j["kernel_share"] = ks;
+    nlohmann::json pc = nlohmann::json::array();
+    for (const auto& st : s.ppCalib) {
+      nlohmann::json o = nlohmann::json::object();
+      const char* kinds[3] = {"f", "b", "w"};
+      for (int k = 0; k < 3; ++k) {
+        nlohmann::json m = nlohmann::json::object();
+        for (const auto& [samples, ms] : st[static_cast<size_t>(k)]) m[std::to_string(samples)] = ms;
+        o[kinds[k]] = m;
+      }
+      pc.push_back(o);
+    }
+    j["kernel_calibration_ms"] = pc;
     j["send_cost_ms"] = s.sendCostMs;
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
