@@ -168,16 +168,19 @@ def main():
                   f"{tr['steps_used']} steps, {sum(x.get('periodic_steps', 0) for x in tr['trials'])} periodic "
                   f"steps left out, {time.time() - t0:.1f} s")
 
-        def measure(c, tag):
-            # One cell measured live: `set` it, then `tune` over that one value (2 warm-up steps,
-            # --verify-steps measured, periodic steps left out, nothing changed).
+        def measure(c, tag, steps):
+            # One cell measured live: `set` it, then `tune` over that one value, which measures the
+            # incumbent (now the cell) for 2 warm-up + `steps` steps (periodic steps left out) and
+            # changes nothing. None when either fails.
             if run("set", "--job", job, *[f"{k}={v}" for k, v in zip(names, c)], "--json", check=False).returncode:
                 return None
             m = run("tune", "--job", job, "--knobs", names[0], "--values", f"{names[0]}={c[0]}",
-                    "--warmup-steps", "2", "--measure-steps", str(args.verify_steps), "--budget-steps",
-                    str(2 + args.verify_steps), "--no-simulator", "--out", os.path.join(rt, f"{tag}.json"), "--json",
-                    check=False)
-            return json.loads(m.stdout)["initial_step_time_ms"] if m.returncode == 0 else None
+                    "--warmup-steps", "2", "--measure-steps", str(steps), "--budget-steps", str(2 + steps),
+                    "--no-simulator", "--out", os.path.join(rt, f"{tag}.json"), "--json", check=False)
+            if m.returncode != 0:
+                print(f"{tag} {c}: no measurement ({m.stderr.strip()[-200:]})")
+                return None
+            return json.loads(m.stdout)["initial_step_time_ms"]
 
         def verify(found):
             # The tuner's pick against the given cells in the same job, side by side: the grid's
@@ -187,7 +190,7 @@ def main():
             for r in range(args.verify_rounds):
                 for i in range(len(cells)):
                     c = cells[(i + r) % len(cells)]
-                    ms = measure(c, f"verify{r}_{i}")
+                    ms = measure(c, f"verify{r}_{i}", args.verify_steps)
                     if ms is not None:
                         got[c].append(ms)
             med = {c: sorted(v)[len(v) // 2] for c, v in got.items() if v}
@@ -303,27 +306,18 @@ def main():
         grid = list(itertools.product(*[v for _, v in knobs]))
         xs, ys, bo = [], [], []
         t0 = time.time()
-        # The GP needs each sample's value before choosing the next. Each sample: `set` the
-        # candidate, then measure it live with `tune` over that one value, which measures the
-        # incumbent (now the candidate) for 2 warm-up + bo_steps steps and changes nothing (a
-        # recording of this job cannot keep up: it emits ~300 k events/s with its history).
+        # The GP needs each sample's value before choosing the next. Each sample is measured live
+        # (measure(): `set`, then `tune` over that one value; a recording of this job cannot keep
+        # up: it emits ~300 k events/s with its history).
         for i in range(args.bo_samples):
             if i < 3:
                 c = rng.choice(grid)
             else:
                 ei = expected_improvement(xs, ys, [enc(g) for g in grid])
                 c = grid[int(np.argmax(ei))]
-            r = run("set", "--job", job, *kv(c), "--json", check=False)
-            if r.returncode != 0:
+            ms = measure(c, f"bo{i}", args.bo_steps)
+            if ms is None:
                 continue
-            m = run("tune", "--job", job, "--knobs", names[0], "--values", f"{names[0]}={c[0]}",
-                    "--warmup-steps", "2", "--measure-steps", str(args.bo_steps), "--budget-steps",
-                    str(2 + args.bo_steps), "--no-simulator", "--out", os.path.join(rt, f"bo{i}.json"), "--json",
-                    check=False)
-            if m.returncode != 0:
-                print(f"BO sample {i} {c}: no measurement ({m.stderr.strip()[-200:]})")
-                continue
-            ms = json.loads(m.stdout)["initial_step_time_ms"]
             xs.append(enc(c))
             ys.append(ms)
             bo.append((c, ms))

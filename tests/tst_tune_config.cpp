@@ -337,6 +337,19 @@ class TstTuneConfig : public QObject {
   // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
   // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
   // 1 ms while bucket 1 reduces).
+  // The simulated makespan of 2-stage 1F1B with mb micro-batches, F ops of f ms and B ops of b.
+  static double makespan1f1b(int mb, double f, double b) {
+    ScheduleParams sp;
+    sp.kind = ScheduleKind::OneFOneB;
+    sp.stages = 2;
+    sp.microBatches = mb;
+    auto sched = generateSchedule(sp);
+    auto sim = simulateSchedule(*sched, OpDurations{}, [&](int, const PipeOp& op) {
+      return op.kind == OpKind::Forward ? f : b;
+    });
+    return sim->makespan;
+  }
+
   static void buildHandDpSession(Builder& b, double late, double bucket1End = 8) {
     b.s.metadata()["knob.dp.bucket_bytes"] = "1";
     b.s.metadata()["knob.dp.algorithm"] = "allreduce";
@@ -743,17 +756,6 @@ class TstTuneConfig : public QObject {
     // (all kernels); scaling the whole op (F 0.5) would be 1 ms faster over 16 forwards' path.
     auto m8 = m->predict({{"pp.microbatches", "8"}});
     QVERIFY2(m8.isOk(), m8.status().message().c_str());
-    auto makespan1f1b = [](int mb, double f, double b) {
-      ScheduleParams sp;
-      sp.kind = ScheduleKind::OneFOneB;
-      sp.stages = 2;
-      sp.microBatches = mb;
-      auto sched = generateSchedule(sp);
-      auto sim = simulateSchedule(*sched, OpDurations{}, [&](int, const PipeOp& op) {
-        return op.kind == OpKind::Forward ? f : b;
-      });
-      return sim->makespan;
-    };
     QVERIFY2(std::abs(m8->stepTimeMs - makespan1f1b(8, 0.7, 1.0)) < 1e-6,
              qPrintable(QString("%1 vs %2").arg(m8->stepTimeMs).arg(makespan1f1b(8, 0.7, 1.0))));
     QVERIFY(std::abs(makespan1f1b(8, 0.7, 1.0) - makespan1f1b(8, 0.5, 1.0)) > 0.5);
@@ -795,17 +797,6 @@ class TstTuneConfig : public QObject {
     QVERIFY2(m.isOk(), m.status().message().c_str());
     const auto d = nlohmann::json::parse(m->describeJson());
     QVERIFY2(std::abs(d["kernel_calibration_ms"][0]["f"]["4"].get<double>() - 0.4) < 1e-9, d.dump().c_str());
-    auto makespan1f1b = [](int mb, double f, double b) {
-      ScheduleParams sp;
-      sp.kind = ScheduleKind::OneFOneB;
-      sp.stages = 2;
-      sp.microBatches = mb;
-      auto sched = generateSchedule(sp);
-      auto sim = simulateSchedule(*sched, OpDurations{}, [&](int, const PipeOp& op) {
-        return op.kind == OpKind::Forward ? f : b;
-      });
-      return sim->makespan;
-    };
     auto replay = m->predict({});
     QVERIFY(replay.isOk());
     QVERIFY(std::abs(replay->stepTimeMs - m->measured().stepTimeMs) < 1e-6);

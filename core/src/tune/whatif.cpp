@@ -27,6 +27,21 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
+// A calibration's estimator: of (start, ms) repetitions, the fastest of the last k (a latency
+// benchmark's estimator: the repetitions a busy machine did not interrupt).
+double fastestOfLast(std::vector<std::pair<int64_t, double>>& v, size_t k) {
+  std::sort(v.begin(), v.end());
+  double fastest = INFINITY;
+  for (size_t j = v.size() > k ? v.size() - k : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
+  return fastest;
+}
+
+// The median (upper for an even count) of a non-empty vector, which it reorders.
+double medianOf(std::vector<double>& v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // Length of the union of intervals.
 double unionLength(std::vector<std::pair<double, double>> v) {
   std::sort(v.begin(), v.end());
@@ -403,17 +418,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         mine[{std::string(store.str(al->asString())), by->asInt()}].push_back(
             {ev.start(i), static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs});
       }
-      for (auto& [k, v] : mine) {
-        std::sort(v.begin(), v.end());
-        double fastest = INFINITY;
-        for (size_t j = v.size() > 7 ? v.size() - 7 : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
-        pooled[k].push_back(fastest);
-      }
+      for (auto& [k, v] : mine) pooled[k].push_back(fastestOfLast(v, 7));
     }
-    for (auto& [k, v] : pooled) {
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      pts[k.first].push_back({static_cast<double>(k.second), v[v.size() / 2]});
-    }
+    for (auto& [k, v] : pooled) pts[k.first].push_back({static_cast<double>(k.second), medianOf(v)});
     for (auto& [algo, v] : pts) {
       if (v.size() < 2) continue;
       std::sort(v.begin(), v.end());
@@ -853,19 +860,11 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           if (it == cal.end()) continue;
           for (auto& [key, layers] : it->second) {
             double sum = 0;
-            for (auto& [layer, v] : layers) {
-              std::sort(v.begin(), v.end());
-              double fastest = INFINITY;
-              for (size_t j = v.size() > 3 ? v.size() - 3 : 0; j < v.size(); ++j) fastest = std::min(fastest, v[j].second);
-              sum += fastest;
-            }
+            for (auto& [layer, v] : layers) sum += fastestOfLast(v, 3);
             perRank[key].push_back(sum);
           }
         }
-        for (auto& [key, v] : perRank) {
-          std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-          stage[static_cast<size_t>(key.first)][key.second] = v[v.size() / 2];
-        }
+        for (auto& [key, v] : perRank) stage[static_cast<size_t>(key.first)][key.second] = medianOf(v);
         s.ppCalib.push_back(stage);
       }
     }
