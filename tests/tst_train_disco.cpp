@@ -5,7 +5,7 @@
 // moderate sparsity. The inference benchmark (--disco-bench) writes one row per level plus the
 // independent branches, with bytes per inference exactly batch x 4 bytes x kept sub-rows and,
 // at sparsity 0, the accuracy of the unsplit model. Knob values outside [0, 1] are refused by
-// a live job, which keeps its sparsity.
+// a live job, which keeps its sparsity; the live job calibrates what-if at each change.
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
@@ -225,14 +225,33 @@ class TstTrainDisco : public QObject {
     for (const auto& k : live_test::json(live_test::cli({"knobs", "--job", job, "--json"})).object()["knobs"].toArray())
       if (k.toObject()["name"].toString().startsWith("disco.sparsity"))
         QVERIFY2(k.toObject()["current"].toString().toDouble() == 0.25, qPrintable(k.toObject()["name"].toString()));
-    QTest::qWait(300);
+    // What-if's calibration: recorded across a change, every split layer was timed at five
+    // sparsities ("calibrate disco <S>" passes), exchanging nothing at 1 and less compute at 1
+    // than dense; the passes are not counted as the layers' work.
+    const QString file = dir_.filePath("disco.tsdb");
+    auto [stepOf, error] = live_test::recordWhileSetting(job, file, 3, {"disco.sparsity=0.5"}, 800, 800);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const Run d = live_test::cli({"whatif", file, "--describe", "--from-step",
+                                  QString::number(stepOf["disco.sparsity=0.5"] + 2)});
+    QVERIFY2(d.code == 0, qPrintable(d.out + d.err));
+    const QJsonArray layers = live_test::json(d).object()["disco_layers"].toArray();
+    QCOMPARE(int(layers.size()), 3);
+    for (const auto& l : layers) {
+      const QJsonArray cal = l.toObject()["calibration"].toArray();
+      QVERIFY2(cal.size() == 5, qPrintable(QJsonDocument(layers).toJson()));
+      const QJsonObject dense = cal.first().toObject(), none = cal.last().toObject();
+      QVERIFY2(dense["sparsity"].toDouble() == 0 && none["sparsity"].toDouble() == 1 && none["comm_ms"].toDouble() == 0 &&
+                   dense["comm_ms"].toDouble() > 0 && none["comp_ms"].toDouble() < dense["comp_ms"].toDouble() &&
+                   l.toObject()["sparsity"].toDouble() == 0.5,
+               qPrintable(QJsonDocument(layers).toJson()));
+    }
     stopDemo();
     QFile f(log);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(f.readAll());
     // Per rank: the valid per-layer change at its acknowledged step, then all three split layers
     // at disco.sparsity's; nothing else was pruned.
-    QCOMPARE(int(text.count("applied disco sparsity")), 2 + 2 * 3);
+    QCOMPARE(int(text.count("applied disco sparsity")), 2 + 2 * 3 + 2 * 3);
     for (int l = 1; l <= 3; ++l)
       QVERIFY2(text.contains(QString("rank 0 applied disco sparsity 0.25 to layer %1 at step %2").arg(l).arg(allStep)),
                qPrintable(text.right(1500)));

@@ -15,6 +15,7 @@
 #include <QtTest>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -716,6 +717,72 @@ class TstTuneConfig : public QObject {
     QVERIFY(!m->predict({{"disco.sparsity", "1.5"}}).isOk());  // refused with the reason
     QVERIFY(!m->predict({{"disco.sparsity", "x"}}).isOk());
     QVERIFY(!m->predict({{"disco.sparsity.1", "-0.1"}}).isOk());
+  }
+
+  // whatIfDiscoByHand's recording with trainscope-train's calibration added on both ranks
+  // ("calibrate disco <S>" passes between the steps, each holding its layers' "calibrate disco
+  // F|B" kernels and "calibrate disco exchange" events). Per pass (compute, exchange) ms: layer 0
+  // 0.2/0.1 at S = 0, 0.15/0.06 at 0.5, 0.1/0 at 1; layer 1 0.3/0.05, 0.25/0.03, 0.2/0. Each
+  // measured cost moves by the calibrated difference (layer 1's window ran 0.25: interpolated
+  // 0.275/0.04). Dense: layer 0 max(1.5 + 0.05, 2 + 0.04) = 2.04 (share 1), layer 1 (3 + 0.025) +
+  // (1 + 0.01) = 4.035 (share 0): 4 + 2.04 + 4.035. S = 1: no exchange is left (waiting included):
+  // 4 + 1.45 + 2.925.
+  void whatIfDiscoFromCalibration() {
+    std::ifstream in(std::string(TRAINSCOPE_TEST_DATA) + "/disco/trace.json");
+    nlohmann::json doc = nlohmann::json::parse(in);
+    auto& ev = doc.is_object() ? doc["traceEvents"] : doc;
+    struct Cal {
+      double sparsity, start;  // the pass's start (us)
+      double comp[2], comm[2];
+    };
+    const std::vector<Cal> cal = {{0, 10000, {0.2, 0.3}, {0.1, 0.05}},
+                                  {0.5, 11000, {0.15, 0.25}, {0.06, 0.03}},
+                                  {1, 22200, {0.1, 0.2}, {0, 0}}};
+    for (int pid : {0, 1})
+      for (const Cal& c : cal) {
+        std::ostringstream name;
+        name << "calibrate disco " << c.sparsity;
+        ev.push_back({{"ts", c.start}, {"dur", 900}, {"ph", "X"}, {"pid", pid}, {"tid", 2}, {"name", name.str()},
+                      {"cat", "range"}, {"args", {{"kind", "range"}}}});
+        double t = c.start + 10;
+        for (int layer : {0, 1}) {  // each layer's compute as an F and a B kernel, then its exchange
+          for (const char* k : {"calibrate disco F", "calibrate disco B"}) {
+            ev.push_back({{"ts", t}, {"dur", c.comp[layer] * 500}, {"ph", "X"}, {"pid", pid}, {"tid", 3},
+                          {"name", k}, {"cat", "kernel"}, {"args", {{"kind", "kernel"}, {"layer", layer}}}});
+            t += c.comp[layer] * 500;
+          }
+          if (c.comm[layer] > 0)
+            ev.push_back({{"ts", t}, {"dur", c.comm[layer] * 1000}, {"ph", "X"}, {"pid", pid}, {"tid", 4},
+                          {"name", "calibrate disco exchange"}, {"cat", "collective"},
+                          {"args", {{"kind", "collective"}, {"layer", layer}, {"bytes", 1000}}}});
+          t += c.comm[layer] * 1000;
+        }
+      }
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("trace.json").toStdString();
+    std::ofstream(path) << doc.dump();
+    auto store = importChromeTraceFile(path);
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QVERIFY2(d["disco_layers"][0]["calibration"].size() == 3 &&
+                 near(d["disco_layers"][1]["calibration"][1]["comp_ms"].get<double>(), 0.25) &&
+                 near(d["disco_layers"][0]["calibration"][1]["comm_ms"].get<double>(), 0.06) &&
+                 near(d["disco_layers"][0]["l_comp_ms"].get<double>(), 1.5),  // the passes are not the layer's work
+             d.dump().c_str());
+    auto step = [&](std::map<std::string, std::string> c) {
+      auto p = m->predict(c);
+      return p.isOk() ? p->stepTimeMs : -1.0;
+    };
+    QVERIFY(near(step({}), 10));
+    QVERIFY2(near(step({{"disco.sparsity", "0"}}), 4 + 2.04 + 4.035), qPrintable(QString::number(step({{"disco.sparsity", "0"}}))));
+    QVERIFY2(near(step({{"disco.sparsity", "1"}}), 4 + 1.45 + 2.925), qPrintable(QString::number(step({{"disco.sparsity", "1"}}))));
+    // Layer 1 alone to 0.75 (interpolated 0.225/0.015): (3 - 0.05) + (1 - 0.025); layer 0 stays 2.
+    QVERIFY(near(step({{"disco.sparsity.1", "0.75"}}), 4 + 2 + 2.95 + 0.975));
+    // Without the calibration (whatIfDiscoByHand) the paper's scaling gives 12.76 for dense.
+    QVERIFY(std::abs(step({{"disco.sparsity", "0"}}) - (4 + 4 + 4.0 / 3 + 24.0 / 7)) > 2);
   }
 
   // A split schedule predicted from an unsplit session whose kernels name the halves of the

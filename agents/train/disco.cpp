@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "models.h"
+#include "trace_scope.h"
 
 namespace trainscope::train {
 namespace {
@@ -58,12 +61,10 @@ double DiscoTrainer::sparsityOf(int l) const {
   return ts_knob_get_float(knobs_->perLayer[static_cast<size_t>(l - 1)]);
 }
 
-// Scores every off-diagonal sub-row by its L1 norm (all ranks' norms shared by one allreduce),
-// keeps the largest (1 - sparsity) of them, zeroes the weights and momentum of the rest.
-void DiscoTrainer::prune(int l, double sparsity) {
-  TS_RANGE("disco prune");
-  float* W = model_->params().data() + model_->offsetOf(l);
-  float* V = velocity_.data() + model_->offsetOf(l);
+// Every off-diagonal sub-row of split layer l scored by its L1 norm (all ranks' norms shared by
+// one allreduce: collective), lowest first: (norm, receiver, feature).
+std::vector<std::tuple<float, int, int>> DiscoTrainer::ranked(int l) {
+  const float* W = model_->params().data() + model_->offsetOf(l);
   const int o0 = me_ * part_;
   std::vector<float> norms(static_cast<size_t>(n_) * static_cast<size_t>(w_), 0.0f);
   for (int f = 0; f < w_; ++f) {
@@ -79,30 +80,101 @@ void DiscoTrainer::prune(int l, double sparsity) {
     for (int f = 0; f < w_; ++f)
       if (f / part_ != i) cand.emplace_back(norms[static_cast<size_t>(i) * static_cast<size_t>(w_) + static_cast<size_t>(f)], i, f);
   std::sort(cand.begin(), cand.end());
+  return cand;
+}
+
+// The kept features of every (receiver, sender) pair when the lowest `sparsity` of the ranked
+// sub-rows are pruned: [receiver * n + sender] -> the sender's features, sorted.
+std::vector<std::vector<int>> DiscoTrainer::keptOf(const std::vector<std::tuple<float, int, int>>& cand,
+                                                   double sparsity) const {
   const auto cut = static_cast<size_t>(std::llround(sparsity * static_cast<double>(cand.size())));
-  auto& kept = kept_[static_cast<size_t>(l - 1)];
-  kept.assign(static_cast<size_t>(n_) * static_cast<size_t>(n_), {});
-  for (size_t c = 0; c < cand.size(); ++c) {
+  std::vector<std::vector<int>> kept(static_cast<size_t>(n_) * static_cast<size_t>(n_));
+  for (size_t c = cut; c < cand.size(); ++c) {
     const auto [norm, i, f] = cand[c];
-    if (c >= cut) {
-      kept[static_cast<size_t>(i * n_ + f / part_)].push_back(f);
-    } else if (i == me_) {
-      for (int r = 0; r < part_; ++r) {
-        const size_t at = static_cast<size_t>(o0 + r) * static_cast<size_t>(w_) + static_cast<size_t>(f);
-        W[at] = 0;
-        V[at] = 0;
-      }
-    }
+    kept[static_cast<size_t>(i * n_ + f / part_)].push_back(f);
   }
   for (auto& k : kept) std::sort(k.begin(), k.end());
+  return kept;
+}
+
+// Keeps the largest (1 - sparsity) of the ranked sub-rows, zeroes the weights and momentum of the
+// rest.
+void DiscoTrainer::prune(int l, double sparsity) {
+  TS_RANGE("disco prune");
+  float* W = model_->params().data() + model_->offsetOf(l);
+  float* V = velocity_.data() + model_->offsetOf(l);
+  const int o0 = me_ * part_;
+  const std::vector<std::tuple<float, int, int>> cand = ranked(l);
+  const auto cut = static_cast<size_t>(std::llround(sparsity * static_cast<double>(cand.size())));
+  for (size_t c = 0; c < cut && c < cand.size(); ++c) {
+    const auto [norm, i, f] = cand[c];
+    if (i != me_) continue;
+    for (int r = 0; r < part_; ++r) {
+      const size_t at = static_cast<size_t>(o0 + r) * static_cast<size_t>(w_) + static_cast<size_t>(f);
+      W[at] = 0;
+      V[at] = 0;
+    }
+  }
+  kept_[static_cast<size_t>(l - 1)] = keptOf(cand, sparsity);
   wkCache_[static_cast<size_t>(l - 1)].assign(static_cast<size_t>(n_), Mat{});
   applied_[static_cast<size_t>(l - 1)] = sparsity;
   reportBytes_ = true;
 }
 
+// What-if calibration (TUNING.md, DISCO): the training pass (forward and backward, no optimizer
+// step) at sparsities 0, 0.25, 0.5, 0.75 and 1, five times each, on the held-out rows (the
+// batch's size, rows repeated), every split layer keeping the sub-rows a pruning to S would keep
+// now (prune()'s ranking of the current weights: the pairs' real shares and the features' real
+// spread): the real exchanges and gemms of that mask, in the mode in force. Every rank
+// alike, each pass after a barrier, traced inside a range "calibrate disco <S>" with the pass's
+// own names ("calibrate disco F|B" kernels, "calibrate disco exchange" and "calibrate disco
+// gather"), which the analysis does not count as the layers' work. On this CPU job an exchange
+// is bound by the ranks waiting for each other rather than by its bytes, and a layer's compute
+// falls by a third of what background.md 1's formula says (BENCHMARKS.md), so what-if moves the
+// measured costs by these calibrated differences. The weights, momentum and masks are untouched;
+// the gradients it adds are cleared by the next step's zeroGrads(), so the losses are the same as
+// with --calibrate 0.
+void DiscoTrainer::calibrate() {
+  if (!o_.calibrate || heldOut_.x.rows == 0 || o_.layers < 2) return;
+  TS_RANGE("calibrate disco (what-if)");
+  Batch b;
+  b.x.resize(o_.batch, heldOut_.x.cols);
+  for (int r = 0; r < o_.batch; ++r) {
+    std::copy_n(heldOut_.x.row(r % heldOut_.x.rows), heldOut_.x.cols, b.x.row(r));
+    b.labels.push_back(heldOut_.labels[static_cast<size_t>(r % heldOut_.x.rows)]);
+  }
+  const auto keptNow = kept_;
+  std::vector<std::vector<std::tuple<float, int, int>>> rank;  // per split layer, as prune() ranks
+  for (int l = 1; l < o_.layers; ++l) rank.push_back(ranked(l));
+  const uint32_t names[4] = {nameEx_, nameGather_, kernF_, kernB_};
+  const uint64_t bytesNow = bytes_;
+  nameEx_ = ts_name("calibrate disco exchange");
+  nameGather_ = ts_name("calibrate disco gather");
+  kernF_ = ts_name("calibrate disco F");
+  kernB_ = ts_name("calibrate disco B");
+  for (const char* sp : {"0", "0.25", "0.5", "0.75", "1"}) {
+    for (size_t l = 0; l < kept_.size(); ++l) kept_[l] = keptOf(rank[l], std::atof(sp));
+    const uint32_t pass = ts_name((std::string("calibrate disco ") + sp).c_str());
+    for (int rep = 0; rep < 5; ++rep) {
+      float zero = 0;  // a barrier: every rank starts the pass together
+      RequestPtr barrier = be_.world->iallreduceSum(&zero, 1);
+      waitFor(*barrier);
+      ts_range_push(pass);
+      forwardBackward(b.x, b.labels, true, nullptr);
+      ts_range_pop();
+    }
+  }
+  kept_ = keptNow;
+  for (auto& layer : wkCache_) layer.assign(static_cast<size_t>(n_), Mat{});  // gathered for the passes' masks
+  nameEx_ = names[0], nameGather_ = names[1], kernF_ = names[2], kernB_ = names[3];
+  bytes_ = bytesNow;
+}
+
 void DiscoTrainer::atStepBoundary(int64_t s) {
   if (!knobs_) return;
-  pipelined_ = ts_knob_get_enum(knobs_->mode) == 0;
+  bool changed = !calibrated_;
+  calibrated_ = true;
+  if (const bool p = ts_knob_get_enum(knobs_->mode) == 0; p != pipelined_) pipelined_ = p, changed = true;
   if (const double g = ts_knob_get_float(knobs_->sparsity); g != global_) {
     global_ = g;  // disco.sparsity sets every split layer whose own knob did not change now
     char text[32];
@@ -113,10 +185,12 @@ void DiscoTrainer::atStepBoundary(int64_t s) {
   for (int l = 1; l < o_.layers; ++l)
     if (const double sp = sparsityOf(l); sp != applied_[static_cast<size_t>(l - 1)]) {
       prune(l, sp);
+      changed = true;
       std::printf("rank %d applied disco sparsity %.4g to layer %d at step %lld\n", me_, sp, l,
                   static_cast<long long>(s));
       std::fflush(stdout);
     }
+  if (changed) calibrate();
 }
 
 double DiscoTrainer::step(int64_t s) {

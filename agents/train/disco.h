@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "options.h"
@@ -69,7 +70,10 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
  private:
   double forwardBackward(const Mat& x, const std::vector<int>& labels, bool train, int* correct);
   void prune(int layer, double sparsity);
+  std::vector<std::tuple<float, int, int>> ranked(int layer);  // collective
+  std::vector<std::vector<int>> keptOf(const std::vector<std::tuple<float, int, int>>& ranked, double sparsity) const;
   double sparsityOf(int layer) const;
+  void calibrate();  // what-if: one pass at each of five sparsities (disco.cpp)
 
   const DiscoKnobs* knobs_;
   int n_ = 1, me_ = 0, w_ = 0, part_ = 0;
@@ -84,6 +88,7 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   int64_t stepBase_ = 0;
   uint32_t nameEx_ = 0, nameGather_ = 0, kernF_ = 0, kernB_ = 0;
   bool pipelined_ = true, reportBytes_ = true;
+  bool calibrated_ = false;  // the first step boundary calibrates too
 };
 
 }  // namespace trainscope::train

@@ -206,7 +206,8 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
                  "After each change of the gradient sync, reduce a scratch buffer with every centralized "
                  "algorithm at 1 KiB, 64 KiB and 1 MiB (7 times each) and with each codec at 1 and 64 KiB (3 times), "
                  "traced as 'calibrate' collectives, and time each codec's encode and decode alone ('calibrate "
-                 "codec'), for what-if "
+                 "codec'), for what-if; in --mode pp|hybrid also each stage's layers alone at 1-16 micro-batches, "
+                 "in --mode disco the training pass at sparsities 0-1 "
                  "(docs/TUNING.md); 0 turns it off")
       ->default_val(true);
   app.add_option("--step-delay-ms", o.stepDelayMs, "Sleep this long at the end of every step")

@@ -25,6 +25,9 @@ struct WinEvent {
   double bytesSent = -1, bytesReceived = -1;
   bool neighbour = false;  // a decentralized bucket: neighbour exchange, not an allreduce
   bool compute = false, comm = false, discoExchange = false;
+  // A layer's kernel that a what-if calibration ran (name "calibrate ..."; trainscope-train
+  // times the layers alone at a change): compute of the step, but not the layer's work.
+  bool calibration = false;
 };
 
 // Everything of one rank inside one step window (events clipped by the window's intervals).

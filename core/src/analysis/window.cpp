@@ -127,6 +127,7 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
         }
       }
       e.discoExchange = isComm && e.name == discoName && e.layer >= 0;
+      e.calibration = k == EventKind::Kernel && e.layer >= 0 && store.str(e.name).starts_with("calibrate");
       if (isComp) comp.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
       if (isComm) comm.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
       we.events.push_back(e);
@@ -196,7 +197,7 @@ RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step) {
       l.bytes += e.bytes;
       l.refs.push_back(e.ref);
       layerComm[e.layer].push_back(clipped);
-    } else if (e.kind == EventKind::Kernel && e.layer >= 0) {
+    } else if (e.kind == EventKind::Kernel && e.layer >= 0 && !e.calibration) {
       layerComp[e.layer].push_back(clipped);
     }
   }

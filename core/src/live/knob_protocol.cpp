@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <thread>
@@ -210,8 +211,63 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
   std::string refusals;
   uint64_t next = maxSeq + 1;
   auto alreadyUsed = [](const wire::KnobAck& a) { return !a.accepted && a.reason.find("already used") != std::string::npos; };
-  for (size_t i = 0; i < changes.size(); ++i) {
-    AgentClient* authority = cs.front();
+  // One set of several changes applies at one step: the authority takes all of them first, then
+  // every other rank gets them highest number first, so that its contiguous sequence (what it
+  // offers to the step agreement) crosses the whole set at once, and the agreement (the minimum
+  // over ranks) cannot fall between two of them. A one-rank job gets them highest number first
+  // from the start, at the numbers the authority has free (tst_live_session).
+  AgentClient* authority = cs.front();
+  if (cs.size() == 1 && changes.size() > 1) {
+    bool clash = false;
+    std::vector<std::optional<wire::KnobAck>> got(changes.size());
+    for (size_t i = changes.size(); i-- > 0 && !clash;) {
+      auto a = authority->setKnob(next + i, changes[i].first, changes[i].second);
+      if (!a)
+        return Status(a.status().code(), "rank " + std::to_string(authority->job().rank) + ": " + a.status().message());
+      if (alreadyUsed(a.value())) clash = true;  // another client at once: one by one below
+      else got[i] = a.value();
+    }
+    if (!clash) {
+      for (size_t i = 0; i < changes.size(); ++i) {
+        out.push_back({changes[i].first, changes[i].second, next + i, {}});
+        acks[i].push_back(*got[i]);
+        if (!got[i]->accepted)
+          refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
+                      changes[i].second + ": " + (got[i]->reason.empty() ? "(no reason given)" : got[i]->reason);
+      }
+    } else {
+      // The numbers this client took stay taken (each holds its change); the rest go one by one
+      // above everything the rank has now.
+      size_t i = 0;
+      while (i < changes.size() && got[i]) {
+        out.push_back({changes[i].first, changes[i].second, next + i, {}});
+        acks[i].push_back(*got[i]);
+        ++i;
+      }
+      if (i < changes.size()) {
+        auto list = authority->knobList();
+        if (!list) return list.status();
+        next = std::max(next + changes.size(), list->lastChangeSeq + 1);
+        for (size_t j = i; j < changes.size(); ++j) {
+          Result<wire::KnobAck> a = Status(ErrorCode::InvalidArgument, "no attempt");
+          uint64_t seq = next;
+          for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
+            a = authority->setKnob(seq, changes[j].first, changes[j].second);
+            if (!a || !alreadyUsed(a.value())) break;
+          }
+          if (!a) return a.status();
+          next = seq + 1;
+          out.push_back({changes[j].first, changes[j].second, seq, {}});
+          acks[j].push_back(a.value());
+        }
+      }
+      for (size_t j = 0; j < changes.size(); ++j)
+        if (!acks[j].back().accepted)
+          refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[j].first + "=" +
+                      changes[j].second + ": " + acks[j].back().reason;
+    }
+  }
+  for (size_t i = 0; i < changes.size() && out.size() < changes.size(); ++i) {
     Result<wire::KnobAck> first = Status(ErrorCode::InvalidArgument, "no attempt");
     uint64_t seq = next;
     for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
@@ -224,15 +280,21 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
     next = seq + 1;
     out.push_back({changes[i].first, changes[i].second, seq, {}});
     acks[i].push_back(first.value());
-    if (!first->accepted) {
+    if (!first->accepted)
       refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
                   changes[i].second + ": " + (first->reason.empty() ? "(no reason given)" : first->reason);
-      // The others only mark the number received, so that it holds back no later change.
-      for (size_t r = 1; r < cs.size(); ++r) (void)cs[r]->setKnob(seq, "", "");
-      continue;
-    }
-    for (size_t r = 1; r < cs.size(); ++r) {
-      AgentClient* c = cs[r];
+  }
+  for (size_t r = 1; r < cs.size(); ++r) {
+    AgentClient* c = cs[r];
+    for (size_t i = changes.size(); i-- > 0;) {
+      const uint64_t seq = out[i].changeSeq;
+      if (!acks[i].front().accepted) {
+        // Refused by the authority: this rank only marks the number received, so that it holds
+        // back no later change.
+        (void)c->setKnob(seq, "", "");
+        acks[i].push_back(acks[i].front());
+        continue;
+      }
       auto ack = c->setKnob(seq, changes[i].first, changes[i].second);
       if (!ack)
         return Status(ack.status().code(),

@@ -42,6 +42,18 @@ double medianOf(std::vector<double>& v) {
   return v[v.size() / 2];
 }
 
+// A DISCO layer's calibration (sparsity -> (compute, exchange) ms) at sparsity x: linear between
+// the calibrated sparsities around it, the nearest one's outside them. At least one entry.
+std::pair<double, double> calibAt(const std::map<double, std::pair<double, double>>& c, double x) {
+  auto hi = c.lower_bound(x);
+  if (hi == c.end()) return std::prev(hi)->second;
+  if (hi->first == x || hi == c.begin()) return hi->second;
+  auto lo = std::prev(hi);
+  const double f = (x - lo->first) / (hi->first - lo->first);
+  return {lo->second.first + f * (hi->second.first - lo->second.first),
+          lo->second.second + f * (hi->second.second - lo->second.second)};
+}
+
 // Length of the union of intervals.
 double unionLength(std::vector<std::pair<double, double>> v) {
   std::sort(v.begin(), v.end());
@@ -147,6 +159,9 @@ struct WhatIfModel::State {
     // kernels never ran together (trainscope-train's CPU job: one thread, MPI progressing only
     // inside its calls). NaN: the window ran wait (nothing to measure).
     double overlapShare = NAN;
+    // trainscope-train's calibration of the layer ("calibrate disco <S>" passes, TUNING.md):
+    // sparsity -> (compute ms, exchange ms) per pass; empty where the job did not calibrate.
+    std::map<double, std::pair<double, double>> calib;
   };
   double discoOverlapShare = NAN;  // over all layers: for a layer whose own share is unknown
   std::vector<DiscoLayerModel> discoLayers;
@@ -956,6 +971,77 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.discoLayers.push_back(d);
       s.measured.bytes += d.bytes;
     }
+    // Calibration: per rank, the passes ("calibrate disco <S>" ranges) that started before the
+    // window's end; per pass and split layer the union of its "calibrate disco F|B" kernels and
+    // of its "calibrate disco exchange" events; per (layer, S) the fastest of the last five
+    // passes (one calibration), the median over ranks.
+    {
+      int64_t winHi = INT64_MIN;
+      for (const auto& [key, x] : rs) winHi = std::max(winHi, x.step.b);
+      struct Pass {
+        int64_t a, b;
+        double sparsity;
+      };
+      std::map<RankId, std::vector<Pass>> passes;
+      for (TrackId t = 0; t < store.trackCount(); ++t) {
+        const TrackEvents& ev = store.events(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          if (ev.kind(i) != EventKind::Range || ev.start(i) >= winHi || ev.end(i) <= ev.start(i)) continue;
+          const std::string_view n = store.str(ev.name(i));
+          if (!n.starts_with("calibrate disco ")) continue;
+          const std::string num(n.substr(16));
+          char* end = nullptr;
+          const double sp = std::strtod(num.c_str(), &end);
+          if (num.empty() || *end || !(sp >= 0 && sp <= 1)) continue;
+          passes[store.track(t).rank].push_back({ev.start(i), ev.end(i), sp});
+        }
+      }
+      for (auto& [r, v] : passes) std::sort(v.begin(), v.end(), [](const Pass& x, const Pass& y) { return x.a < y.a; });
+      const std::optional<StringId> nf = store.strings().find("calibrate disco F"),
+                                    nb = store.strings().find("calibrate disco B"),
+                                    nx = store.strings().find("calibrate disco exchange");
+      // [rank][pass][layer] -> (kernel intervals, exchange intervals)
+      std::map<RankId, std::map<size_t, std::map<int64_t, std::array<std::vector<std::pair<double, double>>, 2>>>> in;
+      for (TrackId t = 0; t < store.trackCount() && !passes.empty(); ++t) {
+        auto pv = passes.find(store.track(t).rank);
+        if (pv == passes.end()) continue;
+        const TrackEvents& ev = store.events(t);
+        for (size_t i = 0; i < ev.size(); ++i) {
+          const StringId name = ev.name(i);
+          const int which = (nf && name == *nf) || (nb && name == *nb) ? 0 : nx && name == *nx ? 1 : -1;
+          if (which < 0 || ev.end(i) <= ev.start(i)) continue;
+          const Attr* l = ev.findAttr(i, AttrKey::Layer);
+          if (!l) continue;
+          const auto& v = pv->second;
+          auto it = std::upper_bound(v.begin(), v.end(), ev.start(i), [](int64_t x, const Pass& p) { return x < p.a; });
+          if (it == v.begin() || ev.start(i) >= std::prev(it)->b) continue;
+          in[pv->first][static_cast<size_t>(std::prev(it) - v.begin())][l->asInt()][static_cast<size_t>(which)].push_back(
+              {static_cast<double>(ev.start(i)), static_cast<double>(ev.end(i))});
+        }
+      }
+      // [layer][S] -> per rank ((start, comp ms), (start, comm ms)) of each pass
+      std::map<int64_t, std::map<double, std::map<RankId, std::array<std::vector<std::pair<int64_t, double>>, 2>>>> per;
+      for (auto& [r, byPass] : in)
+        for (auto& [k, layers] : byPass) {
+          const Pass& pass = passes[r][k];
+          for (auto& [layer, iv] : layers)
+            for (size_t w = 0; w < 2; ++w)
+              per[layer][pass.sparsity][r][w].push_back({pass.a, unionLength(iv[w]) / kNsPerMs});
+        }
+      for (State::DiscoLayerModel& d : s.discoLayers) {
+        auto pl = per.find(d.layer);
+        if (pl == per.end()) continue;
+        for (auto& [sp, ranks] : pl->second) {
+          std::vector<double> comp, comm;
+          for (auto& [r, v] : ranks) {
+            // A pass that sent nothing (S = 1) has no exchange events: 0 ms.
+            if (!v[0].empty()) comp.push_back(fastestOfLast(v[0], 5));
+            comm.push_back(v[1].empty() ? 0.0 : fastestOfLast(v[1], 5));
+          }
+          if (!comp.empty()) d.calib[sp] = {medianOf(comp), medianOf(comm)};
+        }
+      }
+    }
     // The drawn measured step (the ghost's partner): the median-length step of the lowest rank,
     // each split layer's kernels and exchanges on its lane, from the step's start.
     {
@@ -1178,7 +1264,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     }
     p.bytes = 0;
     p.stepTimeMs = s.discoRestMs;
-    bool commUnknown = false;
+    bool commUnknown = false, calibrated = false;
 
     double t = 0;
     for (const State::DiscoLayerModel& d : s.discoLayers) {
@@ -1186,14 +1272,25 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       if (auto it = sparsity.find("disco.sparsity"); it != sparsity.end()) sp = it->second;
       if (auto it = sparsity.find("disco.sparsity." + std::to_string(d.layer)); it != sparsity.end()) sp = it->second;
       const double n = d.nodes;
-      double comm = d.commMs;
-      if (sp != d.sparsity) {
+      double comm = d.commMs, comp = d.compMs;
+      if (sp != d.sparsity && d.calib.size() >= 2) {
+        // The job's calibration: each measured cost plus the calibrated one at the new sparsity
+        // less the calibrated one at the window's (a difference, never a ratio: what does not
+        // depend on the sparsity, such as waiting for the other ranks, stays).
+        // At S = 1 the layer exchanges nothing, so the ranks no longer wait for each other there
+        // either: its exchange goes, waiting included (the 2-rank CPU job's S = 1 cells ran
+        // 20 % faster than the waiting kept would say, BENCHMARKS.md).
+        const auto at = calibAt(d.calib, sp), was = calibAt(d.calib, d.sparsity);
+        comp = std::max(0.0, d.compMs + at.first - was.first);
+        comm = sp >= 1 ? 0.0 : std::max(0.0, d.commMs + at.second - was.second);
+        calibrated = true;
+      } else if (sp != d.sparsity) {
         if (std::isfinite(d.commDenseMs))
           comm = d.commDenseMs * (1 - sp);
         else if (sp < 1)
           commUnknown = true, comm = 0;
+        comp = d.compDenseMs * (1 - (n - 1) / n * sp);
       }
-      const double comp = sp == d.sparsity ? d.compMs : d.compDenseMs * (1 - (n - 1) / n * sp);
       const double share = std::isfinite(d.overlapShare)        ? d.overlapShare
                            : std::isfinite(s.discoOverlapShare) ? s.discoOverlapShare
                                                                 : 1.0;
@@ -1208,6 +1305,13 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       t += layerMs;
       p.exposedCommMs += comm - hidden;
     }
+    if (calibrated)
+      p.notes.push_back("DISCO: each layer's measured exchange and compute moved by the job's calibration at the "
+                        "new sparsity less its calibration at the window's (trainscope-train's passes at 0, 0.25, "
+                        "0.5, 0.75 and 1, interpolated between them)");
+    else if (std::any_of(s.discoLayers.begin(), s.discoLayers.end(), [](const auto& d) { return d.calib.size() < 2; }))
+      p.notes.push_back("DISCO: no calibration of the layers in the session; exchange and compute scaled by "
+                        "background.md 1's formulas");
     if (s.discoLayers.empty() && !changes.empty()) {
       p.extrapolated = true;
       p.notes.push_back("no layer exchanged features in the window (all at sparsity 1): the layers' exchange "
@@ -1437,7 +1541,9 @@ std::string WhatIfModel::describeJson() const {
   }
   if (s.disco) {
     nlohmann::json layers = nlohmann::json::array();
-    for (const auto& d : s.discoLayers)
+    for (const auto& d : s.discoLayers) {
+      nlohmann::json cal = nlohmann::json::array();
+      for (const auto& [sp, c] : d.calib) cal.push_back({{"sparsity", sp}, {"comp_ms", c.first}, {"comm_ms", c.second}});
       layers.push_back({{"layer", d.layer},
                         {"nodes", d.nodes},
                         {"sparsity", d.sparsity},
@@ -1447,7 +1553,9 @@ std::string WhatIfModel::describeJson() const {
                         {"overlap_share", orNull(d.overlapShare)},
                         {"bytes", d.bytes},
                         {"comm_dense_ms", orNull(d.commDenseMs)},
-                        {"comp_dense_ms", d.compDenseMs}});
+                        {"comp_dense_ms", d.compDenseMs},
+                        {"calibration", cal}});
+    }
     j["disco_layers"] = layers;
     j["rest_ms"] = s.discoRestMs;
     j["overlap_share"] = orNull(s.discoOverlapShare);
