@@ -335,9 +335,6 @@ class TstTuneConfig : public QObject {
     QCOMPARE(c->measured.stepTimeMs, 20.0);
   }
 
-  // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
-  // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
-  // 1 ms while bucket 1 reduces).
   // The simulated makespan of 2-stage 1F1B with mb micro-batches, F ops of f ms and B ops of b.
   static double makespan1f1b(int mb, double f, double b) {
     ScheduleParams sp;
@@ -351,6 +348,20 @@ class TstTuneConfig : public QObject {
     return sim->makespan;
   }
 
+  // A Chrome trace document (a test recording with events added) written to a file, imported,
+  // and its what-if model built (the model keeps no reference to the store).
+  static Result<WhatIfModel> modelOfDocument(const nlohmann::json& doc) {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("trace.json").toStdString();
+    std::ofstream(path) << doc.dump();
+    auto store = importChromeTraceFile(path);
+    if (!store) return store.status();
+    return WhatIfModel::fromSession(store.value());
+  }
+
+  // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
+  // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
+  // 1 ms while bucket 1 reduces).
   static void buildHandDpSession(Builder& b, double late, double bucket1End = 8) {
     b.s.metadata()["knob.dp.bucket_bytes"] = "1";
     b.s.metadata()["knob.dp.algorithm"] = "allreduce";
@@ -758,12 +769,7 @@ class TstTuneConfig : public QObject {
           t += c.comm[layer] * 1000;
         }
       }
-    QTemporaryDir dir;
-    const std::string path = dir.filePath("trace.json").toStdString();
-    std::ofstream(path) << doc.dump();
-    auto store = importChromeTraceFile(path);
-    QVERIFY2(store.isOk(), store.status().message().c_str());
-    auto m = WhatIfModel::fromSession(store.value());
+    auto m = modelOfDocument(doc);
     QVERIFY2(m.isOk(), m.status().message().c_str());
     auto near = [](double a, double b) { return std::abs(a - b) < 1e-6; };
     const auto d = nlohmann::json::parse(m->describeJson());
@@ -855,12 +861,7 @@ class TstTuneConfig : public QObject {
         ts += ms * 1000 + 10;
       }
     }
-    QTemporaryDir dir;
-    const std::string path = dir.filePath("trace.json").toStdString();
-    std::ofstream(path) << doc.dump();
-    auto store = importChromeTraceFile(path);
-    QVERIFY2(store.isOk(), store.status().message().c_str());
-    auto m = WhatIfModel::fromSession(store.value());
+    auto m = modelOfDocument(doc);
     QVERIFY2(m.isOk(), m.status().message().c_str());
     const auto d = nlohmann::json::parse(m->describeJson());
     QVERIFY2(std::abs(d["kernel_calibration_ms"][0]["f"]["4"].get<double>() - 0.4) < 1e-9, d.dump().c_str());
