@@ -730,6 +730,32 @@ class TstTuneConfig : public QObject {
     QVERIFY(!m->predict({{"disco.sparsity.1", "-0.1"}}).isOk());
   }
 
+  // A chosen window that spans knob changes (tests/data/disco: disco.sparsity 0 -> 0.5 and layer 1
+  // 0.25 -> 0.5 at step 2, layer 1 back to 0.25 at step 3) is modelled with its first step's knobs,
+  // and every prediction says which changes its steps ran (a two-knob `set` that applied over two
+  // steps once put the next cell's first step into tune_bench's base window, BENCHMARKS.md).
+  void whatIfWindowSpanningAChangeIsNamed() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/disco/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    WhatIfOptions wo;
+    wo.fromStep = 1;
+    wo.toStep = 3;
+    auto m = WhatIfModel::fromSession(store.value(), wo);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    QCOMPARE(m->windowChanges(), (std::vector<std::string>{"disco.sparsity=0.5 at step 2", "disco.sparsity.1=0.5 at step 2",
+                                                           "disco.sparsity.1=0.25 at step 3"}));
+    QCOMPARE(m->baseKnobs().at("disco.sparsity"), std::string("0"));
+    auto p = m->predict({{"disco.sparsity", "1"}});
+    QVERIFY2(p.isOk() && !p->notes.empty() && p->notes.front().find("disco.sparsity.1=0.25 at step 3") != std::string::npos,
+             p.isOk() && !p->notes.empty() ? p->notes.front().c_str() : "no note");
+    QVERIFY(nlohmann::json::parse(m->describeJson())["changes_in_window"].size() == 3);
+    wo.fromStep = 3;  // within one setting: nothing to say
+    auto one = WhatIfModel::fromSession(store.value(), wo);
+    QVERIFY2(one.isOk() && one->windowChanges().empty(), one.isOk() ? "changes listed" : one.status().message().c_str());
+    auto def = WhatIfModel::fromSession(store.value());  // the default window: after the last change
+    QVERIFY(def.isOk() && def->windowChanges().empty());
+  }
+
   // whatIfDiscoByHand's recording with trainscope-train's calibration added on both ranks
   // ("calibrate disco <S>" passes between the steps, each holding its layers' "calibrate disco
   // F|B" kernels and "calibrate disco exchange" events). Per pass (compute, exchange) ms: layer 0

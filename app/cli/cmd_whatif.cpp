@@ -134,6 +134,7 @@ int runWhatIf(const WhatIfOptions& o) {
     nlohmann::ordered_json base = nlohmann::ordered_json::object();
     for (const auto& [k, v] : model->baseKnobs()) base[k] = v;
     j["base_knobs"] = base;
+    j["changes_in_window"] = model->windowChanges();
     nlohmann::ordered_json m = toJson(measured, {});
     m.erase("set");
     m.erase("buckets");
@@ -170,6 +171,13 @@ int runWhatIf(const WhatIfOptions& o) {
   bool any = false;
   for (const auto& [c, p] : out) any |= p.extrapolated;
   if (any) std::printf("* extrapolated beyond what the session measured (see --json notes)\n");
+  if (!model->windowChanges().empty()) {
+    std::string list;
+    for (const auto& c : model->windowChanges()) list += (list.empty() ? "" : ", ") + c;
+    std::printf("! the window's steps ran different settings (%s): the model takes the first step's knobs and "
+                "mixes the costs of both; choose a window within one setting (--from-step after the change)\n",
+                list.c_str());
+  }
   return kExitOk;
 }
 

@@ -166,6 +166,9 @@ struct WhatIfModel::State {
   double discoOverlapShare = NAN;  // over all layers: for a layer whose own share is unknown
   std::vector<DiscoLayerModel> discoLayers;
   double discoRestMs = 0;  // measured step - the layers' modelled time at the measured setting
+  // Knob changes inside a chosen window ("name=value at step N"): the model is built from steps
+  // that ran different settings (its knobs are those of the first step).
+  std::vector<std::string> windowChanges;
   // Data parallel.
   int layers = 0;
   std::vector<double> layerMs;     // [layer] B+W compute without the overlap slowdown
@@ -250,6 +253,10 @@ const std::vector<StepOp>& WhatIfModel::measuredTimeline() const {
 int64_t WhatIfModel::measuredTimelineStep() const {
   return s_->measuredTimelineStep;
 }
+
+const std::vector<std::string>& WhatIfModel::windowChanges() const {
+  return s_->windowChanges;
+}
 int64_t WhatIfModel::fromStep() const {
   return s_->fromStep;
 }
@@ -312,13 +319,24 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         const Attr* n = ev.findAttr(i, AttrKey::Knob);
         const Attr* v = ev.findAttr(i, AttrKey::KnobValue);
         const Attr* st = ev.findAttr(i, AttrKey::Step);
-        if (n && v && st && st->asInt() <= s.fromStep)
+        if (n && v && st && st->asInt() <= s.toStep)
           evs.emplace_back(st->asInt(), ev.start(i), std::string(store.str(n->asString())),
                            std::string(store.str(v->asString())));
       }
     }
     std::sort(evs.begin(), evs.end());
-    for (const auto& [st, t, n, v] : evs) s.knobs[n] = v;
+    std::map<std::string, std::string> now;
+    for (const auto& [st, t, n, v] : evs) {
+      if (st <= s.fromStep) {
+        s.knobs[n] = v;
+        now[n] = v;
+      } else if (auto it = now.find(n); it == now.end() || it->second != v) {
+        // A change inside the window: its steps ran different settings (noted in every
+        // prediction; per rank the same change, listed once).
+        now[n] = v;
+        s.windowChanges.push_back(n + "=" + v + " at step " + std::to_string(st));
+      }
+    }
   }
   for (const auto& [k, v] : s.knobs) {
     s.dp |= k.rfind("dp.", 0) == 0;
@@ -1108,6 +1126,13 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
           }() + ")");
     p.knobs[k] = v;
   }
+  if (!s.windowChanges.empty()) {
+    std::string list;
+    for (const auto& c : s.windowChanges) list += (list.empty() ? "" : ", ") + c;
+    p.notes.push_back("the window's steps ran different settings (" + list +
+                      "): the model takes the first step's knobs and mixes the costs of both; choose a window "
+                      "within one setting (--from-step after the change)");
+  }
   auto get = [&](const char* k, const char* d) { return knobOr(p.knobs, k, d); };
   if (s.pp) {
     auto kind = parseSchedule(get("pp.schedule", "1f1b"));
@@ -1499,6 +1524,7 @@ std::string WhatIfModel::describeJson() const {
   nlohmann::ordered_json knobs = nlohmann::ordered_json::object();
   for (const auto& [k, v] : s.knobs) knobs[k] = v;
   j["knobs"] = knobs;
+  j["changes_in_window"] = s.windowChanges;
   j["measured_step_time_ms"] = s.measured.stepTimeMs;
   if (s.dp && !s.pp) {
     j["forward_ms"] = s.forwardMs;

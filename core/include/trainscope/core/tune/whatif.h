@@ -82,6 +82,9 @@ class WhatIfModel {
   // length in the model's window (data parallel: the lowest rank's; pipelines: every stage).
   const std::vector<StepOp>& measuredTimeline() const;
   int64_t measuredTimelineStep() const;
+  // Knob changes inside the chosen window ("name=value at step N"; empty for the default window,
+  // which starts after the last change): its steps ran different settings.
+  const std::vector<std::string>& windowChanges() const;
   int64_t fromStep() const;
   int64_t toStep() const;
   // The fitted parameters as JSON (fits, layer times and bytes, slowdown, rest of the step).
