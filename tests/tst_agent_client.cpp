@@ -74,6 +74,10 @@ class FakeAgent {
       if (k.name == knob) return k.currentValue;
     return {};
   }
+  std::vector<uint64_t> receivedSeqs() {
+    std::lock_guard<std::mutex> g(mu_);
+    return received_;
+  }
   int authFailures() const { return authFailures_; }
   int frameErrors() const { return frameErrors_; }
 
@@ -196,6 +200,7 @@ class FakeAgent {
 
   void setKnob(int fd, const SetKnob& sk, bool subscribed) {
     std::lock_guard<std::mutex> g(mu_);
+    received_.push_back(sk.changeSeq);
     KnobAck ack;
     ack.changeSeq = sk.changeSeq;
     auto it = std::find_if(knobs_.knobs.begin(), knobs_.knobs.end(),
@@ -230,7 +235,13 @@ class FakeAgent {
   FrameSealer sealer_;
   std::mutex mu_;
   KnobList knobs_;
+  std::vector<uint64_t> received_;  // the change numbers of every SetKnob, in arrival order
 };
+
+// The last two of a fake agent's received change numbers (before them come the gap filling's).
+std::vector<uint64_t> lastTwo(const std::vector<uint64_t>& v) {
+  return std::vector<uint64_t>(v.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(2, v.size())), v.end());
+}
 
 AgentClient::Options opts(const std::string& secretFile = {}, int timeoutMs = 3000) {
   AgentClient::Options o;
@@ -495,6 +506,11 @@ class TstAgentClient : public QObject {
     QCOMPARE((*res)[0].stepPerRank[1], (std::pair<int32_t, int64_t>(1, 17)));
     QCOMPARE(a0.value("dp.compression"), std::string("fp16"));
     QCOMPARE(a1.value("dp.bucket_bytes"), std::string("8388608"));
+    // One command, one step: the authority (rank 0) took both numbers first, the other rank got
+    // them highest first, so its contiguous sequence crossed both at once.
+    // (before them, the numbers the gap filling sent)
+    QCOMPARE(lastTwo(a0.receivedSeqs()), (std::vector<uint64_t>{6, 7}));
+    QCOMPARE(lastTwo(a1.receivedSeqs()), (std::vector<uint64_t>{7, 6}));
     // Refused on the client before anything is sent.
     auto unknown = js.value()->setKnobs({{"dp.nope", "1"}}, 1000);
     QVERIFY(!unknown.isOk());
@@ -594,6 +610,24 @@ class TstAgentClient : public QObject {
     QVERIFY(std::llabs(t0 - (1'000'000 - shift)) < 1'000'000);
     QVERIFY(t1 < 0);
     qunsetenv("TRAINSCOPE_RUNTIME_DIR");
+  }
+
+  // A one-rank job gets a command's changes highest number first too (its agreement is its own
+  // contiguous sequence), each under the number it was meant to have.
+  void setKnobsSendsASetHighestFirst() {
+    FakeAgent a0(dir(), {.rank = 0, .worldSize = 1, .lastChangeSeq = 2});
+    std::vector<discovery::Entry> entries(1);
+    entries[0].rank = 0;
+    entries[0].endpoint = a0.endpoint();
+    auto js = LiveSession::connect(entries, opts());
+    QVERIFY2(js.isOk(), js.status().toString().c_str());
+    auto res = js.value()->setKnobs({{"dp.bucket_bytes", "4096"}, {"dp.compression", "fp16"}}, 3000);
+    QVERIFY2(res.isOk(), res.status().toString().c_str());
+    QCOMPARE((*res)[0].changeSeq, uint64_t{3});
+    QCOMPARE((*res)[1].changeSeq, uint64_t{4});
+    QCOMPARE(lastTwo(a0.receivedSeqs()), (std::vector<uint64_t>{4, 3}));  // after the gap filling's 1, 2
+    QCOMPARE(a0.value("dp.bucket_bytes"), std::string("4096"));
+    QCOMPARE(a0.value("dp.compression"), std::string("fp16"));
   }
 
   void validateKnobValues() {

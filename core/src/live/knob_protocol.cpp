@@ -215,7 +215,7 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
   // every other rank gets them highest number first, so that its contiguous sequence (what it
   // offers to the step agreement) crosses the whole set at once, and the agreement (the minimum
   // over ranks) cannot fall between two of them. A one-rank job gets them highest number first
-  // from the start, at the numbers the authority has free (tst_live_session).
+  // from the start (tst_agent_client setKnobsSendsASetHighestFirst).
   AgentClient* authority = cs.front();
   if (cs.size() == 1 && changes.size() > 1) {
     bool clash = false;
@@ -224,47 +224,35 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
       auto a = authority->setKnob(next + i, changes[i].first, changes[i].second);
       if (!a)
         return Status(a.status().code(), "rank " + std::to_string(authority->job().rank) + ": " + a.status().message());
-      if (alreadyUsed(a.value())) clash = true;  // another client at once: one by one below
+      if (alreadyUsed(a.value())) clash = true;  // another client at once: the rest one by one
       else got[i] = a.value();
     }
-    if (!clash) {
-      for (size_t i = 0; i < changes.size(); ++i) {
-        out.push_back({changes[i].first, changes[i].second, next + i, {}});
-        acks[i].push_back(*got[i]);
-        if (!got[i]->accepted)
-          refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
-                      changes[i].second + ": " + (got[i]->reason.empty() ? "(no reason given)" : got[i]->reason);
-      }
-    } else {
-      // The numbers this client took stay taken (each holds its change); the rest go one by one
-      // above everything the rank has now.
-      size_t i = 0;
-      while (i < changes.size() && got[i]) {
-        out.push_back({changes[i].first, changes[i].second, next + i, {}});
-        acks[i].push_back(*got[i]);
-        ++i;
-      }
-      if (i < changes.size()) {
-        auto list = authority->knobList();
-        if (!list) return list.status();
-        next = std::max(next + changes.size(), list->lastChangeSeq + 1);
-        for (size_t j = i; j < changes.size(); ++j) {
-          Result<wire::KnobAck> a = Status(ErrorCode::InvalidArgument, "no attempt");
-          uint64_t seq = next;
-          for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
-            a = authority->setKnob(seq, changes[j].first, changes[j].second);
-            if (!a || !alreadyUsed(a.value())) break;
-          }
-          if (!a) return a.status();
-          next = seq + 1;
-          out.push_back({changes[j].first, changes[j].second, seq, {}});
-          acks[j].push_back(a.value());
+    // The numbers this client took hold its changes; after a clash the others go one by one above
+    // everything the rank has by then.
+    const uint64_t taken = next;
+    if (clash) {
+      auto list = authority->knobList();
+      if (!list) return list.status();
+      next = std::max(next + changes.size(), list->lastChangeSeq + 1);
+    }
+    for (size_t i = 0; i < changes.size(); ++i) {
+      uint64_t seq = taken + i;
+      if (!got[i]) {
+        Result<wire::KnobAck> a = Status(ErrorCode::InvalidArgument, "no attempt");
+        seq = next;
+        for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
+          a = authority->setKnob(seq, changes[i].first, changes[i].second);
+          if (!a || !alreadyUsed(a.value())) break;
         }
+        if (!a) return Status(a.status().code(), "rank " + std::to_string(authority->job().rank) + ": " + a.status().message());
+        got[i] = a.value();
+        next = seq + 1;
       }
-      for (size_t j = 0; j < changes.size(); ++j)
-        if (!acks[j].back().accepted)
-          refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[j].first + "=" +
-                      changes[j].second + ": " + acks[j].back().reason;
+      out.push_back({changes[i].first, changes[i].second, seq, {}});
+      acks[i].push_back(*got[i]);
+      if (!got[i]->accepted)
+        refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
+                    changes[i].second + ": " + (got[i]->reason.empty() ? "(no reason given)" : got[i]->reason);
     }
   }
   for (size_t i = 0; i < changes.size() && out.size() < changes.size(); ++i) {
