@@ -506,10 +506,10 @@ class TstAgentClient : public QObject {
     QCOMPARE((*res)[0].stepPerRank[1], (std::pair<int32_t, int64_t>(1, 17)));
     QCOMPARE(a0.value("dp.compression"), std::string("fp16"));
     QCOMPARE(a1.value("dp.bucket_bytes"), std::string("8388608"));
-    // One command, one step: the authority (rank 0) took both numbers first, the other rank got
-    // them highest first, so its contiguous sequence crossed both at once.
+    // One command, one step: every rank got both numbers highest first (the authority, rank 0,
+    // before the other), so its contiguous sequence crossed both at once.
     // (before them, the numbers the gap filling sent)
-    QCOMPARE(lastTwo(a0.receivedSeqs()), (std::vector<uint64_t>{6, 7}));
+    QCOMPARE(lastTwo(a0.receivedSeqs()), (std::vector<uint64_t>{7, 6}));
     QCOMPARE(lastTwo(a1.receivedSeqs()), (std::vector<uint64_t>{7, 6}));
     // Refused on the client before anything is sent.
     auto unknown = js.value()->setKnobs({{"dp.nope", "1"}}, 1000);
@@ -612,8 +612,8 @@ class TstAgentClient : public QObject {
     qunsetenv("TRAINSCOPE_RUNTIME_DIR");
   }
 
-  // A one-rank job gets a command's changes highest number first too (its agreement is its own
-  // contiguous sequence), each under the number it was meant to have.
+  // A one-rank job gets a command's changes highest number first as well (its agreement is its
+  // own contiguous sequence), each under the number it was meant to have.
   void setKnobsSendsASetHighestFirst() {
     FakeAgent a0(dir(), {.rank = 0, .worldSize = 1, .lastChangeSeq = 2});
     std::vector<discovery::Entry> entries(1);

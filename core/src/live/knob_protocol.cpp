@@ -211,13 +211,16 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
   std::string refusals;
   uint64_t next = maxSeq + 1;
   auto alreadyUsed = [](const wire::KnobAck& a) { return !a.accepted && a.reason.find("already used") != std::string::npos; };
-  // One set of several changes applies at one step: the authority takes all of them first, then
-  // every other rank gets them highest number first, so that its contiguous sequence (what it
-  // offers to the step agreement) crosses the whole set at once, and the agreement (the minimum
-  // over ranks) cannot fall between two of them. A one-rank job gets them highest number first
-  // from the start (tst_agent_client setKnobsSendsASetHighestFirst).
+  // One set of several changes applies at one step: every rank gets them highest number first
+  // (the authority, which hands out the numbers, before the others), so that a rank's contiguous
+  // sequence -- what it offers to the step agreement -- crosses the whole set at once. Ranks read
+  // that value at different moments (each at its own step end, then the allreduce), so sending
+  // them in order, even the authority first, could still split a set: one rank offered the
+  // middle of it before the rest arrived (tst_agent_mpi aSetOfSeveralKnobsAppliesAtOneStep).
+  // Only when another client takes one of the numbers at the same moment does the rest go one by
+  // one (each change still applies on every rank at one step; the set may then take two).
   AgentClient* authority = cs.front();
-  if (cs.size() == 1 && changes.size() > 1) {
+  if (changes.size() > 1) {
     bool clash = false;
     std::vector<std::optional<wire::KnobAck>> got(changes.size());
     for (size_t i = changes.size(); i-- > 0 && !clash;) {
