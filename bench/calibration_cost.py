@@ -7,13 +7,19 @@ dp.compression is set to each of --values in turn; every change makes each rank 
 calibration, traced as `calibrate` collectives. Per rank and change: how many collectives and
 the time from the first one's start to the last one's end, read from the recording's SQLite.
 
+--mode disco: the DISCO demo (4 layers of 256, batch 128) while disco.sparsity is set to each of
+--values; per rank and change the length of the calibration's range `calibrate disco (what-if)`
+(25 training passes, TRAINER.md), and their median.
+
   bench/calibration_cost.py [--build build] [--ranks 2] [--values fp16,none,int8,none]
+  bench/calibration_cost.py --mode disco [--values 0.25,0.5,0.75,0.5,...]
 """
 import argparse
 import os
 import re
 import signal
 import sqlite3
+import statistics
 import subprocess
 import tempfile
 import time
@@ -23,15 +29,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--values", default="fp16,none,int8,none")
+    ap.add_argument("--mode", choices=("dp", "disco"), default="dp")
+    ap.add_argument("--values", default=None, help="dp: dp.compression values; disco: disco.sparsity values")
     ap.add_argument("--gap-ms", type=float, default=5.0, help="a pause this long starts a new calibration")
     args = ap.parse_args()
+    disco = args.mode == "disco"
+    knob = "disco.sparsity" if disco else "dp.compression"
+    if args.values is None:
+        args.values = "0.25,0.5,0.75,0.5,0.25,0.5,0.75,0.5" if disco else "fp16,none,int8,none"
     cli = os.path.join(args.build, "bin", "trainscope-cli")
     rt = tempfile.mkdtemp(prefix="calib-cost-")
     os.chmod(rt, 0o700)
     env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=rt, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     run = lambda *a: subprocess.run([cli, *a], env=env, capture_output=True, text=True, check=True)
-    demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000")
+    demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000",
+               *(["--mode", "disco", "--", "--layers", "4", "--width", "256", "--batch", "128"] if disco else []))
     job = re.search(r"job (\S+)", demo.stdout).group(1)
     launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
     out = os.path.join(rt, "calib.tsdb")
@@ -42,7 +54,7 @@ def main():
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
         for v in values:
-            run("set", "--job", job, f"dp.compression={v}")
+            run("set", "--job", job, f"{knob}={v}")
             time.sleep(1.2)
         rec.wait(timeout=120)
     finally:
@@ -51,6 +63,14 @@ def main():
         except ProcessLookupError:
             pass
     db = sqlite3.connect(out)
+    if disco:
+        rows = db.execute("select rank, (end_ns - start_ns) / 1e6 from event_view "
+                          "where name = 'calibrate disco (what-if)' order by rank, start_ns").fetchall()
+        for r in sorted({x[0] for x in rows}):
+            ms = [x[1] for x in rows if x[0] == r]
+            print(f"rank {r}: {len(ms)} calibrations, " + ", ".join(f"{x:.1f}" for x in ms) +
+                  f" ms; median {statistics.median(ms):.1f} ms")
+        return
     rows = db.execute("select rank, start_ns, end_ns from event_view where name = 'calibrate' "
                       "order by rank, start_ns").fetchall()
     for r in sorted({x[0] for x in rows}):

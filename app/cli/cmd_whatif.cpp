@@ -171,13 +171,7 @@ int runWhatIf(const WhatIfOptions& o) {
   bool any = false;
   for (const auto& [c, p] : out) any |= p.extrapolated;
   if (any) std::printf("* extrapolated beyond what the session measured (see --json notes)\n");
-  if (!model->windowChanges().empty()) {
-    std::string list;
-    for (const auto& c : model->windowChanges()) list += (list.empty() ? "" : ", ") + c;
-    std::printf("! the window's steps ran different settings (%s): the model takes the first step's knobs and "
-                "mixes the costs of both; choose a window within one setting (--from-step after the change)\n",
-                list.c_str());
-  }
+  if (const std::string note = model->windowNote(); !note.empty()) std::printf("! %s\n", note.c_str());
   return kExitOk;
 }
 

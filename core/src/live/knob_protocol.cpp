@@ -220,60 +220,43 @@ Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
   // Only when another client takes one of the numbers at the same moment does the rest go one by
   // one (each change still applies on every rank at one step; the set may then take two).
   AgentClient* authority = cs.front();
-  if (changes.size() > 1) {
-    bool clash = false;
-    std::vector<std::optional<wire::KnobAck>> got(changes.size());
-    for (size_t i = changes.size(); i-- > 0 && !clash;) {
-      auto a = authority->setKnob(next + i, changes[i].first, changes[i].second);
-      if (!a)
-        return Status(a.status().code(), "rank " + std::to_string(authority->job().rank) + ": " + a.status().message());
-      if (alreadyUsed(a.value())) clash = true;  // another client at once: the rest one by one
-      else got[i] = a.value();
-    }
-    // The numbers this client took hold its changes; after a clash the others go one by one above
-    // everything the rank has by then.
-    const uint64_t taken = next;
-    if (clash) {
-      auto list = authority->knobList();
-      if (!list) return list.status();
-      next = std::max(next + changes.size(), list->lastChangeSeq + 1);
-    }
-    for (size_t i = 0; i < changes.size(); ++i) {
-      uint64_t seq = taken + i;
-      if (!got[i]) {
-        Result<wire::KnobAck> a = Status(ErrorCode::InvalidArgument, "no attempt");
-        seq = next;
-        for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
-          a = authority->setKnob(seq, changes[i].first, changes[i].second);
-          if (!a || !alreadyUsed(a.value())) break;
-        }
-        if (!a) return Status(a.status().code(), "rank " + std::to_string(authority->job().rank) + ": " + a.status().message());
-        got[i] = a.value();
-        next = seq + 1;
-      }
-      out.push_back({changes[i].first, changes[i].second, seq, {}});
-      acks[i].push_back(*got[i]);
-      if (!got[i]->accepted)
-        refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
-                    changes[i].second + ": " + (got[i]->reason.empty() ? "(no reason given)" : got[i]->reason);
-    }
+  auto atAuthority = [&](const Status& st) {
+    return Status(st.code(), "rank " + std::to_string(authority->job().rank) + ": " + st.message());
+  };
+  std::vector<std::optional<wire::KnobAck>> got(changes.size());
+  bool clash = false;
+  for (size_t i = changes.size(); i-- > 0 && !clash;) {
+    auto a = authority->setKnob(next + i, changes[i].first, changes[i].second);
+    if (!a) return atAuthority(a.status());
+    if (alreadyUsed(a.value())) clash = true;  // another client at once: the rest one by one
+    else got[i] = a.value();
   }
-  for (size_t i = 0; i < changes.size() && out.size() < changes.size(); ++i) {
-    Result<wire::KnobAck> first = Status(ErrorCode::InvalidArgument, "no attempt");
-    uint64_t seq = next;
-    for (int attempt = 0; attempt < 64; ++attempt, ++seq) {
-      first = authority->setKnob(seq, changes[i].first, changes[i].second);
-      if (!first || !alreadyUsed(first.value())) break;
+  // The numbers this client took hold its changes; after a clash the others go one by one, each
+  // at the first number the authority has free above everything it had by then.
+  const uint64_t taken = next;
+  next += changes.size();
+  if (clash) {
+    auto list = authority->knobList();
+    if (!list) return atAuthority(list.status());
+    next = std::max(next, list->lastChangeSeq + 1);
+  }
+  for (size_t i = 0; i < changes.size(); ++i) {
+    uint64_t seq = taken + i;
+    if (!got[i]) {
+      Result<wire::KnobAck> a = Status(ErrorCode::InvalidArgument, "no attempt");
+      for (seq = next; seq < next + 64; ++seq) {
+        a = authority->setKnob(seq, changes[i].first, changes[i].second);
+        if (!a || !alreadyUsed(a.value())) break;
+      }
+      if (!a) return atAuthority(a.status());
+      got[i] = a.value();
+      next = seq + 1;
     }
-    if (!first)
-      return Status(first.status().code(),
-                    "rank " + std::to_string(authority->job().rank) + ": " + first.status().message());
-    next = seq + 1;
     out.push_back({changes[i].first, changes[i].second, seq, {}});
-    acks[i].push_back(first.value());
-    if (!first->accepted)
+    acks[i].push_back(*got[i]);
+    if (!got[i]->accepted)
       refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
-                  changes[i].second + ": " + (first->reason.empty() ? "(no reason given)" : first->reason);
+                  changes[i].second + ": " + (got[i]->reason.empty() ? "(no reason given)" : got[i]->reason);
   }
   for (size_t r = 1; r < cs.size(); ++r) {
     AgentClient* c = cs[r];

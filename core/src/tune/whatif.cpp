@@ -257,6 +257,15 @@ int64_t WhatIfModel::measuredTimelineStep() const {
 const std::vector<std::string>& WhatIfModel::windowChanges() const {
   return s_->windowChanges;
 }
+
+std::string WhatIfModel::windowNote() const {
+  if (s_->windowChanges.empty()) return {};
+  std::string list;
+  for (const auto& c : s_->windowChanges) list += (list.empty() ? "" : ", ") + c;
+  return "the window's steps ran different settings (" + list +
+         "): the model takes the first step's knobs and mixes the costs of both; choose a window within one "
+         "setting (--from-step after the change)";
+}
 int64_t WhatIfModel::fromStep() const {
   return s_->fromStep;
 }
@@ -1006,8 +1015,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         for (size_t i = 0; i < ev.size(); ++i) {
           if (ev.kind(i) != EventKind::Range || ev.start(i) >= winHi || ev.end(i) <= ev.start(i)) continue;
           const std::string_view n = store.str(ev.name(i));
-          if (!n.starts_with("calibrate disco ")) continue;
-          const std::string num(n.substr(16));
+          constexpr std::string_view kPass = "calibrate disco ";
+          if (!n.starts_with(kPass)) continue;
+          const std::string num(n.substr(kPass.size()));
           char* end = nullptr;
           const double sp = std::strtod(num.c_str(), &end);
           if (num.empty() || *end || !(sp >= 0 && sp <= 1)) continue;
@@ -1126,13 +1136,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
           }() + ")");
     p.knobs[k] = v;
   }
-  if (!s.windowChanges.empty()) {
-    std::string list;
-    for (const auto& c : s.windowChanges) list += (list.empty() ? "" : ", ") + c;
-    p.notes.push_back("the window's steps ran different settings (" + list +
-                      "): the model takes the first step's knobs and mixes the costs of both; choose a window "
-                      "within one setting (--from-step after the change)");
-  }
+  if (std::string note = windowNote(); !note.empty()) p.notes.push_back(std::move(note));
   auto get = [&](const char* k, const char* d) { return knobOr(p.knobs, k, d); };
   if (s.pp) {
     auto kind = parseSchedule(get("pp.schedule", "1f1b"));

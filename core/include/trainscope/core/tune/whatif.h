@@ -85,6 +85,8 @@ class WhatIfModel {
   // Knob changes inside the chosen window ("name=value at step N"; empty for the default window,
   // which starts after the last change): its steps ran different settings.
   const std::vector<std::string>& windowChanges() const;
+  // What to tell the user about them (every prediction carries it as a note); empty when none.
+  std::string windowNote() const;
   int64_t fromStep() const;
   int64_t toStep() const;
   // The fitted parameters as JSON (fits, layer times and bytes, slowdown, rest of the step).
