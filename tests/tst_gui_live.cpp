@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "live_test_support.h"
 #include "trainscope/core/session/tsdb.h"
@@ -125,20 +126,40 @@ class TstGuiLive : public QObject {
     const auto [blo, bhi] = span(*b);
     const int64_t lo = std::max(alo, blo) + 300'000'000, hi = std::min(ahi, bhi) - 300'000'000;
     QVERIFY2(hi - lo > 1'000'000'000, "the two recordings overlap by less than a second");
-    auto perRank = [lo = lo, hi = hi](trainscope::core::TraceStore& s) {
-      std::map<int, uint64_t> n;
+    // Each session estimates the clock offsets itself, so the same event lands a few hundred ns
+    // apart in the two files (measured: 100-400 ns on one host). Per rank, both window ends are
+    // moved into a gap of at least 2*kSlack between event starts, where such a shift cannot carry
+    // an event across the end.
+    constexpr int64_t kSlack = 20'000;
+    auto startsOf = [](trainscope::core::TraceStore& s) {
+      std::map<int, std::vector<int64_t>> st;
       for (trainscope::core::TrackId t = 0; t < s.trackCount(); ++t) {
         const auto& ev = s.events(t);
-        for (size_t i = 0; i < ev.size(); ++i)
-          if (ev.start(i) >= lo && ev.start(i) <= hi) ++n[s.track(t).rank];
+        for (size_t i = 0; i < ev.size(); ++i) st[s.track(t).rank].push_back(ev.start(i));
       }
-      return n;
+      for (auto& [rank, v] : st) std::sort(v.begin(), v.end());
+      return st;
     };
-    const auto na = perRank(*a), nb = perRank(*b);
-    QCOMPARE(na.size(), size_t(4));
-    for (const auto& [rank, n] : na) {
+    // The first point at or after `from` with no start within kSlack of it.
+    auto gapAfter = [](const std::vector<int64_t>& v, int64_t from) {
+      auto it = std::lower_bound(v.begin(), v.end(), from - kSlack);
+      int64_t p = from;
+      for (; it != v.end() && *it <= p + kSlack; ++it)
+        if (*it >= p - kSlack) p = std::max(p, *it + kSlack + 1);
+      return p;
+    };
+    const auto sa = startsOf(*a), sb = startsOf(*b);
+    QCOMPARE(sa.size(), size_t(4));
+    for (const auto& [rank, v] : sa) {
+      const int64_t rlo = gapAfter(v, lo), rhi = gapAfter(v, hi - 50'000'000);
+      QVERIFY(rhi > rlo + 500'000'000);
+      auto count = [&](const std::vector<int64_t>& w) {
+        return std::upper_bound(w.begin(), w.end(), rhi) - std::lower_bound(w.begin(), w.end(), rlo);
+      };
+      QVERIFY(sb.count(rank));
+      const auto n = count(v);
       QVERIFY(n > 100);
-      QCOMPARE(nb.at(rank), n);
+      QCOMPARE(count(sb.at(rank)), n);
     }
   }
 
