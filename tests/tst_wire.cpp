@@ -777,6 +777,28 @@ class TstWire : public QObject {
     qunsetenv("TRAINSCOPE_RUNTIME_DIR");
   }
 
+  // Listing jobs and removing an entry or a job's leftovers never create the runtime directory:
+  // a launcher that cleans up after its test's temporary directory was removed brought back an
+  // empty <tmp>/run (232 of them in /tmp on Nov 24).
+  void discoveryReadersDoNotCreateTheDirectory() {
+    QTemporaryDir tmp;
+    const fs::path parent = fs::path(tmp.path().toStdString()) / "gone";
+    const fs::path dir = parent / "run";
+    qputenv("TRAINSCOPE_RUNTIME_DIR", QByteArray::fromStdString(dir.string()));
+    QVERIFY(discovery::listEntries().empty());
+    discovery::removeJobLeftovers("job");
+    discovery::removeEntry(discovery::Entry{.jobId = "job", .rank = 0});
+    const auto missing = discovery::runtimeDir(/*create=*/false);
+    QVERIFY(!missing.isOk());
+    QCOMPARE(missing.status().code(), ErrorCode::NotFound);
+    QVERIFY(!fs::exists(parent));
+    // A writer creates it (parents included, as before).
+    QVERIFY(discovery::runtimeDir().isOk());
+    QVERIFY(fs::is_directory(dir));
+    QVERIFY(discovery::runtimeDir(/*create=*/false).isOk());
+    qunsetenv("TRAINSCOPE_RUNTIME_DIR");
+  }
+
   void discoveryParseErrors() {
     QVERIFY(discovery::parseEntry("version=1\njob_id=j\nrank=0\nworld_size=1\npid=5\nendpoint=unix:/a\n", "f")
                 .isOk());

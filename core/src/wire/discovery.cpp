@@ -77,7 +77,7 @@ bool readSmallFile(const fs::path& p, std::string& out) {
 
 }  // namespace
 
-Result<fs::path> runtimeDir() {
+Result<fs::path> runtimeDir(bool create) {
   fs::path dir;
   bool createParents = false;
   if (const char* e = std::getenv("TRAINSCOPE_RUNTIME_DIR"); e && *e) {
@@ -88,11 +88,17 @@ Result<fs::path> runtimeDir() {
   } else {
     dir = "/tmp/trainscope-" + std::to_string(::geteuid());
   }
-  if (createParents && dir.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(dir.parent_path(), ec);  // errors surface in makeDir below
+  if (!create) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT)
+      return Status(ErrorCode::NotFound, "no runtime directory " + dir.string());
+  } else {
+    if (createParents && dir.has_parent_path()) {
+      std::error_code ec;
+      fs::create_directories(dir.parent_path(), ec);  // errors surface in makeDir below
+    }
+    if (Status s = makeDir(dir); !s.isOk()) return s;
   }
-  if (Status s = makeDir(dir); !s.isOk()) return s;
   // lstat: a symlink planted in /tmp by someone else must not redirect us.
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0)
@@ -158,7 +164,7 @@ void removeEntry(const Entry& e) {
   fs::path p = e.file;
   if (p.empty()) {
     if (!validJobId(e.jobId)) return;
-    auto dir = runtimeDir();
+    auto dir = runtimeDir(/*create=*/false);
     if (!dir) return;
     p = dir.value() / entryFileName(e.jobId, e.rank);
   }
@@ -246,7 +252,7 @@ void removeStale(const fs::path& dir, const Entry& e) {
 }  // namespace
 
 void removeJobLeftovers(const std::string& jobId) {
-  auto dir = runtimeDir();
+  auto dir = runtimeDir(/*create=*/false);
   if (!dir || jobId.empty()) return;
   std::error_code ec;
   std::vector<fs::path> agents, sockets;
@@ -264,7 +270,7 @@ void removeJobLeftovers(const std::string& jobId) {
 
 std::vector<Entry> listEntries() {
   std::vector<Entry> out;
-  auto dir = runtimeDir();
+  auto dir = runtimeDir(/*create=*/false);
   if (!dir) return out;
   std::error_code ec;
   for (fs::directory_iterator it(dir.value(), ec), end; !ec && it != end; it.increment(ec)) {

@@ -34,7 +34,10 @@ struct Entry {
 };
 
 // The runtime directory, created (0700) if needed and checked (owner = us, no group/other bits).
-Result<std::filesystem::path> runtimeDir();
+// With create = false (readers and removers: listing jobs, removing an entry or a job's
+// leftovers) a missing directory is NotFound and nothing is created: a process that cleans up
+// after the directory was removed (a test's temporary directory, a logout) must not bring it back.
+Result<std::filesystem::path> runtimeDir(bool create = true);
 
 Status writeEntry(const Entry& e);   // to runtimeDir()/<job>.<rank>.agent (atomic rename)
 void removeEntry(const Entry& e);    // best effort, never fails loudly
