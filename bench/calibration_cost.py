@@ -4,8 +4,9 @@
 
 A `trainscope-cli demo --ranks N` job (the reference trainer, data parallel) is recorded while
 dp.compression is set to each of --values in turn; every change makes each rank run the
-calibration, traced as `calibrate` collectives. Per rank and change: how many collectives and
-the time from the first one's start to the last one's end, read from the recording's SQLite.
+calibration, traced as `calibrate`, `calibrate work` and `calibrate codec` collectives. Per rank
+and change: how many collectives and the time from the first one's start to the last one's end,
+read from the recording's SQLite.
 
 --mode disco: the DISCO demo (4 layers of 256, batch 128) while disco.sparsity is set to each of
 --values; per rank and change the length of the calibration's range `calibrate disco (what-if)`
@@ -71,8 +72,8 @@ def main():
             print(f"rank {r}: {len(ms)} calibrations, " + ", ".join(f"{x:.1f}" for x in ms) +
                   f" ms; median {statistics.median(ms):.1f} ms")
         return
-    rows = db.execute("select rank, start_ns, end_ns from event_view where name = 'calibrate' "
-                      "order by rank, start_ns").fetchall()
+    rows = db.execute("select rank, start_ns, end_ns from event_view where name in "
+                      "('calibrate', 'calibrate work', 'calibrate codec') order by rank, start_ns").fetchall()
     for r in sorted({x[0] for x in rows}):
         groups, cur = [], []
         for _, a, b in (x for x in rows if x[0] == r):

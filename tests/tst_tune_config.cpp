@@ -438,6 +438,56 @@ class TstTuneConfig : public QObject {
     QVERIFY(big.isOk());
     QCOMPARE(big->buckets, 1);
     QVERIFY2(std::abs(big->stepTimeMs - 12.2) < 1e-6, std::to_string(big->stepTimeMs).c_str());
+    // A third calibrated size for ring, 2000 bytes at 0.32: linear between neighbouring sizes,
+    // not on the line through the smallest and largest. One bucket of 3000 bytes on ring: the
+    // last reduction 1.5 + 0.4 - 0.5 = 1.4 (step 11.9), as before (3000 is calibrated); two
+    // buckets at bucket_bytes 2000 (layers 2+1, then layer 0: 2000 and 1000 bytes): the early
+    // bucket's kappa max(0, 0 + 0.32 - 0.5) = 0, the queue max(0, 0 + 1 x (0.32 - 0.5)) = 0,
+    // the last (1000 bytes) 1.5 + 0.3 - 0.5 = 1.3: step 1.5 + 2 + 6 + 1.3 + 1 = 11.8 (a third
+    // size leaves the calibrated ends where they were; the next test tells the two rules apart).
+    cal("ring", 2000, 0.32);
+    auto m3 = WhatIfModel::fromSession(b.s);
+    QVERIFY(m3.isOk());
+    auto ringBig = m3->predict({{"dp.algorithm", "ring"}, {"dp.bucket_bytes", "100000"}});
+    QVERIFY(ringBig.isOk());
+    QVERIFY2(std::abs(ringBig->stepTimeMs - 11.9) < 1e-6, std::to_string(ringBig->stepTimeMs).c_str());
+    auto ringTwo = m3->predict({{"dp.algorithm", "ring"}, {"dp.bucket_bytes", "2000"}});
+    QVERIFY(ringTwo.isOk());
+    QCOMPARE(ringTwo->buckets, 2);
+    QVERIFY2(std::abs(ringTwo->stepTimeMs - 11.8) < 1e-6, std::to_string(ringTwo->stepTimeMs).c_str());
+  }
+
+  // The calibrated time between calibrated sizes is linear between the two around it: work
+  // calibrated for allreduce at 1000 / 2000 / 3000 bytes as 0.2 / 0.8 / 0.9 ms (a line through
+  // the ends would say 0.55 at 2000) and ring at 1000 / 3000 as 0.2 / 0.3. whatIfBackwardCost-
+  // PerBucket's session (allreduce, kappa 0.5 over 2 early buckets of 1000 bytes) at
+  // bucket_bytes 2000: one early bucket of 2000 bytes, kappa 0.5 + 0.8 - 0.2 = 1.1 (the line:
+  // 0.85). Latency (both algorithms 0.5 / 0.7 at 1000 / 3000: allreduce itself, no change): the
+  // queue (1.5 - c) / 2 x 1 early bucket, the last bucket (1000 bytes) c. Step 1.5 + 2 + 6 +
+  // 1.1 + (1.5 - c) / 2 + c + 1.
+  void whatIfCalibrationIsLinearBetweenNeighbouringSizes() {
+    Builder b;
+    buildHandDpSession(b, 1);
+    for (int64_t by : {1000, 3000})
+      b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + (by == 1000 ? 500'000 : 700'000),
+           {Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce")), Attr::ofInt(AttrKey::Bytes, by)});
+    int64_t t = 200'000;
+    auto work = [&](int64_t bytes, double ms) {
+      b.ev(0, EventKind::Collective, "calibrate work", t, t + 50'000,
+           {Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce")), Attr::ofInt(AttrKey::Bytes, bytes)});
+      b.ev(0, EventKind::Counter, "calibrate work", t + 51'000, t + 51'000, {Attr::ofDouble(AttrKey::Value, ms)});
+      t += 100'000;
+    };
+    work(1000, 0.2), work(2000, 0.8), work(3000, 0.9);
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto two = m->predict({{"dp.bucket_bytes", "2000"}});
+    QVERIFY(two.isOk());
+    QCOMPARE(two->buckets, 2);
+    const double c = 3.5 / 3;
+    const double want = 1.5 + 2 + 6 + 1.1 + (1.5 - c) / 2 + c + 1;
+    QVERIFY2(std::abs(two->stepTimeMs - want) < 1e-6,
+             (std::to_string(two->stepTimeMs) + " against " + std::to_string(want)).c_str());
   }
 
   // A constructed data-parallel step (world 2, rank 0's events, 3 layers) and the model's
@@ -548,6 +598,66 @@ class TstTuneConfig : public QObject {
     const double own1 = c;                   // the last bucket (layer 0) has the window's size
     QVERIFY2(std::abs(two->stepTimeMs - (1.5 + 2 + 6 + kappa2 + queue + own1 + 1)) < 1e-6,
              std::to_string(two->stepTimeMs).c_str());
+  }
+
+  // The backward's cost per bucket moved by the ranks' own work ("calibrate work": a collective
+  // and right after it a counter with the work in ms), the reductions by their latency
+  // ("calibrate"). whatIfBackwardCostPerBucket's session (kappa 0.5 over 2 early buckets;
+  // reductions 1, 1, 1.5 ms: the last one's own time the mean 3.5 / 3, a queue of 1.5 - 3.5 / 3,
+  // no bucket still reducing when the backward ended) with latency allreduce 0.5 / 0.7 ms and
+  // ring 0.3 / 0.4 at 1000 / 3000 bytes, and work allreduce 0.2 / 0.3 and ring 0.5 / 0.6.
+  // Ring: kappa 0.5 + (0.5 - 0.2) = 0.8 (backward 6 + 2 x 0.8 = 7.6); the queue stays 1.5 - c;
+  // the last reduction c + (0.3 - 0.5); step 1.5 + 2 + 7.6 + 1.5 - 0.2 + 1 = 13.4. By latency
+  // alone kappa would fall to 0.3 (step 12.4): the work says ring costs the backward more.
+  void whatIfBackwardCostMovesByCalibratedWork() {
+    Builder b;
+    buildHandDpSession(b, 1);
+    auto cal = [&](const char* algo, int64_t bytes, double ms) {
+      b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
+           {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+    };
+    cal("allreduce", 1000, 0.5), cal("allreduce", 3000, 0.7);
+    cal("ring", 1000, 0.3), cal("ring", 3000, 0.4);
+    int64_t t = 200'000;
+    auto work = [&](const char* algo, int64_t bytes, double ms) {
+      b.ev(0, EventKind::Collective, "calibrate work", t, t + 50'000,
+           {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+      b.ev(0, EventKind::Counter, "calibrate work", t + 51'000, t + 51'000, {Attr::ofDouble(AttrKey::Value, ms)});
+      t += 100'000;
+    };
+    work("allreduce", 1000, 0.2), work("allreduce", 3000, 0.3);
+    work("ring", 1000, 0.5), work("ring", 3000, 0.6);
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QCOMPARE(d["calibration_work"].size(), size_t{2});
+    QVERIFY(std::abs(d["calibration_work"][1]["alpha_ms"].get<double>() - 0.45) < 1e-9);  // ring
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY2(std::abs(replay->stepTimeMs - 13.0) < 1e-6, std::to_string(replay->stepTimeMs).c_str());
+    auto ring = m->predict({{"dp.algorithm", "ring"}});
+    QVERIFY(ring.isOk());
+    QVERIFY2(std::abs(ring->stepTimeMs - 13.4) < 1e-6, std::to_string(ring->stepTimeMs).c_str());
+    QVERIFY(std::any_of(ring->notes.begin(), ring->notes.end(),
+                        [](const std::string& n) { return n.find("own work") != std::string::npos; }));
+    // A work counter that follows no collective within 1 ms pairs with nothing: without ring's
+    // work the prediction falls back to the latency difference.
+    Builder c;
+    buildHandDpSession(c, 1);
+    auto calC = [&](const char* algo, int64_t bytes, double ms) {
+      c.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
+           {Attr::ofString(AttrKey::Algorithm, c.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+    };
+    calC("allreduce", 1000, 0.5), calC("allreduce", 3000, 0.7);
+    calC("ring", 1000, 0.3), calC("ring", 3000, 0.4);
+    c.ev(0, EventKind::Collective, "calibrate work", 200'000, 250'000,
+         {Attr::ofString(AttrKey::Algorithm, c.s.intern("ring")), Attr::ofInt(AttrKey::Bytes, 1000)});
+    c.ev(0, EventKind::Counter, "calibrate work", 2'000'000, 2'000'000, {Attr::ofDouble(AttrKey::Value, 0.5)});
+    auto m2 = WhatIfModel::fromSession(c.s);
+    QVERIFY(m2.isOk());
+    auto ring2 = m2->predict({{"dp.algorithm", "ring"}});
+    QVERIFY(ring2.isOk());
+    QVERIFY2(std::abs(ring2->stepTimeMs - 12.4) < 1e-6, std::to_string(ring2->stepTimeMs).c_str());
   }
 
   // Before/after windows by hand: 4 steps of 12 ms, 3 x 1000 collective bytes per step, loss

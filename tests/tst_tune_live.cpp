@@ -264,6 +264,15 @@ class TstTuneLive : public QObject {
                           "recursive-doubling+topk-ef", "ring+onebit-ef"})
       QVERIFY2(calibrated.contains(k), qPrintable(calibrated.join(',')));
     QCOMPARE(calibrated.size(), 3 + 3 * 4);
+    // And the ranks' own work on each of the three (what the backward's cost per bucket moves by).
+    const QJsonArray work = QJsonDocument::fromJson(d.out.toUtf8()).object()["calibration_work"].toArray();
+    QStringList worked;
+    for (const auto& c : work) {
+      worked << c.toObject()["algorithm"].toString();
+      QVERIFY(c.toObject()["alpha_ms"].toDouble() >= 0 && c.toObject()["ms_per_mb_payload"].toDouble() >= 0);
+    }
+    worked.sort();
+    QCOMPARE(worked, QStringList({"allreduce", "recursive-doubling", "ring"}));
     // A grid gives one row per combination.
     const Run g = cli({"whatif", file, "--json", "--grid", "dp.bucket_bytes=64,65536,67108864", "--grid",
                        "dp.algorithm=allreduce,ring"});

@@ -1,5 +1,6 @@
 #include "grad_sync.h"
 
+#include <chrono>
 #include <thread>
 
 #include "tensor.h"
@@ -135,6 +136,52 @@ void GradSync::calibrate() {
     const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
     for (size_t n : {size_t{256}, size_t{16384}, size_t{262144}})
       for (int rep = 0; rep < 7; ++rep) reduceOnce(a, Compression::None, algoName, n, rep);
+  }
+  // The rank's own work per reduction as a step runs it (what-if moves the backward's cost per
+  // bucket by its difference, docs/TUNING.md): started, then polled once after each stretch of
+  // kPaceUs of busy work, as layerReady() polls between layers; the time inside the start and
+  // the polls, summed, is the counter "calibrate work" (ms), recorded right after the reduction's
+  // Collective "calibrate work" (Algorithm, Bytes; its span includes the busy work). Latency is
+  // not this: a reduction that needs several polls waits for its peer between them, which a
+  // step hides behind the next layers (Nov 24: MPI's allreduce was ~2 us per small bucket slower
+  // than ring alone and ~4 us faster in the step).
+  const uint32_t workName = ts_name("calibrate work");
+  constexpr int64_t kPaceUs = 20;
+  auto spin = [](int64_t us) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
+    const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
+    for (size_t n : {size_t{256}, size_t{16384}, size_t{262144}})
+      for (int rep = 0; rep < 7; ++rep) {
+        OpParams p;
+        p.algorithm = a;
+        p.codec.kind = Compression::None;
+        p.data = scratch.data();
+        p.params = scratch.data();
+        p.n = n;
+        p.bucket = rep;
+        p.ef = &ef;
+        ts_comm_begin(TS_COMM_COLLECTIVE, workName, 4 * n, -1, algoName);
+        auto t0 = std::chrono::steady_clock::now();
+        auto op = makeBucketOp(comms_, p);
+        bool done = op->progress(INT_MAX);
+        auto work = std::chrono::steady_clock::now() - t0;
+        for (int polls = 0; !done && polls < 100000; ++polls) {
+          spin(kPaceUs);
+          t0 = std::chrono::steady_clock::now();
+          done = op->progress(INT_MAX);
+          work += std::chrono::steady_clock::now() - t0;
+        }
+        if (!done) {  // not seen: a reduction stuck for 2 s; finish it as the step would
+          Backoff backoff;
+          while (!op->progress(INT_MAX)) backoff.pause();
+        }
+        ts_comm_end();
+        ts_counter(workName, std::chrono::duration<double, std::milli>(work).count());
+      }
   }
   // The compressed reductions as they run (encode, exchange, decode: what-if's codec cost comes
   // from these), at 1 and 64 KiB, 3 times each; top-k at the ratio in force (bench/calibration_cost.py).

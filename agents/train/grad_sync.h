@@ -56,7 +56,8 @@ class GradSync {
   // What-if calibration (docs/TUNING.md): with nothing in flight, reduce a scratch buffer with
   // each centralized algorithm (allreduce, ring, recursive doubling; no codec) at 1 KiB and
   // 64 KiB, seven times each, every rank alike; each traced as a Collective "calibrate" with
-  // its payload and algorithm and no Bucket attribute (not a gradient bucket of the step).
+  // its payload and algorithm and no Bucket attribute (not a gradient bucket of the step); the
+  // codecs as they run and alone; and the rank's own work per reduction ("calibrate work").
   void calibrate();
   const std::vector<BucketSpan>& buckets() const { return buckets_; }
   const std::vector<ErrorFeedback>& errorFeedback() const { return ef_; }

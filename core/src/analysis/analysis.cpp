@@ -173,13 +173,15 @@ void AnalyzerState::recordHandoffs(const std::map<RankId, WindowEvents>& perRank
 void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
   const std::vector<StringId> phases = phaseNames(store);
   const StringId disco = discoName(store);
+  for (size_t id = calibrateNames.size(); id < store.strings().size(); ++id)
+    calibrateNames.push_back(store.str(static_cast<StringId>(id)).starts_with("calibrate"));
   std::map<RankId, WindowEvents> perRank;
   const size_t firstRecord = records.size();
   for (auto& [rank, ws] : windows) {
     auto it = ws.find(step);
     if (it == ws.end()) continue;
     const std::vector<TrackId>& tracks = tracksByRank[rank];
-    WindowEvents we = collectWindow(store, tracks, it->second, phases, disco);
+    WindowEvents we = collectWindow(store, tracks, it->second, phases, disco, calibrateNames);
     RankStepRecord rec = recordWindow(we, rank, step);
     recordPipeline(we, rec);
     auto last = lastWindowEnd.find(rank);

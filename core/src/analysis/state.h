@@ -142,11 +142,16 @@ class AnalyzerState {
   void recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first);
   void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
   HtaResult hta;  // set by Analyzer::finish
+  // Per string id whether it names a calibration event ("calibrate ..."), extended as the
+  // store's string table grows (a live session interns names as they arrive).
+  std::vector<bool> calibrateNames;
 };
 
 // analysis_window.cpp
+// calibrate[id]: the string id names trainscope-train's what-if calibration ("calibrate ...").
 WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
-                           const std::vector<StringId>& phaseNames, StringId discoName);
+                           const std::vector<StringId>& phaseNames, StringId discoName,
+                           const std::vector<bool>& calibrate);
 RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step);
 // Union of compute and communication of a rank inside [t0, t1).
 int64_t activityIn(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,

@@ -86,7 +86,8 @@ bool isCommEvent(EventKind k) {
 }  // namespace
 
 WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
-                           const std::vector<StringId>& phaseNames, StringId discoName) {
+                           const std::vector<StringId>& phaseNames, StringId discoName,
+                           const std::vector<bool>& calibrate) {
   WindowEvents we;
   we.window = w;
   std::vector<Interval> comp, comm;
@@ -127,7 +128,7 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
         }
       }
       e.discoExchange = isComm && e.name == discoName && e.layer >= 0;
-      e.calibration = k == EventKind::Kernel && e.layer >= 0 && store.str(e.name).starts_with("calibrate");
+      e.calibration = k == EventKind::Kernel && e.layer >= 0 && e.name < calibrate.size() && calibrate[e.name];
       if (isComp) comp.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
       if (isComm) comm.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
       we.events.push_back(e);

@@ -34,6 +34,12 @@ std::optional<StringId> StringTable::find(std::string_view s) const {
   return std::nullopt;
 }
 
+std::vector<bool> StringTable::withPrefix(std::string_view prefix) const {
+  std::vector<bool> out(strings_.size());
+  for (size_t i = 0; i < strings_.size(); ++i) out[i] = strings_[i].starts_with(prefix);
+  return out;
+}
+
 std::string_view StringTable::get(StringId id) const {
   return id < strings_.size() ? std::string_view(strings_[id]) : std::string_view();
 }

@@ -104,8 +104,7 @@ WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, in
       kCustomAttrBase + store.strings().find("bytes_sent").value_or(UINT32_MAX - kCustomAttrBase);
   // trainscope-train's what-if calibration (docs/TUNING.md) is the tool's traffic, not the
   // training's: left out of the bytes per step.
-  const StringId calibrateName = store.strings().find("calibrate").value_or(UINT32_MAX);
-  const StringId calibrateCodecName = store.strings().find("calibrate codec").value_or(UINT32_MAX);
+  const std::vector<bool> calibrate = store.strings().withPrefix("calibrate");
   std::map<int64_t, std::map<RankId, double>> bytes;
   std::map<int64_t, std::pair<double, int>> loss;
   // Only the events around the window's steps are read: from one window length before its
@@ -126,8 +125,8 @@ WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, in
     ev.forEachOverlapping(lo - margin, hi + margin + 1, [&](size_t i) {
       const EventKind k = ev.kind(i);
       const bool isBytes =
-          (k == EventKind::Collective && ev.name(i) != calibrateName && ev.name(i) != calibrateCodecName) ||
-          k == EventKind::P2PSend;
+          (k == EventKind::Collective || k == EventKind::P2PSend) &&
+          !(ev.name(i) < calibrate.size() && calibrate[ev.name(i)]);
       const bool isLoss = k == EventKind::Counter && ev.name(i) == lossName;
       if (!isBytes && !isLoss) return;
       int64_t step = INT64_MIN;

@@ -192,6 +192,14 @@ struct WhatIfModel::State {
   // payload byte ("calibrate codec"): described, not used by the prediction (a codec's work as
   // an algorithm runs it is the calibrated difference, see predict).
   std::map<std::string, std::pair<double, double>> codecCpu;
+  // Per algorithm (no codec) the rank's own work on a reduction polled between stretches of
+  // busy work as a step's layers poll it ("calibrate work": the start and the polls), alpha +
+  // ms per payload byte: what the backward's cost per bucket moves by (see predict).
+  std::map<std::string, std::pair<double, double>> calibWork;
+  // The calibrated sizes themselves, per algorithm (payload, ms) in payload order, for the
+  // latency and the work: the prediction interpolates between neighbouring sizes (a regime per
+  // size range: 1 KiB to 64 KiB, 64 KiB to 1 MiB), the alpha/beta lines above are described.
+  std::map<std::string, std::vector<std::pair<double, double>>> calibPts, workPts;
   double meanPayload = 0, lastPayload = 0;
   double meanDurationMs = 0;  // the window's mean bucket reduction, start to end
   // The measured tail split: the last reduction's own time and the queue before it (earlier
@@ -437,7 +445,23 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   // benchmark's estimator: the repetitions a busy machine did not interrupt), median over ranks;
   // per algorithm alpha + ms per byte through the smallest and largest payload. The same for the
   // codecs' CPU work alone ("calibrate codec", per codec).
+  // "calibrate work" (the rank's own work per reduction, docs/TUNING.md): each such collective's
+  // value is the counter of that name the rank recorded right after it (the first at or after
+  // its end, within 1 ms), not its span.
+  std::map<RankId, std::vector<std::pair<int64_t, double>>> workCounters;
+  if (const auto wn = store.strings().find("calibrate work")) {
+    for (TrackId t = 0; t < store.trackCount(); ++t) {
+      const TrackEvents& ev = store.events(t);
+      for (size_t i = 0; i < ev.size(); ++i)
+        if (ev.kind(i) == EventKind::Counter && ev.name(i) == *wn)
+          if (const Attr* v = ev.findAttr(i, AttrKey::Value))
+            workCounters[store.track(t).rank].push_back(
+                {ev.start(i), v->type == AttrType::Double ? v->asDouble() : static_cast<double>(v->asInt())});
+    }
+    for (auto& [r, v] : workCounters) std::sort(v.begin(), v.end());
+  }
   auto calibration = [&](const char* name) {
+    const bool work = std::string_view(name) == "calibrate work";
     std::map<std::string, std::pair<double, double>> fits;
     std::map<std::string, std::vector<std::pair<double, double>>> pts;  // algo -> (payload, median ms)
     auto calName = store.strings().find(name);
@@ -457,15 +481,23 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         const Attr* al = ev.findAttr(i, AttrKey::Algorithm);
         const Attr* by = ev.findAttr(i, AttrKey::Bytes);
         if (!al || !by || ev.end(i) <= ev.start(i)) continue;
-        mine[{std::string(store.str(al->asString())), by->asInt()}].push_back(
-            {ev.start(i), static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs});
+        double ms = static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs;
+        if (work) {
+          const auto wc = workCounters.find(r);
+          if (wc == workCounters.end()) continue;
+          const auto at = std::lower_bound(wc->second.begin(), wc->second.end(),
+                                           std::pair<int64_t, double>{ev.end(i), -INFINITY});
+          if (at == wc->second.end() || at->first > ev.end(i) + 1'000'000) continue;
+          ms = at->second;
+        }
+        mine[{std::string(store.str(al->asString())), by->asInt()}].push_back({ev.start(i), ms});
       }
       for (auto& [k, v] : mine) pooled[k].push_back(fastestOfLast(v, 7));
     }
     for (auto& [k, v] : pooled) pts[k.first].push_back({static_cast<double>(k.second), medianOf(v)});
     for (auto& [algo, v] : pts) {
-      if (v.size() < 2) continue;
       std::sort(v.begin(), v.end());
+      if (v.size() < 2) continue;
       const auto& [x0, y0] = v.front();
       const auto& [x1, y1] = v.back();
       if (x1 <= x0) continue;
@@ -475,8 +507,17 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     return std::pair{fits, pts};
   };
   {
-    s.calib = calibration("calibrate").first;
+    auto withTwoSizes = [](std::map<std::string, std::vector<std::pair<double, double>>> pts) {
+      std::erase_if(pts, [](const auto& kv) { return kv.second.size() < 2; });
+      return pts;
+    };
+    auto [latency, latencyPts] = calibration("calibrate");
+    s.calib = std::move(latency);
+    s.calibPts = withTwoSizes(std::move(latencyPts));
     s.codecCpu = calibration("calibrate codec").first;
+    auto [work, workPts] = calibration("calibrate work");
+    s.calibWork = std::move(work);
+    s.workPts = withTwoSizes(std::move(workPts));
   }
 
   std::vector<double> stepMs;
@@ -1384,22 +1425,45 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   // backward's cost per bucket grew by 55; the calibrated difference says 62).
   const std::string baseKey =
       traceKey(knobOr(s.knobs, "dp.algorithm", "allreduce"), knobOr(s.knobs, "dp.compression", "none"));
-  const auto calA = s.calib.find(baseKey), calB = s.calib.find(key);
-  const bool calibrated = calA != s.calib.end() && calB != s.calib.end() && s.meanPayload > 0;
-  auto calTime = [](const std::pair<double, double>& c, double payload) { return c.first + c.second * payload; };
+  const auto calA = s.calibPts.find(baseKey), calB = s.calibPts.find(key);
+  const bool calibrated = calA != s.calibPts.end() && calB != s.calibPts.end() && s.meanPayload > 0;
+  // A calibrated time at `payload`: linear between the two calibrated sizes around it (each size
+  // range its own latency and time per byte: a line through 1 KiB and 1 MiB put a 16 KiB
+  // reduction's work on MPI's allreduce 2 us above ring's, where the 64 KiB point puts it
+  // level); beyond the smallest or largest size the nearest range's line, never falling.
+  auto calTime = [](const std::vector<std::pair<double, double>>& v, double payload) {
+    size_t i = 1;
+    while (i + 1 < v.size() && payload > v[i].first) ++i;
+    const auto& [x0, y0] = v[i - 1];
+    const auto& [x1, y1] = v[i];
+    double slope = (y1 - y0) / (x1 - x0);
+    if (payload < x0 || payload > x1) slope = std::max(0.0, slope);
+    return std::max(0.0, y0 + slope * (payload - x0));
+  };
   // The calibrated work a bucket of `payload` adds over the window's bucket of `at`.
   auto addedAt = [&](double payload, double at) {
     return calibrated ? calTime(calB->second, payload) - calTime(calA->second, at) : 0.0;
   };
   // Without a calibration the size dependence of a cost is the prior: alpha at n1/2 = beta x n1/2.
   auto priorRatio = [](double payload, double at) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + at); };
+  // The backward's cost per bucket moves by the difference of the rank's own work ("calibrate
+  // work"), where both pairs have it: the waiting inside a reduction's latency is hidden by the
+  // layers still to compute. (The latency difference put MPI's allreduce ~2 us per small bucket
+  // above ring on Nov 24, 20:00 UTC, where the step ran it ~4 us below.)
+  const auto wkA = s.workPts.find(baseKey), wkB = s.workPts.find(key);
+  const bool workCalibrated = calibrated && wkA != s.workPts.end() && wkB != s.workPts.end();
   auto kappaAt = [&](double payload) {
+    if (workCalibrated)
+      return std::max(0.0, s.perBucketMs + calTime(wkB->second, payload) - calTime(wkA->second, s.meanPayload));
     if (calibrated) return std::max(0.0, s.perBucketMs + addedAt(payload, s.meanPayload));
     return s.perBucketMs * (s.meanPayload > 0 ? priorRatio(payload, s.meanPayload) : 1.0);
   };
   if (calibrated) {
     p.notes.push_back("costs moved by the job's calibration: " + key + " at the new bucket sizes less " + baseKey +
-                      " at the window's");
+                      " at the window's" +
+                      (workCalibrated ? " (the backward's cost per bucket by the ranks' own work on a reduction, "
+                                        "the reductions' times by their latency)"
+                                      : ""));
   } else if (!fit) {
     // The nearest measured: the same codec family first, else the largest sample.
     for (const auto& [k, f] : s.fits)
@@ -1551,6 +1615,10 @@ std::string WhatIfModel::describeJson() const {
                      {"alpha_ms", c.first},
                      {"ms_per_mb_payload", c.second * 1048576.0}});
     j["calibration"] = cal;
+    nlohmann::ordered_json work = nlohmann::ordered_json::array();
+    for (const auto& [k, c] : s.calibWork)
+      work.push_back({{"algorithm", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
+    j["calibration_work"] = work;
     nlohmann::json cpu = nlohmann::json::array();
     for (const auto& [k, c] : s.codecCpu) cpu.push_back({{"codec", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
     j["codec_cpu"] = cpu;

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "trainscope/core/model/events.h"
 
@@ -25,6 +26,9 @@ class StringTable {
   // The string for id; "" for an id that does not exist.
   std::string_view get(StringId id) const;
   size_t size() const { return strings_.size(); }
+  // For every id, whether its string starts with prefix (one pass over the table: the test
+  // per event becomes an index, e.g. trainscope-train's "calibrate ..." events).
+  std::vector<bool> withPrefix(std::string_view prefix) const;
 
  private:
   struct Hash {
