@@ -72,7 +72,7 @@ def main():
             print(f"rank {r}: {len(ms)} calibrations, " + ", ".join(f"{x:.1f}" for x in ms) +
                   f" ms; median {statistics.median(ms):.1f} ms")
         return
-    rows = db.execute("select rank, start_ns, end_ns from event_view where name in "
+    rows = db.execute("select rank, start_ns, end_ns from event_view where kind = 'collective' and name in "
                       "('calibrate', 'calibrate work', 'calibrate codec') order by rank, start_ns").fetchall()
     for r in sorted({x[0] for x in rows}):
         groups, cur = [], []
