@@ -10,33 +10,18 @@ change (what `whatif --json` reports as measured for that window). Predicted: on
 --json --from-step --to-step --grid K=v1,v2,...` call on the first cell's window over every
 value each knob took. Prints the cells within +-10 %, Kendall tau-b and the misses.
 
-    bench/whatif_rescore.py /tmp/tune-bench-XXXX/grid.tsdb [--cli build/bin/trainscope-cli] [--warmup 3]
+    /usr/bin/python3 bench/whatif_rescore.py /tmp/tune-bench-XXXX/grid.tsdb [--cli build/bin/trainscope-cli] [--warmup 3]
+
+(/usr/bin/python3, as for tune_bench.py, whose Kendall tau-b it imports and which needs numpy.)
 """
 import argparse
 import collections
-import itertools
 import json
 import sqlite3
 import subprocess
 import sys
 
-
-def kendall(a, b):
-    c = d = ta = tb = 0
-    for i, j in itertools.combinations(range(len(a)), 2):
-        x = (a[i] > a[j]) - (a[i] < a[j])
-        y = (b[i] > b[j]) - (b[i] < b[j])
-        if x == 0 and y == 0:
-            continue
-        if x == 0:
-            ta += 1
-        elif y == 0:
-            tb += 1
-        elif x == y:
-            c += 1
-        else:
-            d += 1
-    return (c - d) / ((c + d + ta) * (c + d + tb)) ** 0.5
+from tune_bench import kendall  # the same tau-b as the bench's own table
 
 
 def main():

@@ -392,6 +392,19 @@ class TstTuneConfig : public QObject {
     }
   }
 
+  // trainscope-train's calibration as what-if reads it: a "calibrate" collective (latency: its
+  // span) and a "calibrate work" collective followed by the counter with the work in ms.
+  static void addLatency(Builder& b, const char* algo, int64_t bytes, double ms) {
+    b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
+         {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+  }
+  static void addWork(Builder& b, int64_t& t, const char* algo, int64_t bytes, double ms) {
+    b.ev(0, EventKind::Collective, "calibrate work", t, t + 50'000,
+         {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+    b.ev(0, EventKind::Counter, "calibrate work", t + 51'000, t + 51'000, {Attr::ofDouble(AttrKey::Value, ms)});
+    t += 100'000;
+  }
+
   // The calibrated path by hand: whatIfByHand's session with bucket 1 reduced until 9.5 (past the
   // backward's end at 9: one early bucket per step still reducing then) and trainscope-train's
   // calibration collectives at 1000 and 3000 payload bytes (one of each; the fit goes through
@@ -403,10 +416,7 @@ class TstTuneConfig : public QObject {
   void whatIfCalibratedDifferencesByHand() {
     Builder b;
     buildHandDpSession(b, 0, 9.5);
-    auto cal = [&](const char* algo, int64_t bytes, double ms) {
-      b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
-           {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
-    };
+    auto cal = [&](const char* algo, int64_t bytes, double ms) { addLatency(b, algo, bytes, ms); };
     cal("allreduce", 1000, 0.5), cal("allreduce", 3000, 0.7);
     cal("ring", 1000, 0.3), cal("ring", 3000, 0.4);
     cal("scatter-reduce+fp16", 1000, 0.9), cal("scatter-reduce+fp16", 3000, 1.5);
@@ -468,16 +478,9 @@ class TstTuneConfig : public QObject {
   void whatIfCalibrationIsLinearBetweenNeighbouringSizes() {
     Builder b;
     buildHandDpSession(b, 1);
-    for (int64_t by : {1000, 3000})
-      b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + (by == 1000 ? 500'000 : 700'000),
-           {Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce")), Attr::ofInt(AttrKey::Bytes, by)});
+    addLatency(b, "allreduce", 1000, 0.5), addLatency(b, "allreduce", 3000, 0.7);
     int64_t t = 200'000;
-    auto work = [&](int64_t bytes, double ms) {
-      b.ev(0, EventKind::Collective, "calibrate work", t, t + 50'000,
-           {Attr::ofString(AttrKey::Algorithm, b.s.intern("allreduce")), Attr::ofInt(AttrKey::Bytes, bytes)});
-      b.ev(0, EventKind::Counter, "calibrate work", t + 51'000, t + 51'000, {Attr::ofDouble(AttrKey::Value, ms)});
-      t += 100'000;
-    };
+    auto work = [&](int64_t bytes, double ms) { addWork(b, t, "allreduce", bytes, ms); };
     work(1000, 0.2), work(2000, 0.8), work(3000, 0.9);
     auto m = WhatIfModel::fromSession(b.s);
     QVERIFY2(m.isOk(), m.status().message().c_str());
@@ -612,19 +615,13 @@ class TstTuneConfig : public QObject {
   void whatIfBackwardCostMovesByCalibratedWork() {
     Builder b;
     buildHandDpSession(b, 1);
-    auto cal = [&](const char* algo, int64_t bytes, double ms) {
-      b.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
-           {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
+    auto latency = [](Builder& x) {
+      addLatency(x, "allreduce", 1000, 0.5), addLatency(x, "allreduce", 3000, 0.7);
+      addLatency(x, "ring", 1000, 0.3), addLatency(x, "ring", 3000, 0.4);
     };
-    cal("allreduce", 1000, 0.5), cal("allreduce", 3000, 0.7);
-    cal("ring", 1000, 0.3), cal("ring", 3000, 0.4);
+    latency(b);
     int64_t t = 200'000;
-    auto work = [&](const char* algo, int64_t bytes, double ms) {
-      b.ev(0, EventKind::Collective, "calibrate work", t, t + 50'000,
-           {Attr::ofString(AttrKey::Algorithm, b.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
-      b.ev(0, EventKind::Counter, "calibrate work", t + 51'000, t + 51'000, {Attr::ofDouble(AttrKey::Value, ms)});
-      t += 100'000;
-    };
+    auto work = [&](const char* algo, int64_t bytes, double ms) { addWork(b, t, algo, bytes, ms); };
     work("allreduce", 1000, 0.2), work("allreduce", 3000, 0.3);
     work("ring", 1000, 0.5), work("ring", 3000, 0.6);
     auto m = WhatIfModel::fromSession(b.s);
@@ -644,12 +641,7 @@ class TstTuneConfig : public QObject {
     // work the prediction falls back to the latency difference.
     Builder c;
     buildHandDpSession(c, 1);
-    auto calC = [&](const char* algo, int64_t bytes, double ms) {
-      c.ev(0, EventKind::Collective, "calibrate", 100'000, 100'000 + static_cast<int64_t>(ms * kMs),
-           {Attr::ofString(AttrKey::Algorithm, c.s.intern(algo)), Attr::ofInt(AttrKey::Bytes, bytes)});
-    };
-    calC("allreduce", 1000, 0.5), calC("allreduce", 3000, 0.7);
-    calC("ring", 1000, 0.3), calC("ring", 3000, 0.4);
+    latency(c);
     c.ev(0, EventKind::Collective, "calibrate work", 200'000, 250'000,
          {Attr::ofString(AttrKey::Algorithm, c.s.intern("ring")), Attr::ofInt(AttrKey::Bytes, 1000)});
     c.ev(0, EventKind::Counter, "calibrate work", 2'000'000, 2'000'000, {Attr::ofDouble(AttrKey::Value, 0.5)});

@@ -116,7 +116,7 @@ void GradSync::calibrate() {
   // one backoff served the whole calibration, so from 200 us after its first reduction every
   // poll slept 20 us: a reduction done in one poll (MPI's allreduce at 1 KiB, 1 us) and one that
   // needs several (ring, 75 us) came out 75x apart, and what-if predicted allreduce 23-25 % fast.)
-  auto reduceOnce = [&](Algorithm a, Compression c, uint32_t algoName, size_t n, int rep) {
+  auto scratchOp = [&](Algorithm a, Compression c, size_t n, int rep) {
     OpParams p;
     p.algorithm = a;
     p.codec.kind = c;
@@ -126,8 +126,11 @@ void GradSync::calibrate() {
     p.n = n;
     p.bucket = rep;
     p.ef = &ef;
+    return p;
+  };
+  auto reduceOnce = [&](Algorithm a, Compression c, uint32_t algoName, size_t n, int rep) {
     ts_comm_begin(TS_COMM_COLLECTIVE, name, 4 * n, -1, algoName);
-    auto op = makeBucketOp(comms_, p);
+    auto op = makeBucketOp(comms_, scratchOp(a, c, n, rep));
     Backoff backoff;
     while (!op->progress(INT_MAX)) backoff.pause();
     ts_comm_end();
@@ -156,17 +159,9 @@ void GradSync::calibrate() {
     const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
     for (size_t n : {size_t{256}, size_t{16384}, size_t{262144}})
       for (int rep = 0; rep < 7; ++rep) {
-        OpParams p;
-        p.algorithm = a;
-        p.codec.kind = Compression::None;
-        p.data = scratch.data();
-        p.params = scratch.data();
-        p.n = n;
-        p.bucket = rep;
-        p.ef = &ef;
         ts_comm_begin(TS_COMM_COLLECTIVE, workName, 4 * n, -1, algoName);
         auto t0 = std::chrono::steady_clock::now();
-        auto op = makeBucketOp(comms_, p);
+        auto op = makeBucketOp(comms_, scratchOp(a, Compression::None, n, rep));
         bool done = op->progress(INT_MAX);
         auto work = std::chrono::steady_clock::now() - t0;
         for (int polls = 0; !done && polls < 100000; ++polls) {
