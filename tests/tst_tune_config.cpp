@@ -653,9 +653,16 @@ class TstTuneConfig : public QObject {
   }
 
   // Before/after windows by hand: 4 steps of 12 ms, 3 x 1000 collective bytes per step, loss
-  // 1.0, 0.9, 0.8, 0.7 (slope -0.1 per step).
+  // 1.0, 0.9, 0.8, 0.7 (slope -0.1 per step). trainscope-train's what-if calibration in step 0
+  // (a "calibrate" and a "calibrate work" collective, a "calibrate disco exchange" send) is the
+  // tool's traffic: not in the bytes.
   void windowMetricsByHand() {
     Builder b;
+    for (const char* n : {"calibrate", "calibrate work"})
+      b.ev(0, EventKind::Collective, n, 11 * kMs, 11 * kMs + 10'000,
+           {Attr::ofInt(AttrKey::Bytes, 5000), Attr::ofString(AttrKey::Algorithm, b.s.intern("ring"))});
+    b.ev(0, EventKind::P2PSend, "calibrate disco exchange", 11 * kMs, 11 * kMs + 10'000,
+         {Attr::ofInt(AttrKey::Bytes, 7000)});
     for (int step = 0; step < 4; ++step) {
       const int64_t o = step * 12 * kMs;
       b.ev(0, EventKind::Step, "step", o, o + 12 * kMs, {Attr::ofInt(AttrKey::Step, step)});

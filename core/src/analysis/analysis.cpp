@@ -173,8 +173,7 @@ void AnalyzerState::recordHandoffs(const std::map<RankId, WindowEvents>& perRank
 void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
   const std::vector<StringId> phases = phaseNames(store);
   const StringId disco = discoName(store);
-  for (size_t id = calibrateNames.size(); id < store.strings().size(); ++id)
-    calibrateNames.push_back(store.str(static_cast<StringId>(id)).starts_with("calibrate"));
+  if (calibrateNames.size() != store.strings().size()) calibrateNames = store.strings().withPrefix("calibrate");
   std::map<RankId, WindowEvents> perRank;
   const size_t firstRecord = records.size();
   for (auto& [rank, ws] : windows) {

@@ -142,8 +142,8 @@ class AnalyzerState {
   void recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first);
   void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
   HtaResult hta;  // set by Analyzer::finish
-  // Per string id whether it names a calibration event ("calibrate ..."), extended as the
-  // store's string table grows (a live session interns names as they arrive).
+  // Per string id whether it names a calibration event ("calibrate ..."), computed again when
+  // the store's string table has grown (a live session interns names as they arrive).
   std::vector<bool> calibrateNames;
 };
 

@@ -183,23 +183,17 @@ struct WhatIfModel::State {
   double perBucketMs = 0;
   bool perBucketMeasured = false;
   bool oneSize = false;  // the window's reductions had one size: the alpha/beta split is a prior
-  // trainscope-train's calibration (its "calibrate" collectives, docs/TUNING.md): per algorithm
-  // the isolated reduction time as alpha + ms per payload byte, from the latest calibration
-  // before the window's end; and the window's mean bucket and last-bucket payloads, at which
-  // the measured costs are scaled to another algorithm or size.
-  std::map<std::string, std::pair<double, double>> calib;
-  // Per codec its CPU work alone on a bucket (encode with feedback + decode-add), alpha + ms per
-  // payload byte ("calibrate codec"): described, not used by the prediction (a codec's work as
-  // an algorithm runs it is the calibrated difference, see predict).
-  std::map<std::string, std::pair<double, double>> codecCpu;
-  // Per algorithm (no codec) the rank's own work on a reduction polled between stretches of
-  // busy work as a step's layers poll it ("calibrate work": the start and the polls), alpha +
-  // ms per payload byte: what the backward's cost per bucket moves by (see predict).
-  std::map<std::string, std::pair<double, double>> calibWork;
-  // The calibrated sizes themselves, per algorithm (payload, ms) in payload order, for the
-  // latency and the work: the prediction interpolates between neighbouring sizes (a regime per
-  // size range: 1 KiB to 64 KiB, 64 KiB to 1 MiB), the alpha/beta lines above are described.
-  std::map<std::string, std::vector<std::pair<double, double>>> calibPts, workPts;
+  // trainscope-train's calibration (docs/TUNING.md), per algorithm the calibrated sizes (payload,
+  // ms) in payload order, at least two, from the latest calibration before the window's end:
+  // the isolated reduction time ("calibrate" collectives), the rank's own work on a reduction
+  // polled between stretches of busy work as a step's layers poll it ("calibrate work": what the
+  // backward's cost per bucket moves by), and per codec its CPU work alone on a bucket ("calibrate
+  // codec": described, not used by the prediction, whose codec cost is the calibrated difference).
+  // The prediction interpolates between neighbouring sizes (a regime per size range: 1 KiB to
+  // 64 KiB, 64 KiB to 1 MiB); --describe gives the line through the smallest and largest.
+  std::map<std::string, std::vector<std::pair<double, double>>> calibPts, workPts, codecPts;
+  // The window's mean bucket and last-bucket payloads, at which the measured costs are moved to
+  // another algorithm or size.
   double meanPayload = 0, lastPayload = 0;
   double meanDurationMs = 0;  // the window's mean bucket reduction, start to end
   // The measured tail split: the last reduction's own time and the queue before it (earlier
@@ -443,11 +437,11 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   // Calibration: per rank, the "calibrate" collectives that started before the window's last
   // step ended; per (algorithm, payload) the fastest of each rank's last seven (a latency
   // benchmark's estimator: the repetitions a busy machine did not interrupt), median over ranks;
-  // per algorithm alpha + ms per byte through the smallest and largest payload. The same for the
-  // codecs' CPU work alone ("calibrate codec", per codec).
-  // "calibrate work" (the rank's own work per reduction, docs/TUNING.md): each such collective's
-  // value is the counter of that name the rank recorded right after it (the first at or after
-  // its end, within 1 ms), not its span.
+  // per algorithm the sizes with their times, where it has at least two. The same for the
+  // codecs' CPU work alone ("calibrate codec", per codec) and for "calibrate work" (the rank's
+  // own work per reduction, docs/TUNING.md), where a collective's value is not its span but the
+  // counter of that name the rank recorded right after it (the first at or after its end, within
+  // 1 ms).
   std::map<RankId, std::vector<std::pair<int64_t, double>>> workCounters;
   if (const auto wn = store.strings().find("calibrate work")) {
     for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -462,10 +456,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   }
   auto calibration = [&](const char* name) {
     const bool work = std::string_view(name) == "calibrate work";
-    std::map<std::string, std::pair<double, double>> fits;
     std::map<std::string, std::vector<std::pair<double, double>>> pts;  // algo -> (payload, median ms)
     auto calName = store.strings().find(name);
-    if (!calName) return std::pair{fits, pts};
+    if (!calName) return pts;
     std::map<std::pair<std::string, int64_t>, std::vector<double>> pooled;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
       const RankId r = store.track(t).rank;
@@ -494,31 +487,14 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       }
       for (auto& [k, v] : mine) pooled[k].push_back(fastestOfLast(v, 7));
     }
+    // pooled is ordered by (algorithm, payload): each algorithm's sizes arrive in payload order.
     for (auto& [k, v] : pooled) pts[k.first].push_back({static_cast<double>(k.second), medianOf(v)});
-    for (auto& [algo, v] : pts) {
-      std::sort(v.begin(), v.end());
-      if (v.size() < 2) continue;
-      const auto& [x0, y0] = v.front();
-      const auto& [x1, y1] = v.back();
-      if (x1 <= x0) continue;
-      const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
-      fits[algo] = {std::max(0.0, y0 - slope * x0), slope};
-    }
-    return std::pair{fits, pts};
+    std::erase_if(pts, [](const auto& kv) { return kv.second.size() < 2; });
+    return pts;
   };
-  {
-    auto withTwoSizes = [](std::map<std::string, std::vector<std::pair<double, double>>> pts) {
-      std::erase_if(pts, [](const auto& kv) { return kv.second.size() < 2; });
-      return pts;
-    };
-    auto [latency, latencyPts] = calibration("calibrate");
-    s.calib = std::move(latency);
-    s.calibPts = withTwoSizes(std::move(latencyPts));
-    s.codecCpu = calibration("calibrate codec").first;
-    auto [work, workPts] = calibration("calibrate work");
-    s.calibWork = std::move(work);
-    s.workPts = withTwoSizes(std::move(workPts));
-  }
+  s.calibPts = calibration("calibrate");
+  s.workPts = calibration("calibrate work");
+  s.codecPts = calibration("calibrate codec");
 
   std::vector<double> stepMs;
   for (const auto& [key, x] : rs) stepMs.push_back(static_cast<double>(x.step.b - x.step.a) / kNsPerMs);
@@ -1609,19 +1585,20 @@ std::string WhatIfModel::describeJson() const {
     j["mean_bucket_payload_bytes"] = s.meanPayload;
     j["last_bucket_payload_bytes"] = s.lastPayload;
     j["mean_bucket_reduction_ms"] = s.meanDurationMs;
-    nlohmann::ordered_json cal = nlohmann::ordered_json::array();
-    for (const auto& [k, c] : s.calib)
-      cal.push_back({{"algorithm", k},
-                     {"alpha_ms", c.first},
-                     {"ms_per_mb_payload", c.second * 1048576.0}});
-    j["calibration"] = cal;
-    nlohmann::ordered_json work = nlohmann::ordered_json::array();
-    for (const auto& [k, c] : s.calibWork)
-      work.push_back({{"algorithm", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
-    j["calibration_work"] = work;
-    nlohmann::json cpu = nlohmann::json::array();
-    for (const auto& [k, c] : s.codecCpu) cpu.push_back({{"codec", k}, {"alpha_ms", c.first}, {"ms_per_mb_payload", c.second * 1048576.0}});
-    j["codec_cpu"] = cpu;
+    // Each calibration as alpha + ms per MB through its smallest and largest size (slope >= 0).
+    auto lines = [](const std::map<std::string, std::vector<std::pair<double, double>>>& pts, const char* key) {
+      nlohmann::ordered_json out = nlohmann::ordered_json::array();
+      for (const auto& [k, v] : pts) {
+        const auto& [x0, y0] = v.front();
+        const auto& [x1, y1] = v.back();
+        const double slope = std::max(0.0, (y1 - y0) / (x1 - x0));
+        out.push_back({{key, k}, {"alpha_ms", std::max(0.0, y0 - slope * x0)}, {"ms_per_mb_payload", slope * 1048576.0}});
+      }
+      return out;
+    };
+    j["calibration"] = lines(s.calibPts, "algorithm");
+    j["calibration_work"] = lines(s.workPts, "algorithm");
+    j["codec_cpu"] = lines(s.codecPts, "codec");
     j["backward_ms_per_bucket_measured"] = s.perBucketMeasured;
     j["one_message_size"] = s.oneSize;
     j["overlap_slowdown"] = s.slowdown;
