@@ -42,7 +42,11 @@ CONFIGS = {
     "ts-on-demand": ["--hook", "on-demand"],          # attach_ddp(hook="on-demand") under none
     "ts-agree1": ["--agree-every", "1"],              # trainscope with the agreement at every step
     "ts-no-hook-blocking": ["--no-hook", "--agree-blocking"],  # ts-no-hook, every agreement blocking (before 2026-11-24 17:30)
+    # trainscope with every capture call releasing the GIL (ctypes.CDLL), as before 2026-11-25
+    "ts-gil-release": [],
 }
+# Environment per configuration (beside the arguments above).
+CONFIG_ENV = {"ts-gil-release": {"TRAINSCOPE_CTYPES_GIL": "release"}}
 
 
 def run_once(a, config, tmp, idx):
@@ -52,6 +56,7 @@ def run_once(a, config, tmp, idx):
                 "PYTHONPATH": os.path.join(a.build, "python"),
                 "TRAINSCOPE_AGENT_LIB": os.path.join(a.build, "lib", "libtrainscope_agent.so"),
                 "TRAINSCOPE_RUNTIME_DIR": os.path.join(tmp, "run"), "TRAINSCOPE_JOB_ID": "bench-%d" % idx})
+    env.update(CONFIG_ENV.get(config, {}))
     cmd = [a.python, "-m", "trainscope.demo_ddp", "--steps", str(a.steps), "--log-every", "0", "--eval-every", "0",
            "--time-out", out] + CONFIGS[config]
     if config == "plain":
@@ -88,6 +93,17 @@ def interval(base, other, reps=2000, seed=7):
         vals.append((o / b - 1.0) * 100.0)
     vals.sort()
     return vals[int(0.025 * reps)], vals[int(0.975 * reps) - 1]
+
+
+def paired(base, other, reps=2000, seed=7):
+    """Median over rounds of other / base - 1 (the runs of one round ran back to back), in
+    percent, and its 95 % bootstrap interval (rounds resampled): drift of the machine between
+    rounds, which the unpaired interval above carries, cancels."""
+    ratios = [(o / b - 1.0) * 100.0 for b, o in zip(base, other)]
+    rnd = random.Random(seed)
+    vals = sorted(statistics.median(rnd.choice(ratios) for _ in ratios) for _ in range(reps))
+    return statistics.median(ratios), vals[int(0.025 * reps)], vals[int(0.975 * reps) - 1], \
+        sum(1 for r in ratios if r > 0)
 
 
 def wire(a, tmp):
@@ -162,6 +178,12 @@ def main():
                 lo, hi = interval([x[j] for x in res["torch-hook"]], [x[j] for x in res["trainscope"]])
                 print("%s trainscope vs torch-hook %+.2f %% [95 %% interval %+.2f, %+.2f]" % (
                     what, (mt / mh - 1.0) * 100.0, lo, hi))
+            # Paired by round: each configuration against every other that ran beside it.
+            for bi, bc in enumerate(configs):
+                for c in configs[bi + 1:]:
+                    med, lo, hi, up = paired([x[j] for x in res[bc]], [x[j] for x in res[c]])
+                    print("%s paired %s vs %s: median of %d rounds %+.2f %% [95 %% interval %+.2f, %+.2f], "
+                          "slower in %d" % (what, c, bc, len(res[bc]), med, lo, hi, up))
 
 if __name__ == "__main__":
     main()

@@ -51,6 +51,41 @@ def main():
         if sk and cur.get("dp.compression", "none") == "none":
             print(f"  {cur.get('dp.bucket_bytes')} B {cur.get('dp.algorithm')}: median {sk[len(sk) // 2]:.0f} us, "
                   f"mean {sum(sk) / len(sk):.0f} us over {len(sk)} steps")
+    # The tail per cell: per (rank, step) E = the last bucket reduction's end - the rank's
+    # backward end; of it, the wait for the slowest rank's backward (max over ranks of the
+    # backward's end - this rank's) and what follows the slowest rank's backward end (x).
+    comm_end = collections.defaultdict(int)  # (rank, step) -> last bucket reduction's end
+    nb = collections.defaultdict(int)
+    for r, s0, s1 in db.execute("select rank, start_ns, end_ns from event_view where kind = 'collective' "
+                                "and json_extract(args, '$.bucket') is not null"):
+        v = steps[r]
+        i = bisect.bisect_right(v, (s0, 1 << 62, 0)) - 1
+        if i >= 0 and v[i][0] <= s0 <= v[i][1]:
+            k = (r, v[i][2])
+            comm_end[k] = max(comm_end[k], s1)
+            nb[k] += 1
+    ranks = sorted(steps)
+    print("tail after the backward per cell (mean over ranks and steps, us): E = wait for the slowest "
+          "rank + x after it")
+    cur = {k[5:]: v for k, v in db.execute("select key, value from meta where key like 'knob.%'")}
+    for i, s in enumerate(first):
+        cur = dict(cur, **changes[s])
+        end = first[i + 1] - 1 if i + 1 < len(first) else last
+        E, W, X, B = [], [], [], []
+        for t in range(s + a.warmup, end + 1):
+            if not all((r, t) in bwd_end and (r, t) in comm_end for r in ranks):
+                continue
+            slow = max(bwd_end[(r, t)] for r in ranks)
+            for r in ranks:
+                E.append((comm_end[(r, t)] - bwd_end[(r, t)]) / 1e3)
+                W.append((slow - bwd_end[(r, t)]) / 1e3)
+                X.append((comm_end[(r, t)] - slow) / 1e3)
+                B.append(nb[(r, t)])
+        if E:
+            m = lambda v: sum(v) / len(v)
+            print(f"  {cur.get('dp.bucket_bytes'):>9} B {cur.get('dp.algorithm'):18s} {cur.get('dp.compression', 'none'):8s}"
+                  f" {m(B):5.1f} buckets: E {m(E):6.0f}  wait {m(W):6.0f}  x {m(X):6.0f}  (x median "
+                  f"{sorted(X)[len(X) // 2]:.0f}, {len(E) // len(ranks)} steps)")
     print("calibration reductions (span):")
     for name, algo, size, n, fastest, mean in db.execute(
             "select name, json_extract(args, '$.algorithm'), json_extract(args, '$.bytes'), count(*), "

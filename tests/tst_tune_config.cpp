@@ -362,7 +362,7 @@ class TstTuneConfig : public QObject {
   // The constructed data-parallel session of whatIfByHand (world 2, rank 0's events, 3 layers,
   // 4 steps), with layer 0's W and everything after it `late` ms later (whatIfBackwardCostPerBucket:
   // 1 ms while bucket 1 reduces).
-  static void buildHandDpSession(Builder& b, double late, double bucket1End = 8) {
+  static void buildHandDpSession(Builder& b, double late, double bucket1End = 8, double fwdEnd = 3) {
     b.s.metadata()["knob.dp.bucket_bytes"] = "1";
     b.s.metadata()["knob.dp.algorithm"] = "allreduce";
     b.s.metadata()["knob.dp.compression"] = "none";
@@ -372,7 +372,7 @@ class TstTuneConfig : public QObject {
       const int64_t o = step * static_cast<int64_t>(len * kMs);
       auto at = [&](double ms) { return o + static_cast<int64_t>(ms * kMs); };
       b.ev(0, EventKind::Step, "step", at(0), at(len), {Attr::ofInt(AttrKey::Step, step)});
-      b.ev(0, EventKind::Phase, "forward", at(1), at(3));
+      b.ev(0, EventKind::Phase, "forward", at(1), at(fwdEnd));
       b.ev(0, EventKind::Phase, "backward", at(3), at(9 + late));
       b.ev(0, EventKind::Kernel, "B linear", at(3), at(4), {Attr::ofInt(AttrKey::Layer, 2)});
       b.ev(0, EventKind::Kernel, "W linear", at(4), at(5), {Attr::ofInt(AttrKey::Layer, 2)});
@@ -572,6 +572,36 @@ class TstTuneConfig : public QObject {
     QVERIFY(at(ms, "bucket 2", 9, 10.5) && at(ms, "optimizer", 10.5, 11.5));
     // One big bucket: its reduction starts when the backward ends, at 9.
     QVERIFY(at(big->timeline, "bucket 0", 9, 9 + own));
+  }
+
+  // The time between the forward's end and the backward's start (trainscope-train zeroes the
+  // gradients and prepares the step's buckets there) is part of the step: whatIfByHand's session
+  // with the forward ending at 2.75, 0.25 ms before the backward starts at 3. Rest = 1 before +
+  // 0.25 between + 0.5 after = 1.75, forward 1.75: the replay is the measured 12 (it was 11.75
+  // when the rest left the gap out), one big bucket 10.5 + own as in whatIfByHand, and the ghost
+  // draws the forward [1, 2.75] and the backward from 3.
+  void whatIfRestIncludesForwardToBackward() {
+    Builder b;
+    buildHandDpSession(b, 0, 8, 2.75);
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    QCOMPARE(m->measured().stepTimeMs, 12.0);
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY2(std::abs(replay->stepTimeMs - 12.0) < 1e-6, std::to_string(replay->stepTimeMs).c_str());
+    const double c = 3.5 / 3, own = c * (65536.0 + 3000) / (65536.0 + 1000);
+    auto big = m->predict({{"dp.bucket_bytes", "100000"}});
+    QVERIFY(big.isOk());
+    QVERIFY(std::abs(big->stepTimeMs - (10.5 + own)) < 1e-6);
+    auto find = [&](const std::string& label) -> const StepOp* {
+      for (const auto& op : replay->timeline)
+        if (op.label == label) return &op;
+      return nullptr;
+    };
+    QVERIFY(find("forward") && std::abs(find("forward")->startMs - 1) < 1e-6 &&
+            std::abs(find("forward")->endMs - 2.75) < 1e-6);
+    QVERIFY(find("B+W 2") && std::abs(find("B+W 2")->startMs - 3) < 1e-6);
+    QVERIFY(std::abs(nlohmann::json::parse(m->describeJson())["forward_to_backward_ms"].get<double>() - 0.25) < 1e-9);
   }
 
   // The backward's cost per bucket (kappa) by hand: the session of whatIfByHand with layer 0's

@@ -201,6 +201,10 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
       ->capture_default_str();
   app.add_option("--dump-params", o.dumpParams,
                  "Write the final parameters (raw float32) to FILE; {rank} is replaced");
+  app.add_option("--denormals", o.denormals,
+                 "flush | keep: subnormal floats flushed to zero (default) or computed as IEEE says")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"flush", "keep"}));
   app.add_flag("--no-agent", o.noAgent, "Do not start the agent (knobs keep their initial values)");
   app.add_option("--calibrate", o.calibrate,
                  "After each change of the gradient sync, reduce a scratch buffer with every centralized "

@@ -54,6 +54,9 @@ struct Options {
   std::string dumpParams;  // after the last step; "{rank}" is replaced by the rank
   bool noAgent = false;
   bool prefetch = true;  // the next step's batches made on a loader thread (--no-prefetch: inline)
+  // Subnormal floats: "flush" (default) sets flush-to-zero and denormals-are-zero on the job's
+  // threads; "keep" computes them as IEEE says, at ~100x the cost per operation (TRAINER.md).
+  std::string denormals = "flush";
   int stepDelayMs = 0;
   bool calibrate = true;  // what-if calibration after each change of the gradient sync
   std::string stepsFile;  // rank 0 writes "steptime <step> <us>" per step

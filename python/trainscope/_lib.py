@@ -101,7 +101,37 @@ def _bind(lib):
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+    # The capture calls through a PyDLL handle of the same library: ctypes keeps the GIL across
+    # them instead of releasing and taking it again. They only write the calling thread's ring
+    # buffer (agent.h: lock-free, never block, never call back), so holding the GIL costs no
+    # one anything; releasing it hands it to a waiting thread, e.g. a DDP future callback on
+    # gloo's thread or the autograd thread with the next bucket, and the caller then waits for
+    # it back (a futex round trip, on shared cores a scheduling delay).
+    # BENCHMARKS.md "The GIL across the capture calls". Calls that may block or call back
+    # (ts_init, ts_step_end's agreement, knob registration) keep releasing it.
+    # TRAINSCOPE_CTYPES_GIL=release binds them as before (the benchmark's side-by-side anchor).
+    if os.environ.get("TRAINSCOPE_CTYPES_GIL") == "release":
+        return lib
+    try:
+        fast = ctypes.PyDLL(lib._name, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return lib
+    for name in NO_GIL_RELEASE:
+        res, args = sig[name]
+        fn = getattr(fast, name)
+        fn.restype = res
+        fn.argtypes = args
+        setattr(lib, name, fn)
     return lib
+
+
+# Capture entries (agent.h) that only push a record or read a value.
+NO_GIL_RELEASE = (
+    "ts_is_active", "ts_range_push", "ts_range_pop", "ts_range_begin", "ts_range_end", "ts_marker",
+    "ts_counter", "ts_phase_begin", "ts_phase_end", "ts_mb_begin", "ts_mb_end", "ts_bucket_ready",
+    "ts_bucket_comm_begin", "ts_bucket_comm_begin2", "ts_bucket_comm_end", "ts_comm_begin",
+    "ts_comm_end", "ts_dropped_events", "ts_knob_get_int", "ts_knob_get_float", "ts_knob_get_bool",
+    "ts_knob_get_enum")
 
 
 def load():
