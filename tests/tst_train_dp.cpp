@@ -157,6 +157,7 @@ class TstTrainDp : public QObject {
     QTest::newRow("heads") << QStringList{"--model", "transformer", "--width", "10", "--heads", "3"}
                            << "multiple of --heads";
     QTest::newRow("backend") << QStringList{"--backend", "tpu"} << "unknown backend 'tpu' (cpu|cuda)";  // cuda: tst_train_cuda
+    QTest::newRow("denormals") << QStringList{"--denormals", "ieee"} << "--denormals: ieee not in {flush,keep}";
     QTest::newRow("no config") << QStringList{"--config", "/nonexistent.json"} << "cannot read config file";
     QTest::newRow("unknown option") << QStringList{"--learning-rate", "1"} << "learning-rate";
     QTest::newRow("hierarchical codec") << QStringList{"--algorithm", "hierarchical", "--compression", "int8"}
