@@ -97,18 +97,22 @@ def _bind(lib):
         "ts_knob_on_change": (c.c_int, [c.c_void_p, KNOB_CB, c.c_void_p]),
         "ts_set_agree_fn": (None, [AGREE_FN, c.c_void_p]),
     }
-    for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
+
+    def bind(handle, name):
+        fn = getattr(handle, name)
+        fn.restype, fn.argtypes = sig[name]
+        return fn
+
+    for name in sig:
+        bind(lib, name)
     # The capture calls through a PyDLL handle of the same library: ctypes keeps the GIL across
     # them instead of releasing and taking it again. They only write the calling thread's ring
     # buffer (agent.h: lock-free, never block, never call back), so holding the GIL costs no
     # one anything; releasing it hands it to a waiting thread, e.g. a DDP future callback on
     # gloo's thread or the autograd thread with the next bucket, and the caller then waits for
-    # it back (a futex round trip, on shared cores a scheduling delay).
-    # BENCHMARKS.md "The GIL across the capture calls". Calls that may block or call back
-    # (ts_init, ts_step_end's agreement, knob registration) keep releasing it.
+    # it back (a futex round trip, on shared cores a scheduling delay). Measured: BENCHMARKS.md,
+    # "Paired by round, and the GIL across the capture calls". Calls that may block or call
+    # back (ts_init, ts_step_end's agreement, knob registration) keep releasing it.
     # TRAINSCOPE_CTYPES_GIL=release binds them as before (the benchmark's side-by-side anchor).
     if os.environ.get("TRAINSCOPE_CTYPES_GIL") == "release":
         return lib
@@ -117,11 +121,7 @@ def _bind(lib):
     except OSError:
         return lib
     for name in NO_GIL_RELEASE:
-        res, args = sig[name]
-        fn = getattr(fast, name)
-        fn.restype = res
-        fn.argtypes = args
-        setattr(lib, name, fn)
+        setattr(lib, name, bind(fast, name))
     return lib
 
 
