@@ -10,7 +10,7 @@ change (what `whatif --json` reports as measured for that window). Predicted: on
 --json --from-step --to-step --grid K=v1,v2,...` call on the first cell's window over every
 value each knob took. Prints the cells within +-10 %, Kendall tau-b and the misses.
 
-    /usr/bin/python3 bench/whatif_rescore.py /tmp/tune-bench-XXXX/grid.tsdb [--cli build/bin/trainscope-cli] [--warmup 3]
+    /usr/bin/python3 bench/whatif_rescore.py /tmp/tune-bench-XXXX/grid.tsdb [--cli build/bin/trainscope-cli] [--warmup 3] [--all]
 
 (/usr/bin/python3, as for tune_bench.py, whose Kendall tau-b it imports and which needs numpy.)
 """
@@ -29,6 +29,7 @@ def main():
     ap.add_argument("tsdb")
     ap.add_argument("--cli", default="build/bin/trainscope-cli")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--all", action="store_true", help="print every cell, not only the misses")
     a = ap.parse_args()
     db = sqlite3.connect(a.tsdb)
     changes = collections.OrderedDict()
@@ -72,8 +73,8 @@ def main():
           f"{sum(abs(e) <= 10 for e in errs[1:])} of {len(errs) - 1} changed cells within 10 %, "
           f"largest |error| {max(abs(e) for e in errs[1:]):.1f} %, Kendall tau-b {kendall(P, M):.3f}")
     for e, c, m, p in zip(errs, order, M, P):
-        if abs(e) > 10:
-            print(f"  miss {' '.join(c)}: measured {m:.3f} ms, predicted {p:.3f} ms ({e:+.1f} %)")
+        if abs(e) > 10 or a.all:
+            print(f"  {'miss' if abs(e) > 10 else 'cell'} {' '.join(c)}: measured {m:.3f} ms, predicted {p:.3f} ms ({e:+.1f} %)")
 
 
 if __name__ == "__main__":

@@ -633,6 +633,62 @@ class TstTuneConfig : public QObject {
              std::to_string(two->stepTimeMs).c_str());
   }
 
+  // The backward's compute from trainscope-train's calibration ("calibrate dp B|W" kernels, each
+  // pass with no reduction in flight), by hand: whatIfBackwardCostPerBucket's session (backward
+  // [3, 10]: B2 [3, 4], W2 [4, 5], B1 [5, 6] while bucket 0 reduces [5, 6], W1 [6, 7], W0 [8, 10];
+  // reductions [5, 6], [7, 8], [10, 11.5]) and three calibration passes before it, B2, W2, W1
+  // 0.8 ms, B1 0.4, W0 1.6 (the median of 0.7, 0.8 and 0.9, and so on). B1 never ran alone in the
+  // window, so the window cannot tell its slowdown (0) and takes 6 ms of compute; the
+  // calibration says B1 is half the others. Its level: the kernels that ran alone (B2, W2, W1, W0:
+  // 5 ms) over their calibration (4 ms) = 1.25, so the compute is 1.25 x 4.4 = 5.5 and kappa
+  // (7 - 5.5) / 2 = 0.75. The replay stays the measured 13; one big bucket (no early bucket)
+  // has a backward of 5.5, half a ms below the window's estimate. A calibration that misses a
+  // layer's weight gradient, or runs after the window, is not used.
+  void whatIfBackwardComputeFromCalibration() {
+    auto calibrate = [](Builder& b, int64_t t0, bool withW0) {
+      const double ms[5] = {0.8, 0.8, 0.4, 0.8, 1.6};  // B2, W2, B1, W1, W0
+      const char* names[5] = {"calibrate dp B", "calibrate dp W", "calibrate dp B", "calibrate dp W", "calibrate dp W"};
+      const int layers[5] = {2, 2, 1, 1, 0};
+      int64_t t = t0;
+      for (double f : {0.875, 1.0, 1.125})  // 0.7, 0.8, 0.9 for 0.8: the median is the middle
+        for (int k = 0; k < (withW0 ? 5 : 4); ++k) {
+          const auto d = static_cast<int64_t>(ms[k] * f * kMs);
+          b.ev(0, EventKind::Kernel, names[k], t, t + d, {Attr::ofInt(AttrKey::Layer, layers[k])});
+          t += d;
+        }
+    };
+    const double c = 3.5 / 3, own = c * (65536.0 + 3000) / (65536.0 + 1000);
+    Builder b;
+    buildHandDpSession(b, 1);
+    calibrate(b, 1000, true);  // inside step 0, before everything it measures: not a step kernel
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QVERIFY(d["backward_compute_calibrated"].get<bool>());
+    QVERIFY(std::abs(d["backward_compute_ms"].get<double>() - 5.5) < 1e-6);
+    QVERIFY(std::abs(d["backward_compute_window_ms"].get<double>() - 6.0) < 1e-6);
+    QVERIFY(std::abs(d["backward_ms_per_bucket"].get<double>() - 0.75) < 1e-6);
+    QVERIFY(std::abs(d["overlap_slowdown"].get<double>() - (6.0 / 5.5 - 1)) < 1e-6);
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY2(std::abs(replay->stepTimeMs - 13.0) < 1e-6, std::to_string(replay->stepTimeMs).c_str());
+    auto big = m->predict({{"dp.bucket_bytes", "100000"}});
+    QVERIFY(big.isOk());
+    QVERIFY2(std::abs(big->stepTimeMs - (1.5 + 2 + 5.5 + own + 1)) < 1e-6, std::to_string(big->stepTimeMs).c_str());
+    // Not used: W0 missing; or the passes after the window's last step (4 steps of 13 ms).
+    for (const auto& [t0, withW0] : {std::pair<int64_t, bool>{1000, false}, {60 * kMs, true}}) {
+      Builder x;
+      buildHandDpSession(x, 1);
+      calibrate(x, t0, withW0);
+      auto mx = WhatIfModel::fromSession(x.s);
+      QVERIFY(mx.isOk());
+      QVERIFY(!nlohmann::json::parse(mx->describeJson())["backward_compute_calibrated"].get<bool>());
+      auto bx = mx->predict({{"dp.bucket_bytes", "100000"}});
+      QVERIFY(bx.isOk());
+      QVERIFY(std::abs(bx->stepTimeMs - (1.5 + 2 + 6 + own + 1)) < 1e-6);
+    }
+  }
+
   // The backward's cost per bucket moved by the ranks' own work ("calibrate work": a collective
   // and right after it a counter with the work in ms), the reductions by their latency
   // ("calibrate"). whatIfBackwardCostPerBucket's session (kappa 0.5 over 2 early buckets;

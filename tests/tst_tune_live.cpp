@@ -264,7 +264,8 @@ class TstTuneLive : public QObject {
                           "recursive-doubling+topk-ef", "ring+onebit-ef"})
       QVERIFY2(calibrated.contains(k), qPrintable(calibrated.join(',')));
     QCOMPARE(calibrated.size(), 3 + 3 * 4);
-    // And the ranks' own work on each of the three (what the backward's cost per bucket moves by).
+    // And the ranks' own work on each of them (what the backward's cost per bucket moves by; the
+    // codecs' since Nov 25).
     const QJsonArray work = QJsonDocument::fromJson(d.out.toUtf8()).object()["calibration_work"].toArray();
     QStringList worked;
     for (const auto& c : work) {
@@ -272,7 +273,16 @@ class TstTuneLive : public QObject {
       QVERIFY(c.toObject()["alpha_ms"].toDouble() >= 0 && c.toObject()["ms_per_mb_payload"].toDouble() >= 0);
     }
     worked.sort();
-    QCOMPARE(worked, QStringList({"allreduce", "recursive-doubling", "ring"}));
+    calibrated.sort();
+    QCOMPARE(worked, calibrated);
+    // And the backward's compute alone, every layer on every rank ("calibrate dp B|W" kernels):
+    // a positive time per layer, summing to less than the measured tiny-bucket step.
+    const QJsonObject dj = QJsonDocument::fromJson(d.out.toUtf8()).object();
+    QVERIFY2(dj["backward_compute_calibrated"].toBool(), qPrintable(d.out.left(400)));
+    const QJsonArray layerMs = dj["layer_backward_ms"].toArray();
+    QCOMPARE(layerMs.size(), 49);  // 48 hidden layers and the output layer
+    for (const auto& v : layerMs) QVERIFY(v.toDouble() > 0);
+    QVERIFY(dj["backward_compute_ms"].toDouble() > 0 && dj["backward_compute_ms"].toDouble() < measuredTiny);
     // A grid gives one row per combination.
     const Run g = cli({"whatif", file, "--json", "--grid", "dp.bucket_bytes=64,65536,67108864", "--grid",
                        "dp.algorithm=allreduce,ring"});

@@ -66,6 +66,7 @@ class DiscoTrainer final : private DiscoSelf, public Trainer {
   void atStepBoundary(int64_t s) override;
   double step(int64_t s) override;
   double evaluate() override;
+  void calibrateCompute() override {}  // calibrate() times the split layers per sparsity
 
  private:
   double forwardBackward(const Mat& x, const std::vector<int>& labels, bool train, int* correct);

@@ -155,31 +155,33 @@ void GradSync::calibrate() {
     while (std::chrono::steady_clock::now() < until) {
     }
   };
+  auto workOnce = [&](Algorithm a, Compression c, uint32_t algoName, size_t n, int rep) {
+    ts_comm_begin(TS_COMM_COLLECTIVE, workName, 4 * n, -1, algoName);
+    auto t0 = std::chrono::steady_clock::now();
+    auto op = makeBucketOp(comms_, scratchOp(a, c, n, rep));
+    bool done = op->progress(INT_MAX);
+    auto work = std::chrono::steady_clock::now() - t0;
+    for (int polls = 0; !done && polls < 100000; ++polls) {
+      spin(kPaceUs);
+      t0 = std::chrono::steady_clock::now();
+      done = op->progress(INT_MAX);
+      work += std::chrono::steady_clock::now() - t0;
+    }
+    if (!done) {  // not seen: a reduction stuck for 2 s; finish it as the step would
+      Backoff backoff;
+      while (!op->progress(INT_MAX)) backoff.pause();
+    }
+    ts_comm_end();
+    ts_counter(workName, std::chrono::duration<double, std::milli>(work).count());
+  };
   for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
     const uint32_t algoName = ts_name(opName(a, Compression::None).c_str());
     for (size_t n : {size_t{256}, size_t{16384}, size_t{262144}})
-      for (int rep = 0; rep < 7; ++rep) {
-        ts_comm_begin(TS_COMM_COLLECTIVE, workName, 4 * n, -1, algoName);
-        auto t0 = std::chrono::steady_clock::now();
-        auto op = makeBucketOp(comms_, scratchOp(a, Compression::None, n, rep));
-        bool done = op->progress(INT_MAX);
-        auto work = std::chrono::steady_clock::now() - t0;
-        for (int polls = 0; !done && polls < 100000; ++polls) {
-          spin(kPaceUs);
-          t0 = std::chrono::steady_clock::now();
-          done = op->progress(INT_MAX);
-          work += std::chrono::steady_clock::now() - t0;
-        }
-        if (!done) {  // not seen: a reduction stuck for 2 s; finish it as the step would
-          Backoff backoff;
-          while (!op->progress(INT_MAX)) backoff.pause();
-        }
-        ts_comm_end();
-        ts_counter(workName, std::chrono::duration<double, std::milli>(work).count());
-      }
+      for (int rep = 0; rep < 7; ++rep) workOnce(a, Compression::None, algoName, n, rep);
   }
   // The compressed reductions as they run (encode, exchange, decode: what-if's codec cost comes
-  // from these), at 1 and 64 KiB, 3 times each; top-k at the ratio in force (bench/calibration_cost.py).
+  // from these), at 1 and 64 KiB, 3 times each, then 3 times paced as the work pass above; top-k
+  // at the ratio in force (bench/calibration_cost.py).
   const int P = comms_.world->size(), r = comms_.world->rank();
   for (Compression c : {Compression::Fp16, Compression::Int8, Compression::OneBitEf, Compression::TopkEf})
     for (Algorithm a : {Algorithm::Allreduce, Algorithm::Ring, Algorithm::RecursiveDoubling}) {
@@ -188,6 +190,9 @@ void GradSync::calibrate() {
         ef.worker.assign(n, 0.0f);
         ef.server.assign(serverChunkSize(n, r, P), 0.0f);
         for (int rep = 0; rep < 3; ++rep) reduceOnce(a, c, algoName, n, rep);
+        // And the rank's own work on it, paced as above (since Nov 25: the latency difference
+        // put fp16 13-17 % slow on the 48-layer job, its wall time counting the peer's encodes).
+        for (int rep = 0; rep < 3; ++rep) workOnce(a, c, algoName, n, rep);
       }
     }
   // Each codec's CPU work alone, at 1 and 64 KiB, 3 times: encode (with error feedback) and

@@ -36,6 +36,7 @@ class PipelineTrainer final : private PipeGrid, public Trainer {
   void atStepBoundary(int64_t s) override;
   double step(int64_t s) override;
   double evaluate() override;
+  void calibrateCompute() override {}  // calibrate() times the stage's layers per micro-batch size
 
  private:
   LayerBounds boundsFor(const core::ScheduleParams& p) const;

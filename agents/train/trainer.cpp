@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -132,6 +133,48 @@ double Trainer::evaluate() {
   return static_cast<double>(correct) / static_cast<double>(heldOut_.labels.size());
 }
 
+// The backward's compute as a step with one bucket runs it: every reduction finished, so the
+// progress calls inside the layers find nothing to do. In a step whose buckets reduce while layers
+// compute, those calls do the reductions' work inside the kernels; what-if cannot tell that
+// slowdown from the compute when every kernel ran overlapped (a 2 KiB window put the 48-layer
+// job's backward compute alone at 0.648 ms where a one-bucket step measured 0.526). A forward
+// before each pass, as in a step (a layer's saved state is the forward's). Inputs: the held-out
+// rows, as many as the rank's share of the batch; the output gradient zeros (a gemm's time does
+// not depend on the values; subnormals are flushed). On slot 1, evaluate()'s; the weight
+// gradients it adds are cleared by the next step's zeroGrads().
+void Trainer::calibrateCompute() {
+  const Mat& h = heldOut_.x;
+  if (h.rows == 0 || o_.heldOut <= 0) return;
+  TS_RANGE("calibrate dp");
+  const int rows = (o_.batch / world_) * std::max(1, h.rows / o_.heldOut);
+  const int L = model_->layerCount();
+  const uint32_t nb = ts_name("calibrate dp B"), nw = ts_name("calibrate dp W");
+  std::vector<Mat> a(static_cast<size_t>(L) + 1);
+  a[0].resize(rows, h.cols);
+  for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, a[0].row(r));
+  constexpr int kSlot = 1;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int l = 0; l < L; ++l)
+      model_->layer(l).forward(kSlot, a[static_cast<size_t>(l)], a[static_cast<size_t>(l) + 1]);
+    Mat dy, dx;
+    dy.resize(a[static_cast<size_t>(L)].rows, a[static_cast<size_t>(L)].cols);
+    for (int l = L - 1; l >= 0; --l) {
+      Layer& layer = model_->layer(l);
+      if (l > 0) {
+        KernelScope k(nb, l);
+        layer.backwardInput(kSlot, dy, dx);
+      }
+      sync_.progress();
+      {
+        KernelScope k(nw, l);
+        layer.backwardWeight(kSlot, dy);
+      }
+      std::swap(dy, dx);
+    }
+  }
+  for (int l = 0; l < L; ++l) model_->layer(l).release(kSlot);
+}
+
 void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
   const uint32_t nLoss = ts_name("loss"), nAcc = ts_name("accuracy"), nStepMs = ts_name("step_time_ms"),
                  nWire = ts_name("dp_wire_bytes"), nPayload = ts_name("dp_payload_bytes");
@@ -151,7 +194,10 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     }
     if (sync_.configure(*model_, want)) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
-      if (knobs && o_.calibrate) sync_.calibrate();
+      if (knobs && o_.calibrate) {
+        sync_.calibrate();
+        calibrateCompute();
+      }
       if (rank_ == 0 && s > first)
         std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
                     opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());

@@ -44,6 +44,11 @@ class Trainer {
   virtual void atStepBoundary(int64_t /*s*/) {}
   virtual double step(int64_t s);  // returns the training loss
   virtual double evaluate();
+  // What-if calibration of the backward's compute alone (docs/TUNING.md): with no reduction in
+  // flight, a forward and then the backward, B and W of every layer as a step runs them, three
+  // times, traced as kernels "calibrate dp B|W" (Layer = the layer). Pipeline and DISCO trainers
+  // calibrate their own way (their stages and splits): nothing here.
+  virtual void calibrateCompute();
   void optimizer();
   bool writeFloats(const std::string& pattern, std::span<const float> values) const;
 

@@ -42,6 +42,14 @@ double medianOf(std::vector<double>& v) {
   return v[v.size() / 2];
 }
 
+// Of (start, ms) repetitions, the median of the last k.
+double medianOfLast(std::vector<std::pair<int64_t, double>>& v, size_t k) {
+  std::sort(v.begin(), v.end());
+  std::vector<double> last;
+  for (size_t j = v.size() > k ? v.size() - k : 0; j < v.size(); ++j) last.push_back(v[j].second);
+  return medianOf(last);
+}
+
 // A DISCO layer's calibration (sparsity -> (compute, exchange) ms) at sparsity x: linear between
 // the calibrated sparsities around it, the nearest one's outside them. At least one entry.
 std::pair<double, double> calibAt(const std::map<double, std::pair<double, double>>& c, double x) {
@@ -177,6 +185,11 @@ struct WhatIfModel::State {
   double forwardMs = 0, optimizerMs = 0, restMs = 0, waitOverheadMs = 0;
   double slowdown = 0;
   bool slowdownMeasured = false;
+  // trainscope-train's calibration of the backward's compute ("calibrate dp B|W" kernels, with no
+  // reduction in flight): when present, layerMs is it and the window's kernel times (their sum
+  // per step as measured: windowComputeMs) only tell how much the reductions slowed them.
+  bool computeCalibrated = false;
+  double windowComputeMs = 0;
   double gapBusyMs = 0, gapIdleMs = 0;  // per layer: time between kernels, channel busy / idle
   // The backward's extra time per bucket reduced while layers were still to compute (kappa):
   // the measured backward minus its compute alone and its idle gaps, over those buckets.
@@ -534,6 +547,47 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       s.slowdown = std::max(0.0, wsum / wn);
       s.slowdownMeasured = true;
     }
+    // The backward's compute alone as trainscope-train calibrated it ("calibrate dp B|W" kernels
+    // with no reduction in flight, TUNING.md): per rank, per layer and kind, the median of the last
+    // three passes before the window's end. The window's own estimate (overlapped kernels divided
+    // by 1 + the slowdown of the same kernel seen alone) is biased where nearly every kernel ran
+    // overlapped: a 2 KiB window of the 48-layer job put it at 0.648 ms, a one-bucket step
+    // measured 0.526. The calibration runs between steps and reads 2-8 % below the same kernels
+    // alone inside a step (the data loader's thread then shares the core), so its level is set by
+    // the window's kernels that ran alone (calLevel); a one-bucket window's replay stays exact.
+    // A rank counts where every layer's weight gradient was calibrated.
+    std::map<RankId, std::map<std::pair<int64_t, bool>, double>> calRank;  // rank -> (layer, W) -> ms
+    {
+      std::map<RankId, std::map<std::pair<int64_t, bool>, std::vector<std::pair<int64_t, double>>>> cal;
+      const std::optional<StringId> cb = store.strings().find("calibrate dp B"),
+                                    cw = store.strings().find("calibrate dp W");
+      if (cb || cw)
+        for (TrackId t = 0; t < store.trackCount(); ++t) {
+          const RankId r = store.track(t).rank;
+          int64_t windowEnd = INT64_MIN;
+          for (const auto& [key, x] : rs)
+            if (key.first == r) windowEnd = std::max(windowEnd, x.step.b);
+          const TrackEvents& ev = store.events(t);
+          for (size_t i = 0; i < ev.size(); ++i) {
+            if (ev.kind(i) != EventKind::Kernel || ev.start(i) >= windowEnd || ev.end(i) <= ev.start(i)) continue;
+            const bool w = cw && ev.name(i) == *cw;
+            if (!w && !(cb && ev.name(i) == *cb)) continue;
+            const Attr* l = ev.findAttr(i, AttrKey::Layer);
+            if (!l || l->asInt() < 0 || l->asInt() >= s.layers) continue;
+            cal[r][{l->asInt(), w}].push_back({ev.start(i), static_cast<double>(ev.end(i) - ev.start(i)) / kNsPerMs});
+          }
+        }
+      for (auto& [r, byLayer] : cal) {
+        std::map<std::pair<int64_t, bool>, double> mine;
+        int weights = 0;
+        for (auto& [lk, v] : byLayer) {
+          mine[lk] = medianOfLast(v, 3);
+          weights += lk.second ? 1 : 0;
+        }
+        if (weights == s.layers) calRank[r] = std::move(mine);
+      }
+    }
+    double aloneMs = 0, calMatched = 0, calLevel = 1;
     // Per (rank, step): layer compute, phases, bucket groups, channel service times.
     s.layerMs.assign(static_cast<size_t>(s.layers), 0);
     std::vector<double> wMsPerLayer(static_cast<size_t>(s.layers), 0);
@@ -543,6 +597,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     std::map<std::string, std::vector<std::pair<double, double>>> svc;  // algo -> (wire, duration ms)
     // Per step: backward length, its compute alone, gaps, buckets started with layers to go.
     struct BwdStep {
+      RankId rank;
       double bwdMs, computeMs;
       int64_t gaps;
       int64_t earlyBuckets;
@@ -561,8 +616,12 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       for (const auto& k : x.kernels) {
         if (k.iv.a < x.bwd.a || k.iv.b > x.bwd.b + 1) continue;
         double d = static_cast<double>(k.iv.b - k.iv.a) / kNsPerMs;
-        if (unionWithin(comm, static_cast<double>(k.iv.a), static_cast<double>(k.iv.b)) > 0)
+        s.windowComputeMs += d;
+        if (unionWithin(comm, static_cast<double>(k.iv.a), static_cast<double>(k.iv.b)) > 0) {
           d /= 1 + s.slowdown;
+        } else if (auto cr = calRank.find(key.first); cr != calRank.end()) {
+          if (auto c = cr->second.find({k.layer, k.weight}); c != cr->second.end()) aloneMs += d, calMatched += c->second;
+        }
         s.layerMs[static_cast<size_t>(k.layer)] += d;
         computeAlone += d;
         if (k.weight) wMsPerLayer[static_cast<size_t>(k.layer)] += d;
@@ -591,7 +650,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         }
         gapTo(x.bwd.b);
       }
-      bwdSteps.push_back({static_cast<double>(x.bwd.b - x.bwd.a) / kNsPerMs, computeAlone, gapCount - gapsBefore,
+      bwdSteps.push_back({key.first, static_cast<double>(x.bwd.b - x.bwd.a) / kNsPerMs, computeAlone, gapCount - gapsBefore,
                           std::max<int64_t>(0, static_cast<int64_t>(x.buckets.size()) - 1)});
       fwd.push_back(static_cast<double>(x.fwd.b - x.fwd.a) / kNsPerMs);
       opt.push_back(static_cast<double>(x.opt.b - x.opt.a) / kNsPerMs);
@@ -658,6 +717,24 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           "no step in the window has forward, backward and optimizer phases (trainscope-train's dp mode)");
     for (auto& v : s.layerMs) v /= n;
     for (auto& v : wMsPerLayer) v /= n;
+    s.windowComputeMs /= n;
+    if (!calRank.empty()) {
+      // The calibration's level: the window's kernels that ran with no reduction in flight over
+      // the calibration of the same kernels (1 where the window has none).
+      if (calMatched > 0) calLevel = aloneMs / calMatched;
+      s.computeCalibrated = true;
+      s.layerMs.assign(static_cast<size_t>(s.layers), 0);
+      for (const auto& [r, byLayer] : calRank)
+        for (const auto& [lk, ms] : byLayer)
+          s.layerMs[static_cast<size_t>(lk.first)] += calLevel * ms / static_cast<double>(calRank.size());
+      for (BwdStep& b : bwdSteps)
+        if (auto it = calRank.find(b.rank); it != calRank.end()) {
+          b.computeMs = 0;
+          for (const auto& [lk, ms] : it->second) b.computeMs += calLevel * ms;
+        }
+      const double calSum = std::accumulate(s.layerMs.begin(), s.layerMs.end(), 0.0);
+      if (calSum > 0) s.slowdown = std::max(0.0, s.windowComputeMs / calSum - 1), s.slowdownMeasured = true;
+    }
     // The backward's time between kernels (progress calls) spread evenly over the layers.
     // Gaps per layer, each at its measured mean for a busy or an idle channel (a kind never seen
     // takes the other's mean).
@@ -1611,6 +1688,9 @@ std::string WhatIfModel::describeJson() const {
     j["one_message_size"] = s.oneSize;
     j["overlap_slowdown"] = s.slowdown;
     j["overlap_slowdown_measured"] = s.slowdownMeasured;
+    j["backward_compute_calibrated"] = s.computeCalibrated;
+    j["backward_compute_ms"] = std::accumulate(s.layerMs.begin(), s.layerMs.end(), 0.0);
+    j["backward_compute_window_ms"] = s.windowComputeMs;
     j["wire_calibration"] = s.wireCalibration;
     j["layer_backward_ms"] = s.layerMs;
     j["layer_gradient_bytes"] = s.layerBytes;
