@@ -6,13 +6,14 @@ A `trainscope-cli demo --ranks N` job (the reference trainer, data parallel) is 
 dp.compression is set to each of --values in turn; every change makes each rank run the
 calibration, traced as `calibrate`, `calibrate work` and `calibrate codec` collectives. Per rank
 and change: how many collectives and the time from the first one's start to the last one's end,
-read from the recording's SQLite.
+read from the recording's SQLite; and per rank and change the backward's compute calibration
+(the `calibrate dp` range).
 
 --mode disco: the DISCO demo (4 layers of 256, batch 128) while disco.sparsity is set to each of
 --values; per rank and change the length of the calibration's range `calibrate disco (what-if)`
 (25 training passes, TRAINER.md), and their median.
 
-  bench/calibration_cost.py [--build build] [--ranks 2] [--values fp16,none,int8,none]
+  bench/calibration_cost.py [--build build] [--ranks 2] [--values fp16,none,int8,none] [--job-args "..."]
   bench/calibration_cost.py --mode disco [--values 0.25,0.5,0.75,0.5,...]
 """
 import argparse
@@ -33,6 +34,8 @@ def main():
     ap.add_argument("--mode", choices=("dp", "disco"), default="dp")
     ap.add_argument("--values", default=None, help="dp: dp.compression values; disco: disco.sparsity values")
     ap.add_argument("--gap-ms", type=float, default=5.0, help="a pause this long starts a new calibration")
+    ap.add_argument("--job-args", default="", help="dp: trainscope-train's options for the demo, e.g. "
+                    "\"--layers 48 --width 64 --step-delay-ms 0\" (the what-if grids' job)")
     args = ap.parse_args()
     disco = args.mode == "disco"
     knob = "disco.sparsity" if disco else "dp.compression"
@@ -44,7 +47,8 @@ def main():
     env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=rt, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     run = lambda *a: subprocess.run([cli, *a], env=env, capture_output=True, text=True, check=True)
     demo = run("demo", "--ranks", str(args.ranks), "--steps", "1000000",
-               *(["--mode", "disco", "--", "--layers", "4", "--width", "256", "--batch", "128"] if disco else []))
+               *(["--mode", "disco", "--", "--layers", "4", "--width", "256", "--batch", "128"] if disco
+                 else (["--", *args.job_args.split()] if args.job_args else [])))
     job = re.search(r"job (\S+)", demo.stdout).group(1)
     launcher = int(re.search(r"launcher pid (\d+)", demo.stderr).group(1))
     out = os.path.join(rt, "calib.tsdb")
@@ -84,6 +88,14 @@ def main():
         if cur:
             groups.append(cur)
         print(f"rank {r}: " + ", ".join(f"{len(g)} collectives in {(g[-1][1] - g[0][0]) / 1e6:.1f} ms" for g in groups))
+    # The backward's compute calibration after the collectives (range "calibrate dp": a forward
+    # and the backward, three times).
+    rows = db.execute("select rank, (end_ns - start_ns) / 1e6 from event_view "
+                      "where name = 'calibrate dp' order by rank, start_ns").fetchall()
+    for r in sorted({x[0] for x in rows}):
+        ms = [x[1] for x in rows if x[0] == r]
+        print(f"rank {r}: calibrate dp (compute) " + ", ".join(f"{x:.1f}" for x in ms) +
+              f" ms; median {statistics.median(ms):.1f} ms")
 
 
 if __name__ == "__main__":

@@ -456,6 +456,12 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
   // own work per reduction, docs/TUNING.md), where a collective's value is not its span but the
   // counter of that name the rank recorded right after it (the first at or after its end, within
   // 1 ms).
+  // Per rank the end of its last step in the window: calibrations before it count.
+  std::map<RankId, int64_t> windowEnd;
+  for (const auto& [key, x] : rs) {
+    auto [it, fresh] = windowEnd.try_emplace(key.first, x.step.b);
+    if (!fresh) it->second = std::max(it->second, x.step.b);
+  }
   std::map<RankId, std::vector<std::pair<int64_t, double>>> workCounters;
   if (const auto wn = store.strings().find("calibrate work")) {
     for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -476,15 +482,12 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     std::map<std::pair<std::string, int64_t>, std::vector<double>> pooled;
     for (TrackId t = 0; t < store.trackCount(); ++t) {
       const RankId r = store.track(t).rank;
-      auto ss = stepStarts.find(r);
-      if (ss == stepStarts.end() || ss->second.empty()) continue;
-      int64_t windowEnd = INT64_MIN;
-      for (const auto& [key, x] : rs)
-        if (key.first == r) windowEnd = std::max(windowEnd, x.step.b);
+      const auto we = windowEnd.find(r);
+      if (we == windowEnd.end()) continue;
       std::map<std::pair<std::string, int64_t>, std::vector<std::pair<int64_t, double>>> mine;
       const TrackEvents& ev = store.events(t);
       for (size_t i = 0; i < ev.size(); ++i) {
-        if (ev.kind(i) != EventKind::Collective || ev.name(i) != *calName || ev.start(i) >= windowEnd) continue;
+        if (ev.kind(i) != EventKind::Collective || ev.name(i) != *calName || ev.start(i) >= we->second) continue;
         const Attr* al = ev.findAttr(i, AttrKey::Algorithm);
         const Attr* by = ev.findAttr(i, AttrKey::Bytes);
         if (!al || !by || ev.end(i) <= ev.start(i)) continue;
@@ -564,12 +567,11 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       if (cb || cw)
         for (TrackId t = 0; t < store.trackCount(); ++t) {
           const RankId r = store.track(t).rank;
-          int64_t windowEnd = INT64_MIN;
-          for (const auto& [key, x] : rs)
-            if (key.first == r) windowEnd = std::max(windowEnd, x.step.b);
+          const auto we = windowEnd.find(r);
+          if (we == windowEnd.end()) continue;
           const TrackEvents& ev = store.events(t);
           for (size_t i = 0; i < ev.size(); ++i) {
-            if (ev.kind(i) != EventKind::Kernel || ev.start(i) >= windowEnd || ev.end(i) <= ev.start(i)) continue;
+            if (ev.kind(i) != EventKind::Kernel || ev.start(i) >= we->second || ev.end(i) <= ev.start(i)) continue;
             const bool w = cw && ev.name(i) == *cw;
             if (!w && !(cb && ev.name(i) == *cb)) continue;
             const Attr* l = ev.findAttr(i, AttrKey::Layer);
