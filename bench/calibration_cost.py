@@ -27,6 +27,16 @@ import tempfile
 import time
 
 
+def print_ranges(db, name):
+    """Per rank the lengths of the ranges called `name` (one per calibration) and their median."""
+    rows = db.execute("select rank, (end_ns - start_ns) / 1e6 from event_view "
+                      "where name = ? order by rank, start_ns", (name,)).fetchall()
+    for r in sorted({x[0] for x in rows}):
+        ms = [x[1] for x in rows if x[0] == r]
+        print(f"rank {r}: {len(ms)} calibrations ({name}), " + ", ".join(f"{x:.1f}" for x in ms) +
+              f" ms; median {statistics.median(ms):.1f} ms")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -69,12 +79,7 @@ def main():
             pass
     db = sqlite3.connect(out)
     if disco:
-        rows = db.execute("select rank, (end_ns - start_ns) / 1e6 from event_view "
-                          "where name = 'calibrate disco (what-if)' order by rank, start_ns").fetchall()
-        for r in sorted({x[0] for x in rows}):
-            ms = [x[1] for x in rows if x[0] == r]
-            print(f"rank {r}: {len(ms)} calibrations, " + ", ".join(f"{x:.1f}" for x in ms) +
-                  f" ms; median {statistics.median(ms):.1f} ms")
+        print_ranges(db, "calibrate disco (what-if)")
         return
     rows = db.execute("select rank, start_ns, end_ns from event_view where kind = 'collective' and name in "
                       "('calibrate', 'calibrate work', 'calibrate codec') order by rank, start_ns").fetchall()
@@ -90,12 +95,7 @@ def main():
         print(f"rank {r}: " + ", ".join(f"{len(g)} collectives in {(g[-1][1] - g[0][0]) / 1e6:.1f} ms" for g in groups))
     # The backward's compute calibration after the collectives (range "calibrate dp": a forward
     # and the backward, three times).
-    rows = db.execute("select rank, (end_ns - start_ns) / 1e6 from event_view "
-                      "where name = 'calibrate dp' order by rank, start_ns").fetchall()
-    for r in sorted({x[0] for x in rows}):
-        ms = [x[1] for x in rows if x[0] == r]
-        print(f"rank {r}: calibrate dp (compute) " + ", ".join(f"{x:.1f}" for x in ms) +
-              f" ms; median {statistics.median(ms):.1f} ms")
+    print_ranges(db, "calibrate dp")
 
 
 if __name__ == "__main__":
