@@ -5,6 +5,8 @@
 // hand-written backward (B then W) of both models against finite differences.
 #include <QtTest>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "compress.h"
@@ -53,6 +55,57 @@ class TstTrainCompress : public QObject {
     c.decodeAdd(buf.data(), v.size(), out.data());
     const float s = (1.0f + 2.5f + 0.333333f) / 4;
     QVERIFY(std::fabs(out[0] - s) < 1e-6f && std::fabs(out[1] + s) < 1e-6f && std::fabs(out[3] - s) < 1e-6f);
+  }
+
+  // The F16C path (8 values per instruction) against the compiler's _Float16 conversion: every
+  // float16 decoded, and floats around every float16 (ties, subnormals, overflow, inf, NaN)
+  // encoded, in lengths that leave tails. Without F16C both calls take the same path.
+  void fp16HardwareMatchesPortable() {
+    if (!halfHasF16c()) qInfo("this CPU has no F16C: both paths are the portable one");
+    std::vector<uint8_t> halves(2 * 65536);
+    for (uint32_t b = 0; b < 65536; ++b) {
+      halves[2 * b] = uint8_t(b & 0xff);
+      halves[2 * b + 1] = uint8_t(b >> 8);
+    }
+    std::vector<float> a(65536, 0.5f), p(65536, 0.5f);
+    addHalves(halves.data(), 65535, a.data());  // odd length: a scalar tail
+    addHalvesPortable(halves.data(), 65535, p.data());
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::isnan(a[i]) && std::isnan(p[i])))
+        QVERIFY2(std::memcmp(&a[i], &p[i], 4) == 0, qPrintable(QString("half 0x%1").arg(i, 4, 16, QChar('0'))));
+    // Floats: every float16's value and the floats just around it and half way to the next.
+    std::vector<float> f;
+    for (uint32_t b = 0; b < 65536; ++b) {
+      _Float16 h;
+      const uint16_t u = uint16_t(b);
+      std::memcpy(&h, &u, 2);
+      const float x = static_cast<float>(h);
+      f.push_back(x);
+      f.push_back(std::nextafter(x, INFINITY));
+      f.push_back(std::nextafter(x, -INFINITY));
+      if (b + 1 < 65536 && std::isfinite(x)) {
+        _Float16 h2;
+        const uint16_t u2 = uint16_t(b + 1);
+        std::memcpy(&h2, &u2, 2);
+        const float y = static_cast<float>(h2);
+        if (std::isfinite(y)) f.push_back(x + (y - x) / 2);  // a tie: to even
+      }
+    }
+    f.push_back(1e-30f);
+    f.push_back(-7e4f);
+    f.push_back(65520.0f);  // rounds to inf
+    f.push_back(std::numeric_limits<float>::denorm_min());
+    f.push_back(5);  // a tail of 1..7
+    std::vector<uint8_t> ha(2 * f.size()), hp(2 * f.size());
+    toHalf(f.data(), f.size(), ha.data());
+    toHalfPortable(f.data(), f.size(), hp.data());
+    for (size_t i = 0; i < f.size(); ++i) {
+      uint16_t x, y;
+      std::memcpy(&x, &ha[2 * i], 2);
+      std::memcpy(&y, &hp[2 * i], 2);
+      const bool bothNan = (x & 0x7c00) == 0x7c00 && (x & 0x3ff) && (y & 0x7c00) == 0x7c00 && (y & 0x3ff);
+      if (!bothNan) QVERIFY2(x == y, qPrintable(QString("float %1: 0x%2 vs 0x%3").arg(double(f[i]), 0, 'g', 9).arg(x, 0, 16).arg(y, 0, 16)));
+    }
   }
 
   void topkKeepsTheLargest() {

@@ -5,10 +5,70 @@
 #include <cstring>
 #include <numeric>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "codec_math.h"
 #include "tensor.h"
 
 namespace trainscope::train {
+
+void toHalfPortable(const float* v, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const auto h = static_cast<_Float16>(v[i]);
+    std::memcpy(out + 2 * i, &h, 2);
+  }
+}
+
+void addHalvesPortable(const uint8_t* in, size_t n, float* acc) {
+  for (size_t i = 0; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, in + 2 * i, 2);
+    acc[i] += static_cast<float>(h);
+  }
+}
+
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("avx,f16c"))) void toHalfF16c(const float* v, size_t n, uint8_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), h);
+  }
+  toHalfPortable(v + i, n - i, out + 2 * i);
+}
+
+__attribute__((target("avx,f16c"))) void addHalvesF16c(const uint8_t* in, size_t n, float* acc) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i)));
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), f));
+  }
+  addHalvesPortable(in + 2 * i, n - i, acc + i);
+}
+}  // namespace
+
+bool halfHasF16c() {
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+void toHalf(const float* v, size_t n, uint8_t* out) {
+  if (halfHasF16c()) toHalfF16c(v, n, out);
+  else toHalfPortable(v, n, out);
+}
+
+void addHalves(const uint8_t* in, size_t n, float* acc) {
+  if (halfHasF16c()) addHalvesF16c(in, n, acc);
+  else addHalvesPortable(in, n, acc);
+}
+#else
+bool halfHasF16c() { return false; }
+void toHalf(const float* v, size_t n, uint8_t* out) { toHalfPortable(v, n, out); }
+void addHalves(const uint8_t* in, size_t n, float* acc) { addHalvesPortable(in, n, acc); }
+#endif
 
 std::optional<Compression> parseCompression(const std::string& s) {
   for (int i = 0; i < 5; ++i)
@@ -46,10 +106,7 @@ void Codec::encode(const float* v, size_t n, uint64_t seed, uint8_t* out) const 
       if (n != 0) std::memcpy(out, v, 4 * n);  // an empty bucket may come with null pointers (UBSan)
       return;
     case Compression::Fp16:
-      for (size_t i = 0; i < n; ++i) {
-        const auto h = static_cast<_Float16>(v[i]);
-        std::memcpy(out + 2 * i, &h, 2);
-      }
+      toHalf(v, n, out);
       return;
     case Compression::Int8: {
       float scale = 0;
@@ -98,11 +155,7 @@ void Codec::decodeAdd(const uint8_t* in, size_t n, float* acc) const {
       }
       return;
     case Compression::Fp16:
-      for (size_t i = 0; i < n; ++i) {
-        _Float16 h;
-        std::memcpy(&h, in + 2 * i, 2);
-        acc[i] += static_cast<float>(h);
-      }
+      addHalves(in, n, acc);
       return;
     case Compression::Int8: {
       float scale;

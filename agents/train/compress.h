@@ -32,4 +32,15 @@ struct Codec {
   void encodeWithFeedback(float* v, float* err, size_t n, uint64_t seed, uint8_t* out) const;
 };
 
+// fp16's conversions. On x86-64 CPUs with F16C they run 8 values per instruction (chosen at run
+// time; the binary still runs without F16C); elsewhere, and for the tails, the compiler's
+// _Float16 conversion (libgcc's __truncsfhf2 / __extendhfsf2 on x86: ~10 ns a value, which made
+// fp16 slower than sending floats on the 2-core CI machine). Both round to nearest-even and give
+// the same bits (tst_train_compress checks every float16 and a sweep of floats).
+void toHalf(const float* v, size_t n, uint8_t* out);
+void addHalves(const uint8_t* in, size_t n, float* acc);  // acc += float(in)
+void toHalfPortable(const float* v, size_t n, uint8_t* out);
+void addHalvesPortable(const uint8_t* in, size_t n, float* acc);
+bool halfHasF16c();
+
 }  // namespace trainscope::train
