@@ -125,6 +125,18 @@ class TstCliLive : public QObject {
     QVERIFY2(session.isOk(), session.status().message().c_str());
     TraceStore& s = session.value();
     QCOMPARE(int(s.ranks().size()), kRanks);
+    // What observing cost, as the recorder measured it (what-if's observer term): its CPU, the
+    // events it took in (every one of them in the file), its host and CPUs; and said on stdout.
+    {
+      const auto& md = s.metadata();
+      for (const char* k : {"observer_cpu_seconds", "observer_events", "observer_host", "observer_cpus"})
+        QVERIFY2(md.count(k), k);
+      QVERIFY(std::stod(md.at("observer_cpu_seconds")) > 0);
+      QCOMPARE(std::stoull(md.at("observer_events")), static_cast<unsigned long long>(s.eventCount()));
+      QCOMPARE(md.at("observer_host"), s.ranks().begin()->second.host);
+      QVERIFY(std::stoi(md.at("observer_cpus")) >= 1);
+      QVERIFY(rec.readAllStandardOutput().contains("recorder CPU"));
+    }
     // The change is in the trace, at the acknowledged step, on every rank.
     const auto changes = knobChanges(s, "test.work_us");
     QCOMPARE(int(changes.size()), kRanks);

@@ -689,6 +689,55 @@ class TstTuneConfig : public QObject {
     }
   }
 
+  // The observer's CPU where it shared the ranks' cores (session metadata observer_*): the hand
+  // session's 3 buckets a step each leave a Bucket and a Collective event (2 per bucket, one
+  // rank); the recorder took 10 us per event (0.01 s for 1000 events) on the ranks' host with 1
+  // CPU for 1 rank. One big bucket: 2 buckets fewer, 4 events fewer a step, 0.04 ms off the
+  // uncalibrated prediction 1.5 + 2 + 6 + own + 1 (whatIfBackwardComputeFromCalibration). The
+  // replay stays 13. With a spare CPU (2 for 1 rank) or on another host, no term.
+  void whatIfObserverSharesTheCores() {
+    const double c = 3.5 / 3, own = c * (65536.0 + 3000) / (65536.0 + 1000);
+    auto build = [](Builder& b, const char* host, const char* cpus) {
+      buildHandDpSession(b, 1);
+      RankInfo r;
+      r.rank = 0;
+      r.host = "vm";
+      b.s.setRank(r);
+      b.s.metadata()["observer_cpu_seconds"] = "0.01";
+      b.s.metadata()["observer_events"] = "1000";
+      b.s.metadata()["observer_host"] = host;
+      b.s.metadata()["observer_cpus"] = cpus;
+    };
+    Builder b;
+    build(b, "vm", "1");
+    auto m = WhatIfModel::fromSession(b.s);
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    const auto d = nlohmann::json::parse(m->describeJson());
+    QVERIFY(d["observer_shares_cores"].get<bool>());
+    QVERIFY(std::abs(d["observer_us_per_event"].get<double>() - 10) < 1e-9);
+    QVERIFY(std::abs(d["bucket_events_per_bucket"].get<double>() - 2) < 1e-9);
+    QVERIFY(std::abs(d["buckets_per_step"].get<double>() - 3) < 1e-9);
+    QCOMPARE(d["observer_ranks_on_host"].get<int>(), 1);
+    auto replay = m->predict({});
+    QVERIFY(replay.isOk());
+    QVERIFY2(std::abs(replay->stepTimeMs - 13.0) < 1e-6, std::to_string(replay->stepTimeMs).c_str());
+    auto big = m->predict({{"dp.bucket_bytes", "100000"}});
+    QVERIFY(big.isOk());
+    QVERIFY2(std::abs(big->stepTimeMs - (1.5 + 2 + 6 + own + 1 - 0.04)) < 1e-6, std::to_string(big->stepTimeMs).c_str());
+    QVERIFY(std::any_of(big->notes.begin(), big->notes.end(),
+                        [](const std::string& n) { return n.find("recorder shared") != std::string::npos; }));
+    for (const auto& [host, cpus] : {std::pair{"vm", "2"}, std::pair{"elsewhere", "1"}}) {
+      Builder x;
+      build(x, host, cpus);
+      auto mx = WhatIfModel::fromSession(x.s);
+      QVERIFY(mx.isOk());
+      QVERIFY(!nlohmann::json::parse(mx->describeJson())["observer_shares_cores"].get<bool>());
+      auto bx = mx->predict({{"dp.bucket_bytes", "100000"}});
+      QVERIFY(bx.isOk());
+      QVERIFY2(std::abs(bx->stepTimeMs - (1.5 + 2 + 6 + own + 1)) < 1e-6, std::to_string(bx->stepTimeMs).c_str());
+    }
+  }
+
   // The backward's cost per bucket moved by the ranks' own work ("calibrate work": a collective
   // and right after it a counter with the work in ms), the reductions by their latency
   // ("calibrate"). whatIfBackwardCostPerBucket's session (kappa 0.5 over 2 early buckets;

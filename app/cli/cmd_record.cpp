@@ -101,6 +101,14 @@ int runRecord(const RecordOptions& o) {
   std::printf("recorded %s events from %d ranks in %.1f s to %s (dropped by agents: %s)\n",
               withThousands(st.events).c_str(), st.ranksSeen, st.seconds, o.out.c_str(),
               withThousands(st.dropped).c_str());
+  {
+    const auto md = live.metadata();
+    const auto cpu = md.find("observer_cpu_seconds"), ev = md.find("observer_events");
+    if (cpu != md.end() && ev != md.end()) {
+      const double c = std::atof(cpu->second.c_str()), n = std::atof(ev->second.c_str());
+      std::printf("recorder CPU %.2f s (%.2f us per event)\n", c, n > 0 ? c * 1e6 / n : 0.0);
+    }
+  }
   return kExitOk;
 }
 

@@ -3,6 +3,9 @@
 #include "trainscope/core/live/live_session.h"
 
 #include <poll.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -307,7 +310,29 @@ void LiveSession::writeMetadata(std::map<std::string, std::string>& md) const {
     md["unknown_track_events." + rk] = std::to_string(r->ingestor->unknownTrackEvents());
     md["attaches." + rk] = std::to_string(r->attaches);
   }
-  if (startNs_ > 0) md["record_seconds"] = std::to_string(static_cast<double>(monotonicNowNs() - startNs_) / 1e9);
+  if (startNs_ > 0) {
+    md["record_seconds"] = std::to_string(static_cast<double>(monotonicNowNs() - startNs_) / 1e9);
+    // What observing cost: this process's CPU since the session started and the events it took
+    // in, on which host and with how many CPUs. Where the observer shares the ranks' cores and
+    // none is left over, that CPU comes out of the ranks' steps (what-if's observer term).
+    uint64_t events = 0;
+    for (const auto& [rank, r] : ranks_)
+      if (r->ingestor) events += r->ingestor->eventsIngested();
+    md["observer_cpu_seconds"] = std::to_string(processCpuSeconds() - startCpuSeconds_);
+    md["observer_events"] = std::to_string(events);
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) md["observer_host"] = host;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) md["observer_cpus"] = std::to_string(CPU_COUNT(&set));
+  }
+}
+
+double LiveSession::processCpuSeconds() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 void LiveSession::publishStats(int64_t now, bool force) {
@@ -386,6 +411,7 @@ void LiveSession::start() {
 
 void LiveSession::run() {
   startNs_ = monotonicNowNs();
+  startCpuSeconds_ = processCpuSeconds();
   connectKnown(true);
   const bool any = !clients().empty();
   publishStats(monotonicNowNs(), true);

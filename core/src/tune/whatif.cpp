@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -215,6 +217,17 @@ struct WhatIfModel::State {
   // Early buckets per step whose reduction was still running when the backward ended: their
   // remaining work is in the tail.
   double tailBuckets = 0;
+  // The observer (the recorder or GUI that took the session) where it shared the ranks' cores
+  // with none to spare (session metadata observer_*: its host is the ranks' host and it had no
+  // more CPUs than ranks there): its CPU per event comes out of the ranks' steps. Measured on the
+  // 2-core VM, 48-layer job: recording cost 0.50 ms a step at 254 events per rank and step and
+  // 0.21 ms at 158, where the recorder took 0.92 and 0.89 us per event (docs/TUNING.md). A setting
+  // with other buckets changes the events per step by the window's events per bucket.
+  double observerMsPerEvent = 0;  // 0: the observer did not share the ranks' cores (or unknown)
+  double observerCpus = 0;
+  int observerRanks = 0;          // ranks on the observer's host
+  double bucketEventsPerBucket = 0;  // per rank: Bucket and Collective events per bucket reduced
+  double bucketsPerStep = 0;         // per rank and step, the window's mean
   double lastWireBytes = 0;  // the window's mean last-bucket wire bytes
   std::map<std::string, WhatIfFit> fits;
   double wireCalibration = 1;  // measured wire bytes / formula at the measured setting
@@ -294,6 +307,7 @@ namespace {
 struct RankStep {
   Iv step, fwd, bwd, opt;
   bool hasFwd = false, hasBwd = false, hasOpt = false;
+  int64_t bucketEvents = 0;  // Bucket and Collective events with a bucket (what the observer took in per bucket)
   struct K {
     int64_t layer;
     bool weight;
@@ -441,7 +455,9 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           if (!counted && (algo == "allreduce" || algo == "hierarchical") && s.world > 1)
             wire *= 2.0 * (s.world - 1) / s.world;
           x.comms.push_back({b->asInt(), iv, wire, algo});
+          ++x.bucketEvents;
         } else {
+          ++x.bucketEvents;
           x.buckets[b->asInt()] = {ev.start(i), bytes ? static_cast<double>(bytes->asInt()) : 0.0};
         }
       }
@@ -767,6 +783,31 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     s.restMs = mean(rest);
     s.restBeforeMs = mean(restBefore);
     s.fwdToBwdMs = mean(fwdToBwd);
+    {
+      // The observer's share of the step (see State::observerMsPerEvent).
+      const auto& md = store.metadata();
+      auto num = [&](const char* k) { return md.count(k) ? std::atof(md.at(k).c_str()) : 0.0; };
+      const double cpuS = num("observer_cpu_seconds"), events = num("observer_events");
+      s.observerCpus = num("observer_cpus");
+      const std::string host = md.count("observer_host") ? md.at("observer_host") : std::string();
+      std::set<RankId> onHost;
+      for (const auto& [key, x] : rs)
+        if (auto ri = store.ranks().find(key.first); !host.empty() && ri != store.ranks().end() && ri->second.host == host)
+          onHost.insert(key.first);
+      s.observerRanks = static_cast<int>(onHost.size());
+      double bucketEvents = 0, buckets = 0, rankSteps = 0;
+      for (const auto& [key, x] : rs) {
+        if (!x.hasFwd || !x.hasBwd || !x.hasOpt) continue;
+        bucketEvents += static_cast<double>(x.bucketEvents);
+        buckets += static_cast<double>(x.buckets.size());
+        ++rankSteps;
+      }
+      if (buckets > 0) s.bucketEventsPerBucket = bucketEvents / buckets;
+      if (rankSteps > 0) s.bucketsPerStep = buckets / rankSteps;
+      if (cpuS > 0 && events > 0 && s.observerRanks > 0 && s.observerCpus > 0 &&
+          s.observerCpus <= s.observerRanks)
+        s.observerMsPerEvent = cpuS * 1e3 / events;
+    }
     // The drawn measured step: the lowest rank's step of median length.
     {
       std::vector<std::pair<int64_t, const RankStep*>> cand;  // (length, step)
@@ -1620,6 +1661,19 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   p.exposedCommMs = std::max(0.0, chanEnd - bwdEnd);
   p.overlapRatio = total > 0 ? unionWithin(comm, 0, bwdEnd) / total : -1;
   p.stepTimeMs = s.restMs + s.forwardMs + bwdEnd + p.exposedCommMs + s.waitOverheadMs + s.optimizerMs;
+  // The observer's CPU for the events the new buckets add or remove, where it shared the cores.
+  const double observerMs = s.observerMsPerEvent * s.bucketEventsPerBucket * s.observerRanks *
+                            (static_cast<double>(buckets.size()) - s.bucketsPerStep);
+  if (observerMs != 0) {
+    p.stepTimeMs = std::max(0.0, p.stepTimeMs + observerMs);
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "the recorder shared the ranks' %g CPUs: %+.3f ms a step for its %+.0f events (%.2f us each)",
+                  s.observerCpus, observerMs,
+                  s.bucketEventsPerBucket * s.observerRanks * (static_cast<double>(buckets.size()) - s.bucketsPerStep),
+                  s.observerMsPerEvent * 1e3);
+    p.notes.push_back(note);
+  }
   p.bytes = bytes;
   p.buckets = static_cast<int>(buckets.size());
   {
@@ -1694,6 +1748,12 @@ std::string WhatIfModel::describeJson() const {
     j["backward_compute_ms"] = std::accumulate(s.layerMs.begin(), s.layerMs.end(), 0.0);
     j["backward_compute_window_ms"] = s.windowComputeMs;
     j["wire_calibration"] = s.wireCalibration;
+    j["observer_shares_cores"] = s.observerMsPerEvent > 0;
+    j["observer_us_per_event"] = s.observerMsPerEvent * 1e3;
+    j["observer_cpus"] = s.observerCpus;
+    j["observer_ranks_on_host"] = s.observerRanks;
+    j["bucket_events_per_bucket"] = s.bucketEventsPerBucket;
+    j["buckets_per_step"] = s.bucketsPerStep;
     j["layer_backward_ms"] = s.layerMs;
     j["layer_gradient_bytes"] = s.layerBytes;
     nlohmann::ordered_json fits = nlohmann::ordered_json::array();

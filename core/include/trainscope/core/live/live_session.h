@@ -195,6 +195,8 @@ class LiveSession {
   std::vector<std::pair<Rank*, wire::EventBatch>> pending_;
   bool knobsRecorded_ = false;
   int64_t startNs_ = 0, lastFlushNs_ = 0, nextResyncNs_ = 0, nextRediscoverNs_ = 0, lastStatsNs_ = 0;
+  double startCpuSeconds_ = 0;  // this process's CPU (user + system) when the session started
+  static double processCpuSeconds();
   std::deque<std::pair<int64_t, uint64_t>> rate_;
 
   std::thread thread_;
