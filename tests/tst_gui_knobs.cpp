@@ -343,14 +343,17 @@ class TstGuiKnobs : public QObject {
           if (op.kind == core::StepOp::Kind::Compute) sum += op.endMs - op.startMs, ++n;
         return n ? sum / n : 0.0;
       };
-      // The ops' traced kernels halve, the rest of each op (a fixed cost per op) stays: the mean
-      // op at 8 lies between half of the one at 4 and half plus half its untraced share.
+      // The ops' traced kernels shrink with the samples, the rest of each op (a fixed cost per
+      // op) stays: the mean op at 8 lies at most at half plus half its untraced share of the one
+      // at 4. The kernels follow the job's calibration of the stage's layers (since Nov 25 also
+      // when the job reports pp.segments, which 1F1B does not use), which on this small model
+      // put half the samples at 0.46 of the time; not below a quarter.
       double minShare = 1;
       const auto described = nlohmann::json::parse(model->describeJson());
       for (const auto& st : described.at("kernel_share"))
         for (const char* k : {"f", "b", "w"}) minShare = std::min(minShare, st[k].get<double>());
       const double ratio = meanOp(*eight) / meanOp(*replay);
-      QVERIFY2(meanOp(*replay) > 0 && ratio >= 0.5 - 1e-9 && ratio <= 0.5 + 0.5 * (1 - minShare) + 1e-9,
+      QVERIFY2(meanOp(*replay) > 0 && ratio >= 0.25 && ratio <= 0.5 + 0.5 * (1 - minShare) + 1e-9,
                qPrintable(QString("mean op %1 ms at 8 vs %2 ms at 4, kernel share >= %3")
                               .arg(meanOp(*eight))
                               .arg(meanOp(*replay))

@@ -878,6 +878,38 @@ class TstTuneConfig : public QObject {
     QCOMPARE(lanes.size(), size_t{4});
   }
 
+  // The observer's share in a pipeline: whatIfPipelineByHand's session (4 ranks; a step has 32
+  // micro-batch ops and 12 receives over the ranks, no per-layer kernels) recorded by an observer
+  // with 10 us per event on the ranks' host with 4 CPUs. m = 8 draws 64 ops where the replay drew
+  // 32: the 44 op and hand-off events double, +0.44 ms on the schedule's 16.5. With a fifth CPU,
+  // none.
+  void whatIfPipelineObserverSharesTheCores() {
+    for (const char* cpus : {"4", "5"}) {
+      auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_balanced/trace.json");
+      QVERIFY2(store.isOk(), store.status().message().c_str());
+      for (auto [r, info] : std::map<RankId, RankInfo>(store->ranks())) {
+        info.host = "vm";
+        store->setRank(info);
+      }
+      store->metadata()["observer_cpu_seconds"] = "0.01";
+      store->metadata()["observer_events"] = "1000";
+      store->metadata()["observer_host"] = "vm";
+      store->metadata()["observer_cpus"] = cpus;
+      auto m = WhatIfModel::fromSession(store.value());
+      QVERIFY2(m.isOk(), m.status().message().c_str());
+      const auto d = nlohmann::json::parse(m->describeJson());
+      const bool shares = std::string(cpus) == "4";
+      QCOMPARE(d["observer_shares_cores"].get<bool>(), shares);
+      QVERIFY2(std::abs(d["op_events_per_step"].get<double>() - 44) < 1e-9, d.dump().c_str());
+      QVERIFY(std::abs(d["kernel_events_per_step"].get<double>()) < 1e-9);
+      auto replay = m->predict({});
+      QVERIFY(replay.isOk() && std::abs(replay->stepTimeMs - 21) < 1e-6);
+      auto m8 = m->predict({{"pp.microbatches", "8"}});
+      QVERIFY(m8.isOk());
+      QVERIFY2(std::abs(m8->stepTimeMs - (shares ? 16.94 : 16.5)) < 1e-6, qPrintable(QString::number(m8->stepTimeMs)));
+    }
+  }
+
   // A recording that ran two settings (tests/data/pp_1f1b_two_settings: m = 4 with F 1, B 2 ms,
   // then m = 8 with micro-batches half the size): each window's model takes its own op times.
   // Whole-session means (the model before Nov 25) replay the m = 8 window with F 0.67, B 1.33
@@ -1147,6 +1179,13 @@ class TstTuneConfig : public QObject {
     const double bw3 = 2.0 * ((0.8 + (16.0 / 3 - 4) / 12 * 1.2) + (0.4 + (16.0 / 3 - 4) / 12 * 0.6)) / 1.2;
     const double want3 = makespan1f1b(3, 1.1, bw3) - makespan1f1b(4, 1.0, 2.0) + replay->stepTimeMs;
     QVERIFY2(std::abs(m3->stepTimeMs - want3) < 1e-6, qPrintable(QString("%1 vs %2").arg(m3->stepTimeMs).arg(want3)));
+    // pp.segments acts under seq1f1b only: a 1F1B job that reports pp.segments=2 (the demo's
+    // default) ran k = 1 and keeps the calibration (until Nov 25 it fell to the sample ratio).
+    doc["otherData"]["trainscope_metadata"]["knob.pp.segments"] = "2";
+    auto seg = modelOfDocument(doc);
+    QVERIFY2(seg.isOk(), seg.status().message().c_str());
+    auto seg8 = seg->predict({{"pp.microbatches", "8"}});
+    QVERIFY2(seg8.isOk() && std::abs(seg8->stepTimeMs - want) < 1e-6, qPrintable(QString::number(seg8->stepTimeMs)));
   }
 
   // Work outside the pipeline ops (tests/data/pp_1f1b_optimizer: 1F1B makespan 15 ms, then a 4 ms

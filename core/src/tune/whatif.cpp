@@ -251,6 +251,12 @@ struct WhatIfModel::State {
   // 1F1B's alternation pays on every op and GPipe's batched forward mostly hides.
   double sendCostMs = 0, sendLatencyMs = 0;
   double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
+  // The observer's share (State::observerMsPerEvent) in a pipeline: per step over the ranks on
+  // its host, the window's per-layer kernels (as many per micro-batch under any schedule) and
+  // its micro-batch ops and hand-offs (as many as the schedule's drawn ops: pipeOpsWindow, the
+  // replay's). A setting moves the step by the observer's CPU for the events it adds or removes.
+  double pipeKernelEvents = 0, pipeOpEvents = 0;
+  size_t pipeOpsWindow = 0;
   // The part of that rest the analysis counted as bubble (its idle time in the step window less
   // the simulated idle at the measured setting, within [0, rest]), so the replay's bubble is the
   // measured one; -1: all of the rest (no measured bubble).
@@ -303,6 +309,34 @@ int64_t WhatIfModel::toStep() const {
 }
 
 namespace {
+
+// The observer's CPU per event (ms) where it shared the ranks' cores with none to spare (the
+// session's observer_* metadata; State::observerMsPerEvent), and the ranks of `ranks` on its host.
+struct Observer {
+  double msPerEvent = 0, cpus = 0;
+  std::set<RankId> onHost;
+};
+Observer observerOf(const TraceStore& store, const std::set<RankId>& ranks) {
+  Observer o;
+  const auto& md = store.metadata();
+  auto num = [&](const char* k) { return md.count(k) ? std::atof(md.at(k).c_str()) : 0.0; };
+  const double cpuS = num("observer_cpu_seconds"), events = num("observer_events");
+  o.cpus = num("observer_cpus");
+  const auto host = md.find("observer_host");
+  if (host == md.end() || host->second.empty()) return o;
+  for (RankId r : ranks)
+    if (auto ri = store.ranks().find(r); ri != store.ranks().end() && ri->second.host == host->second) o.onHost.insert(r);
+  if (cpuS > 0 && events > 0 && !o.onHost.empty() && o.cpus > 0 && o.cpus <= static_cast<double>(o.onHost.size()))
+    o.msPerEvent = cpuS * 1e3 / events;
+  return o;
+}
+
+std::string observerNote(double cpus, double ms, double events, double msPerEvent) {
+  char note[200];
+  std::snprintf(note, sizeof note, "the recorder shared the ranks' %g CPUs: %+.3f ms a step for its %+.0f events (%.2f us each)",
+                cpus, ms, events, msPerEvent * 1e3);
+  return note;
+}
 
 struct RankStep {
   Iv step, fwd, bwd, opt;
@@ -785,16 +819,12 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     s.fwdToBwdMs = mean(fwdToBwd);
     {
       // The observer's share of the step (see State::observerMsPerEvent).
-      const auto& md = store.metadata();
-      auto num = [&](const char* k) { return md.count(k) ? std::atof(md.at(k).c_str()) : 0.0; };
-      const double cpuS = num("observer_cpu_seconds"), events = num("observer_events");
-      s.observerCpus = num("observer_cpus");
-      const std::string host = md.count("observer_host") ? md.at("observer_host") : std::string();
-      std::set<RankId> onHost;
-      for (const auto& [key, x] : rs)
-        if (auto ri = store.ranks().find(key.first); !host.empty() && ri != store.ranks().end() && ri->second.host == host)
-          onHost.insert(key.first);
-      s.observerRanks = static_cast<int>(onHost.size());
+      std::set<RankId> ranks;
+      for (const auto& [key, x] : rs) ranks.insert(key.first);
+      const Observer ob = observerOf(store, ranks);
+      s.observerCpus = ob.cpus;
+      s.observerRanks = static_cast<int>(ob.onHost.size());
+      s.observerMsPerEvent = ob.msPerEvent;
       double bucketEvents = 0, buckets = 0, rankSteps = 0;
       for (const auto& [key, x] : rs) {
         if (!x.hasFwd || !x.hasBwd || !x.hasOpt) continue;
@@ -804,9 +834,6 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
       }
       if (buckets > 0) s.bucketEventsPerBucket = bucketEvents / buckets;
       if (rankSteps > 0) s.bucketsPerStep = buckets / rankSteps;
-      if (cpuS > 0 && events > 0 && s.observerRanks > 0 && s.observerCpus > 0 &&
-          s.observerCpus <= s.observerRanks)
-        s.observerMsPerEvent = cpuS * 1e3 / events;
     }
     // The drawn measured step: the lowest rank's step of median length.
     {
@@ -1120,6 +1147,42 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     auto sim = m.predict({});
     if (!sim) return sim.status();
     s.pipeRestMs = s.measured.stepTimeMs - sim->stepTimeMs;
+    {
+      std::set<RankId> ranks;
+      std::set<int64_t> steps;
+      for (const auto& [key, x] : rs) ranks.insert(key.first), steps.insert(key.second);
+      const Observer ob = observerOf(store, ranks);
+      s.observerCpus = ob.cpus;
+      s.observerRanks = static_cast<int>(ob.onHost.size());
+      s.observerMsPerEvent = ob.msPerEvent;
+      double kernels = 0, ops = 0;
+      for (TrackId t = 0; t < store.trackCount(); ++t) {
+        if (!ob.onHost.count(store.track(t).rank)) continue;
+        const TrackEvents& ev = store.events(t);
+        ev.forEachOverlapping(winLo, winHi, [&](size_t i) {
+          if (ev.start(i) < winLo || ev.start(i) >= winHi) return;
+          switch (ev.kind(i)) {
+            case EventKind::Kernel:
+              if (!store.str(ev.name(i)).starts_with("calibrate")) ++kernels;
+              break;
+            case EventKind::MicroBatchF:
+            case EventKind::MicroBatchB:
+            case EventKind::MicroBatchW:
+            case EventKind::P2PSend:
+            case EventKind::P2PRecv:
+              ++ops;
+              break;
+            default:
+              break;
+          }
+        });
+      }
+      if (!steps.empty()) {
+        s.pipeKernelEvents = kernels / static_cast<double>(steps.size());
+        s.pipeOpEvents = ops / static_cast<double>(steps.size());
+      }
+      s.pipeOpsWindow = sim->timeline.size();
+    }
     if (s.measured.bubbleFraction >= 0 && s.pipeRestMs > 0)
       s.pipeRestIdleMs = std::clamp(s.measured.bubbleFraction * s.measured.stepTimeMs -
                                         sim->bubbleFraction * sim->stepTimeMs,
@@ -1319,7 +1382,13 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
     // kind at the new samples per micro-batch over the measured one, interpolated linearly
     // between calibrated sizes (the replica batch: the largest calibrated size); the sample
     // ratio where the job did not calibrate, or with sequence segments.
-    const int segments0 = std::max(1, std::atoi(knobOr(s.knobs, "pp.segments", "1").c_str()));
+    // The window's segments: pp.segments acts under seq1f1b only (trainscope-train runs every
+    // other schedule with k = 1). Read regardless of the schedule (until Nov 25), the demo's
+    // default pp.segments=2 turned the calibration off for every 1F1B/GPipe/ZB window and put
+    // m = 1 and 2 on the sample ratio: +12 and +10 % in the pipeline grid (BENCHMARKS.md).
+    auto kind0 = parseSchedule(knobOr(s.knobs, "pp.schedule", "1f1b"));
+    const bool seq0 = kind0.isOk() && *kind0 == ScheduleKind::Seq1F1B;
+    const int segments0 = seq0 ? std::max(1, std::atoi(knobOr(s.knobs, "pp.segments", "1").c_str())) : 1;
     auto calAt = [](const std::map<int64_t, double>& c, double samples) {
       auto hi = c.lower_bound(static_cast<int64_t>(std::ceil(samples)));
       if (hi != c.end() && static_cast<double>(hi->first) == samples) return hi->second;
@@ -1394,6 +1463,16 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
         p.timeline.push_back({"stage " + std::to_string(st), op.kind == OpKind::Send ? "send" : opLabel(op),
                               op.kind == OpKind::Send ? StepOp::Kind::Communication : StepOp::Kind::Compute,
                               times[i].start, times[i].end});
+      }
+    }
+    if (s.observerMsPerEvent > 0 && s.pipeOpsWindow > 0) {
+      // The observer's CPU for the events the new setting adds or removes (State::pipeOpsWindow).
+      const double events = s.pipeKernelEvents * (static_cast<double>(sp.microBatches) / m0 - 1) +
+                            s.pipeOpEvents * (static_cast<double>(p.timeline.size()) / static_cast<double>(s.pipeOpsWindow) - 1);
+      const double ms = s.observerMsPerEvent * events;
+      if (ms != 0) {
+        p.stepTimeMs = std::max(0.0, p.stepTimeMs + ms);
+        p.notes.push_back(observerNote(s.observerCpus, ms, events, s.observerMsPerEvent));
       }
     }
     p.exposedCommMs = 0;
@@ -1666,13 +1745,7 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                             (static_cast<double>(buckets.size()) - s.bucketsPerStep);
   if (observerMs != 0) {
     p.stepTimeMs = std::max(0.0, p.stepTimeMs + observerMs);
-    char note[200];
-    std::snprintf(note, sizeof note,
-                  "the recorder shared the ranks' %g CPUs: %+.3f ms a step for its %+.0f events (%.2f us each)",
-                  s.observerCpus, observerMs,
-                  s.bucketEventsPerBucket * s.observerRanks * (static_cast<double>(buckets.size()) - s.bucketsPerStep),
-                  s.observerMsPerEvent * 1e3);
-    p.notes.push_back(note);
+    p.notes.push_back(observerNote(s.observerCpus, observerMs, observerMs / s.observerMsPerEvent, s.observerMsPerEvent));
   }
   p.bytes = bytes;
   p.buckets = static_cast<int>(buckets.size());
@@ -1812,6 +1885,12 @@ std::string WhatIfModel::describeJson() const {
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
     j["rest_idle_ms"] = s.pipeRestIdleMs;
+    j["observer_shares_cores"] = s.observerMsPerEvent > 0;
+    j["observer_us_per_event"] = s.observerMsPerEvent * 1e3;
+    j["observer_cpus"] = s.observerCpus;
+    j["observer_ranks_on_host"] = s.observerRanks;
+    j["kernel_events_per_step"] = s.pipeKernelEvents;
+    j["op_events_per_step"] = s.pipeOpEvents;
   }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
