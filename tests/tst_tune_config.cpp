@@ -878,36 +878,26 @@ class TstTuneConfig : public QObject {
     QCOMPARE(lanes.size(), size_t{4});
   }
 
-  // The observer's share in a pipeline: whatIfPipelineByHand's session (4 ranks; a step has 32
-  // micro-batch ops and 12 receives over the ranks, no per-layer kernels) recorded by an observer
-  // with 10 us per event on the ranks' host with 4 CPUs. m = 8 draws 64 ops where the replay drew
-  // 32: the 44 op and hand-off events double, +0.44 ms on the schedule's 16.5. With a fifth CPU,
-  // none.
-  void whatIfPipelineObserverSharesTheCores() {
-    for (const char* cpus : {"4", "5"}) {
-      auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_balanced/trace.json");
-      QVERIFY2(store.isOk(), store.status().message().c_str());
-      for (auto [r, info] : std::map<RankId, RankInfo>(store->ranks())) {
-        info.host = "vm";
-        store->setRank(info);
-      }
-      store->metadata()["observer_cpu_seconds"] = "0.01";
-      store->metadata()["observer_events"] = "1000";
-      store->metadata()["observer_host"] = "vm";
-      store->metadata()["observer_cpus"] = cpus;
-      auto m = WhatIfModel::fromSession(store.value());
-      QVERIFY2(m.isOk(), m.status().message().c_str());
-      const auto d = nlohmann::json::parse(m->describeJson());
-      const bool shares = std::string(cpus) == "4";
-      QCOMPARE(d["observer_shares_cores"].get<bool>(), shares);
-      QVERIFY2(std::abs(d["op_events_per_step"].get<double>() - 44) < 1e-9, d.dump().c_str());
-      QVERIFY(std::abs(d["kernel_events_per_step"].get<double>()) < 1e-9);
-      auto replay = m->predict({});
-      QVERIFY(replay.isOk() && std::abs(replay->stepTimeMs - 21) < 1e-6);
-      auto m8 = m->predict({{"pp.microbatches", "8"}});
-      QVERIFY(m8.isOk());
-      QVERIFY2(std::abs(m8->stepTimeMs - (shares ? 16.94 : 16.5)) < 1e-6, qPrintable(QString::number(m8->stepTimeMs)));
+  // No observer term in a pipeline (its ranks wait in their bubbles, where the observer's CPU
+  // need not delay the critical path; measured: the term made the grid's m = 8 cells 3 % worse):
+  // whatIfPipelineByHand's session recorded by an observer that shared the ranks' 4 CPUs at
+  // 10 us per event still predicts m = 8 at the schedule's 16.5 ms.
+  void whatIfPipelineNoObserverTerm() {
+    auto store = importChromeTraceFile(std::string(TRAINSCOPE_TEST_DATA) + "/pp_1f1b_balanced/trace.json");
+    QVERIFY2(store.isOk(), store.status().message().c_str());
+    for (auto [r, info] : std::map<RankId, RankInfo>(store->ranks())) {
+      info.host = "vm";
+      store->setRank(info);
     }
+    store->metadata()["observer_cpu_seconds"] = "0.01";
+    store->metadata()["observer_events"] = "1000";
+    store->metadata()["observer_host"] = "vm";
+    store->metadata()["observer_cpus"] = "4";
+    auto m = WhatIfModel::fromSession(store.value());
+    QVERIFY2(m.isOk(), m.status().message().c_str());
+    auto m8 = m->predict({{"pp.microbatches", "8"}});
+    QVERIFY(m8.isOk());
+    QVERIFY2(std::abs(m8->stepTimeMs - 16.5) < 1e-6, qPrintable(QString::number(m8->stepTimeMs)));
   }
 
   // A recording that ran two settings (tests/data/pp_1f1b_two_settings: m = 4 with F 1, B 2 ms,

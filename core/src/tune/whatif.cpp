@@ -251,12 +251,6 @@ struct WhatIfModel::State {
   // 1F1B's alternation pays on every op and GPipe's batched forward mostly hides.
   double sendCostMs = 0, sendLatencyMs = 0;
   double pipeRestMs = 0;  // measured step - simulated makespan at the measured setting
-  // The observer's share (State::observerMsPerEvent) in a pipeline: per step over the ranks on
-  // its host, the window's per-layer kernels (as many per micro-batch under any schedule) and
-  // its micro-batch ops and hand-offs (as many as the schedule's drawn ops: pipeOpsWindow, the
-  // replay's). A setting moves the step by the observer's CPU for the events it adds or removes.
-  double pipeKernelEvents = 0, pipeOpEvents = 0;
-  size_t pipeOpsWindow = 0;
   // The part of that rest the analysis counted as bubble (its idle time in the step window less
   // the simulated idle at the measured setting, within [0, rest]), so the replay's bubble is the
   // measured one; -1: all of the rest (no measured bubble).
@@ -1147,42 +1141,11 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     auto sim = m.predict({});
     if (!sim) return sim.status();
     s.pipeRestMs = s.measured.stepTimeMs - sim->stepTimeMs;
-    {
-      std::set<RankId> ranks;
-      std::set<int64_t> steps;
-      for (const auto& [key, x] : rs) ranks.insert(key.first), steps.insert(key.second);
-      const Observer ob = observerOf(store, ranks);
-      s.observerCpus = ob.cpus;
-      s.observerRanks = static_cast<int>(ob.onHost.size());
-      s.observerMsPerEvent = ob.msPerEvent;
-      double kernels = 0, ops = 0;
-      for (TrackId t = 0; t < store.trackCount(); ++t) {
-        if (!ob.onHost.count(store.track(t).rank)) continue;
-        const TrackEvents& ev = store.events(t);
-        ev.forEachOverlapping(winLo, winHi, [&](size_t i) {
-          if (ev.start(i) < winLo || ev.start(i) >= winHi) return;
-          switch (ev.kind(i)) {
-            case EventKind::Kernel:
-              if (!store.str(ev.name(i)).starts_with("calibrate")) ++kernels;
-              break;
-            case EventKind::MicroBatchF:
-            case EventKind::MicroBatchB:
-            case EventKind::MicroBatchW:
-            case EventKind::P2PSend:
-            case EventKind::P2PRecv:
-              ++ops;
-              break;
-            default:
-              break;
-          }
-        });
-      }
-      if (!steps.empty()) {
-        s.pipeKernelEvents = kernels / static_cast<double>(steps.size());
-        s.pipeOpEvents = ops / static_cast<double>(steps.size());
-      }
-      s.pipeOpsWindow = sim->timeline.size();
-    }
+    // No observer term here (State::observerMsPerEvent): a pipeline's ranks wait in their
+    // bubbles, where the observer's CPU need not delay the critical path. Counted per step as
+    // for data parallel (kernels with m, ops and hand-offs with the schedule's ops), it put the
+    // m = 8 cells of the pipeline grid 3 % higher (+3.4 … +12.4 % instead of +0.5 … +9) and the
+    // m = 1 cells 2 % lower (BENCHMARKS.md, "fp16 in hardware, the observer's share…").
     if (s.measured.bubbleFraction >= 0 && s.pipeRestMs > 0)
       s.pipeRestIdleMs = std::clamp(s.measured.bubbleFraction * s.measured.stepTimeMs -
                                         sim->bubbleFraction * sim->stepTimeMs,
@@ -1463,16 +1426,6 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
         p.timeline.push_back({"stage " + std::to_string(st), op.kind == OpKind::Send ? "send" : opLabel(op),
                               op.kind == OpKind::Send ? StepOp::Kind::Communication : StepOp::Kind::Compute,
                               times[i].start, times[i].end});
-      }
-    }
-    if (s.observerMsPerEvent > 0 && s.pipeOpsWindow > 0) {
-      // The observer's CPU for the events the new setting adds or removes (State::pipeOpsWindow).
-      const double events = s.pipeKernelEvents * (static_cast<double>(sp.microBatches) / m0 - 1) +
-                            s.pipeOpEvents * (static_cast<double>(p.timeline.size()) / static_cast<double>(s.pipeOpsWindow) - 1);
-      const double ms = s.observerMsPerEvent * events;
-      if (ms != 0) {
-        p.stepTimeMs = std::max(0.0, p.stepTimeMs + ms);
-        p.notes.push_back(observerNote(s.observerCpus, ms, events, s.observerMsPerEvent));
       }
     }
     p.exposedCommMs = 0;
@@ -1885,12 +1838,6 @@ std::string WhatIfModel::describeJson() const {
     j["send_latency_ms"] = s.sendLatencyMs;
     j["rest_ms"] = s.pipeRestMs;
     j["rest_idle_ms"] = s.pipeRestIdleMs;
-    j["observer_shares_cores"] = s.observerMsPerEvent > 0;
-    j["observer_us_per_event"] = s.observerMsPerEvent * 1e3;
-    j["observer_cpus"] = s.observerCpus;
-    j["observer_ranks_on_host"] = s.observerRanks;
-    j["kernel_events_per_step"] = s.pipeKernelEvents;
-    j["op_events_per_step"] = s.pipeOpEvents;
   }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
