@@ -50,6 +50,16 @@ def wait_ranks(rt, job, n, timeout=30):
     return False
 
 
+def finish_recorder(rec):
+    """Waits for a `record` attached to a job that ended (it saves and exits); one still
+    running a minute later is told to stop (SIGINT: it saves what arrived)."""
+    try:
+        rec.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        rec.send_signal(signal.SIGINT)
+        rec.communicate()
+
+
 def traced_run(a, rt, tag, extra, steps_file=None, disable=False, record=True):
     """Runs the job; returns (trace metrics or None, step times in us or None)."""
     b = os.path.join(a.build, "bin")
@@ -74,11 +84,7 @@ def traced_run(a, rt, tag, extra, steps_file=None, disable=False, record=True):
         sys.exit(f"{tag}: job exited {p.returncode}: {err[-2000:]}")
     metrics = None
     if rec:
-        try:
-            rec.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            rec.send_signal(signal.SIGINT)
-            rec.communicate()
+        finish_recorder(rec)
         r = subprocess.run([os.path.join(b, "bench_train_trace"), out_file, "--from-step", str(a.warmup)],
                            capture_output=True, text=True)
         if r.returncode != 0:

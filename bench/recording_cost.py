@@ -21,7 +21,8 @@ import sqlite3
 import statistics
 import subprocess
 import tempfile
-import time
+
+from bench_train import env_for, finish_recorder, wait_ranks  # the same job environment and recorder handling
 
 
 def main():
@@ -36,7 +37,7 @@ def main():
     b = os.path.abspath(os.path.join(a.build, "bin"))
     rt = tempfile.mkdtemp(prefix="recording-cost-")
     os.chmod(rt, 0o700)
-    env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=rt, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = env_for(rt)
     buckets = [int(x) for x in a.buckets.split(",")]
     means, observer = {}, {}
     print(f"# load before: {open('/proc/loadavg').read().split()[:3]}; job: {a.job_args}")
@@ -52,19 +53,13 @@ def main():
                 r, out = None, os.path.join(rt, job + ".tsdb")
                 try:
                     if rec:
-                        for _ in range(600):
-                            if len([f for f in os.listdir(rt) if f.startswith(job + ".") and f.endswith(".agent")]) >= 2:
-                                break
-                            time.sleep(0.05)
+                        if not wait_ranks(rt, job, 2):
+                            raise SystemExit(f"{job}: the ranks never showed up")
                         r = subprocess.Popen([f"{b}/trainscope-cli", "record", "--job", job, "--out", out], env=env,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     p.wait(timeout=600)
                     if r:
-                        try:
-                            r.wait(timeout=60)
-                        except subprocess.TimeoutExpired:
-                            r.send_signal(signal.SIGINT)
-                            r.wait()
+                        finish_recorder(r)
                 finally:
                     if p.poll() is None:
                         os.killpg(p.pid, signal.SIGKILL)
