@@ -220,9 +220,10 @@ struct WhatIfModel::State {
   // The observer (the recorder or GUI that took the session) where it shared the ranks' cores
   // with none to spare (session metadata observer_*: its host is the ranks' host and it had no
   // more CPUs than ranks there): its CPU per event comes out of the ranks' steps. Measured on the
-  // 2-core VM, 48-layer job: recording cost 0.50 ms a step at 254 events per rank and step and
-  // 0.21 ms at 158, where the recorder took 0.92 and 0.89 us per event (docs/TUNING.md). A setting
-  // with other buckets changes the events per step by the window's events per bucket.
+  // 2-core VM, 48-layer job (bench/recording_cost.py, three runs): recording cost 0.38-0.50 ms a
+  // step at 254 events per rank and step and 0.21-0.25 ms at 158, where the recorder took
+  // 0.82-0.92 us per event (docs/TUNING.md). A setting with other buckets changes the events per
+  // step by the window's events per bucket. Data parallel only (see the pipeline model's note).
   double observerMsPerEvent = 0;  // 0: the observer did not share the ranks' cores (or unknown)
   double observerCpus = 0;
   int observerRanks = 0;          // ranks on the observer's host
@@ -323,13 +324,6 @@ Observer observerOf(const TraceStore& store, const std::set<RankId>& ranks) {
   if (cpuS > 0 && events > 0 && !o.onHost.empty() && o.cpus > 0 && o.cpus <= static_cast<double>(o.onHost.size()))
     o.msPerEvent = cpuS * 1e3 / events;
   return o;
-}
-
-std::string observerNote(double cpus, double ms, double events, double msPerEvent) {
-  char note[200];
-  std::snprintf(note, sizeof note, "the recorder shared the ranks' %g CPUs: %+.3f ms a step for its %+.0f events (%.2f us each)",
-                cpus, ms, events, msPerEvent * 1e3);
-  return note;
 }
 
 struct RankStep {
@@ -1698,7 +1692,11 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
                             (static_cast<double>(buckets.size()) - s.bucketsPerStep);
   if (observerMs != 0) {
     p.stepTimeMs = std::max(0.0, p.stepTimeMs + observerMs);
-    p.notes.push_back(observerNote(s.observerCpus, observerMs, observerMs / s.observerMsPerEvent, s.observerMsPerEvent));
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "the recorder shared the ranks' %g CPUs: %+.3f ms a step for its %+.0f events (%.2f us each)",
+                  s.observerCpus, observerMs, observerMs / s.observerMsPerEvent, s.observerMsPerEvent * 1e3);
+    p.notes.push_back(note);
   }
   p.bytes = bytes;
   p.buckets = static_cast<int>(buckets.size());
