@@ -8,7 +8,8 @@ layer, 254 events per rank and step; 1 MiB is one bucket, 158), runs the job wit
 times from trainscope-train's --steps-file (steps from --skip on). Prints per run the mean and
 median step, then per (bucket size, recorded) the mean over rounds, and the recording's cost per
 step next to the recorder's own CPU per step (its `observer_cpu_seconds` / `observer_events`
-from the session, times the session's events per step over both ranks).
+from the session, times the session's events per step over both ranks), and the events per rank
+and step it took in (the recording's flight-recorder history included).
 
     /usr/bin/python3 bench/recording_cost.py [--build build] [--steps 1500] [--rounds 2] [--buckets 2048,1048576]
                                              [--job-args "--layers 48 --width 64 --step-delay-ms 0"]
@@ -71,18 +72,21 @@ def main():
                     steps = db.execute("select count(*) from event_view where kind = 'step'").fetchone()[0]
                     events = int(md["observer_events"])
                     per_event = float(md["observer_cpu_seconds"]) / events
-                    observer.setdefault(bucket, []).append((per_event * 1e6, per_event * events / steps * 2 * 1e3))
+                    observer.setdefault(bucket, []).append((per_event * 1e6, per_event * events / steps * 2 * 1e3,
+                                                            events / steps))
                     db.close()
                     os.unlink(out)
                 print(f"round {rnd} bucket {bucket} recorded {rec}: mean {statistics.mean(t):.3f} "
                       f"median {statistics.median(t):.3f} ms (n={len(t)})", flush=True)
-    print("\n| bucket bytes | step ms, not recorded | step ms, recorded | recording's cost | recorder CPU per event | recorder CPU per step |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("\n| bucket bytes | events per rank and step | step ms, not recorded | step ms, recorded | recording's cost "
+          "| recorder CPU per event | recorder CPU per step |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for bucket in buckets:
         off, on = statistics.mean(means[(bucket, False)]), statistics.mean(means[(bucket, True)])
         us = statistics.mean(x[0] for x in observer[bucket])
         ms = statistics.mean(x[1] for x in observer[bucket])
-        print(f"| {bucket} | {off:.3f} | {on:.3f} | {on - off:+.3f} ms | {us:.2f} us | {ms:.3f} ms |")
+        ev = statistics.mean(x[2] for x in observer[bucket])
+        print(f"| {bucket} | {ev:.0f} | {off:.3f} | {on:.3f} | {on - off:+.3f} ms | {us:.2f} us | {ms:.3f} ms |")
     print(f"\n# load after: {open('/proc/loadavg').read().split()[:3]}")
 
 

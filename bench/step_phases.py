@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A rank's step phases over a stretch of a recording, in blocks of steps: per block the median
-step, forward, backward, `wait gradients`, optimizer and `evaluate` (ms), and the loss at the
+and the mean step, forward, backward, `wait gradients`, optimizer and `evaluate` (ms), and the loss at the
 block's first step. Shows a transient inside a what-if grid cell (docs/BENCHMARKS.md, "The
 backward's compute calibrated…": the first switch to fp16).
 
@@ -47,10 +47,10 @@ def main():
     per = collections.defaultdict(list)
     for s, e, st in steps:
         per[st // a.block * a.block].append((e - s) / 1e6)
-    print("block  step  " + "  ".join(f"{n:>14}" for n in names) + "    loss")
+    print("block  step  mean  " + "  ".join(f"{n:>14}" for n in names) + "    loss")
     for b in sorted(per):
         cols = [f"{statistics.median(blocks[b][n]):14.3f}" if blocks[b][n] else f"{'-':>14}" for n in names]
-        print(f"{b:5d} {statistics.median(per[b]):6.3f} " + "  ".join(cols) +
+        print(f"{b:5d} {statistics.median(per[b]):6.3f} {statistics.mean(per[b]):6.3f} " + "  ".join(cols) +
               (f"  {loss[b]:.3f}" if b in loss else ""))
 
 

@@ -220,8 +220,8 @@ struct WhatIfModel::State {
   // The observer (the recorder or GUI that took the session) where it shared the ranks' cores
   // with none to spare (session metadata observer_*: its host is the ranks' host and it had no
   // more CPUs than ranks there): its CPU per event comes out of the ranks' steps. Measured on the
-  // 2-core VM, 48-layer job (bench/recording_cost.py, three runs): recording cost 0.38-0.50 ms a
-  // step at 254 events per rank and step and 0.21-0.25 ms at 158, where the recorder took
+  // 2-core VM, 48-layer job (bench/recording_cost.py, four runs): recording cost 0.38-0.50 ms a
+  // step at 255 events per rank and step and 0.21-0.27 ms at 159, where the recorder took
   // 0.82-0.92 us per event (docs/TUNING.md). A setting with other buckets changes the events per
   // step by the window's events per bucket. Data parallel only (see the pipeline model's note).
   double observerMsPerEvent = 0;  // 0: the observer did not share the ranks' cores (or unknown)
@@ -305,31 +305,9 @@ int64_t WhatIfModel::toStep() const {
 
 namespace {
 
-// The observer's CPU per event (ms) where it shared the ranks' cores with none to spare (the
-// session's observer_* metadata; State::observerMsPerEvent), and the ranks of `ranks` on its host.
-struct Observer {
-  double msPerEvent = 0, cpus = 0;
-  std::set<RankId> onHost;
-};
-Observer observerOf(const TraceStore& store, const std::set<RankId>& ranks) {
-  Observer o;
-  const auto& md = store.metadata();
-  auto num = [&](const char* k) { return md.count(k) ? std::atof(md.at(k).c_str()) : 0.0; };
-  const double cpuS = num("observer_cpu_seconds"), events = num("observer_events");
-  o.cpus = num("observer_cpus");
-  const auto host = md.find("observer_host");
-  if (host == md.end() || host->second.empty()) return o;
-  for (RankId r : ranks)
-    if (auto ri = store.ranks().find(r); ri != store.ranks().end() && ri->second.host == host->second) o.onHost.insert(r);
-  if (cpuS > 0 && events > 0 && !o.onHost.empty() && o.cpus > 0 && o.cpus <= static_cast<double>(o.onHost.size()))
-    o.msPerEvent = cpuS * 1e3 / events;
-  return o;
-}
-
 struct RankStep {
   Iv step, fwd, bwd, opt;
   bool hasFwd = false, hasBwd = false, hasOpt = false;
-  int64_t bucketEvents = 0;  // Bucket and Collective events with a bucket (what the observer took in per bucket)
   struct K {
     int64_t layer;
     bool weight;
@@ -477,9 +455,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           if (!counted && (algo == "allreduce" || algo == "hierarchical") && s.world > 1)
             wire *= 2.0 * (s.world - 1) / s.world;
           x.comms.push_back({b->asInt(), iv, wire, algo});
-          ++x.bucketEvents;
         } else {
-          ++x.bucketEvents;
           x.buckets[b->asInt()] = {ev.start(i), bytes ? static_cast<double>(bytes->asInt()) : 0.0};
         }
       }
@@ -806,20 +782,28 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
     s.restBeforeMs = mean(restBefore);
     s.fwdToBwdMs = mean(fwdToBwd);
     {
-      // The observer's share of the step (see State::observerMsPerEvent).
-      std::set<RankId> ranks;
-      for (const auto& [key, x] : rs) ranks.insert(key.first);
-      const Observer ob = observerOf(store, ranks);
-      s.observerCpus = ob.cpus;
-      s.observerRanks = static_cast<int>(ob.onHost.size());
-      s.observerMsPerEvent = ob.msPerEvent;
+      // The observer's share of the step (see State::observerMsPerEvent): its CPU per event from
+      // the session's observer_* metadata, where its host held ranks of the window and no more
+      // CPUs than those ranks; per bucket a Bucket and a Collective event per rank.
+      const auto& md = store.metadata();
+      auto num = [&](const char* k) { return md.count(k) ? std::atof(md.at(k).c_str()) : 0.0; };
+      const double cpuS = num("observer_cpu_seconds"), events = num("observer_events");
+      s.observerCpus = num("observer_cpus");
+      const auto host = md.find("observer_host");
+      std::set<RankId> onHost;
       double bucketEvents = 0, buckets = 0, rankSteps = 0;
       for (const auto& [key, x] : rs) {
+        if (auto ri = store.ranks().find(key.first);
+            host != md.end() && !host->second.empty() && ri != store.ranks().end() && ri->second.host == host->second)
+          onHost.insert(key.first);
         if (!x.hasFwd || !x.hasBwd || !x.hasOpt) continue;
-        bucketEvents += static_cast<double>(x.bucketEvents);
+        bucketEvents += static_cast<double>(x.comms.size() + x.buckets.size());
         buckets += static_cast<double>(x.buckets.size());
         ++rankSteps;
       }
+      s.observerRanks = static_cast<int>(onHost.size());
+      if (cpuS > 0 && events > 0 && s.observerRanks > 0 && s.observerCpus > 0 && s.observerCpus <= s.observerRanks)
+        s.observerMsPerEvent = cpuS * 1e3 / events;
       if (buckets > 0) s.bucketEventsPerBucket = bucketEvents / buckets;
       if (rankSteps > 0) s.bucketsPerStep = buckets / rankSteps;
     }
