@@ -103,6 +103,10 @@ def main():
     ap.add_argument("--paired", action="store_true",
                     help="run the base cell again before every other cell and predict each cell from the base "
                          "window right before it (the machine's load drifts over the grid)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="visit every cell this many times, the passes in alternating order (base first in each), "
+                         "and score with whatif_rescore.py: measured pooled over a cell's visits, predicted as the "
+                         "mean over the base's visits (with --paired: over the base visit before each)")
     ap.add_argument("--keep", action="store_true", help="print where the recordings are and keep them")
     ap.add_argument("--mode", default="dp", help="the demo's --mode (dp, pp, hybrid, disco)")
     ap.add_argument("--knob", action="append", default=[], metavar="K=v1,v2,...",
@@ -214,9 +218,14 @@ def main():
             cells.remove(base)
             cells.insert(0, base)
             grid_cells = list(cells)
-            if args.paired:  # base, c1, base, c2, ...: each cell's model from the base window just before it
-                cells = [base] + [y for c in grid_cells[1:] for y in (c, base)]
-                cells = cells[:-1]
+            passes = []
+            for rep in range(args.repeats):  # the passes alternate their order: drift hits the cells alike
+                order = grid_cells[1:] if rep % 2 == 0 else grid_cells[:0:-1]
+                if args.paired:  # base, c1, base, c2, ...: each cell's model from the base window just before it
+                    passes += [y for c in order for y in (base, c)]
+                else:
+                    passes += [base] + order
+            cells = passes
             session = os.path.join(rt, "grid.tsdb")
             total = args.seconds_per_cell * len(cells) + 120  # stopped after the last cell
             rec = subprocess.Popen([cli, "record", "--job", job, "--seconds", str(total), "--out", session], env=env)
@@ -230,61 +239,72 @@ def main():
             rec.wait(timeout=300)
             ends = acks[1:] + [None]
             rows = []
-            base_from, base_to = acks[0] + args.warmup, acks[1] - 1
-            for idx, (c, s, e) in enumerate(zip(cells, acks, ends)):
-                if args.paired and c == base:
-                    base_from, base_to = s + args.warmup, e - 1  # the model for the next cell
-                    if idx > 0:
-                        continue
-                frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
-                own = json.loads(run("whatif", session, "--json", *frm).stdout)
-                sets = [y for x in kv(c) for y in ("--set", x)]
-                pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
-                                      str(base_to), *sets).stdout)
-                p = pred["predictions"][0]
-                steps = (e - 1 if e else own["to_step"]) - (s + args.warmup) + 1
-                rows.append({"cell": c, "steps": steps,
-                             "measured_ms": own["measured"]["step_time_ms"],
-                             "replay_ms": own["replay"]["step_time_ms"],
-                             "predicted_ms": p["step_time_ms"], "extrapolated": p["extrapolated"],
-                             "measured_overlap": own["measured"]["overlap_ratio"],
-                             "predicted_overlap": p["overlap_ratio"],
-                             "measured_exposed_ms": own["measured"]["exposed_comm_ms"],
-                             "predicted_exposed_ms": p["exposed_comm_ms"],
-                             "measured_bubble": own["measured"].get("bubble_fraction"),
-                             "predicted_bubble": p.get("bubble_fraction")})
-            pp = args.mode in ("pp", "hybrid")
-            extra = ("bubble meas/pred",) if pp else ("overlap meas/pred", "exposed ms meas/pred")
-            head = [*names, "steps", "measured ms", "replay ms (err)", "predicted from base ms (err)", *extra]
-            print("| " + " | ".join(head) + " |")
-            print("|" + "---|" * len(head))
-            num = lambda v: -1.0 if v is None else v
-            for r in rows:
-                m = r["measured_ms"]
-                cols = [*r["cell"], str(r["steps"]), f"{m:.3f}",
-                        f"{r['replay_ms']:.3f} ({100 * (r['replay_ms'] - m) / m:+.1f} %)",
-                        f"{r['predicted_ms']:.3f} ({100 * (r['predicted_ms'] - m) / m:+.1f} %)"
-                        + (" *" if r["extrapolated"] else "")]
-                if pp:
-                    cols.append(f"{num(r['measured_bubble']):.3f} / {num(r['predicted_bubble']):.3f}")
-                else:
-                    cols += [f"{num(r['measured_overlap']):.2f} / {num(r['predicted_overlap']):.2f}",
-                             f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f}"]
-                print("| " + " | ".join(cols) + " |")
-            tau = kendall([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
-            print(f"\nKendall tau-b (predicted from base vs measured, {len(rows)} cells): {tau:.3f}")
-            best = min(rows, key=lambda r: r["measured_ms"])
-            print(f"exhaustive grid best: {' '.join(kv(best['cell']))} "
-                  f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
-            errs = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows[1:]]
-            if errs:
-                print(f"changed settings: {sum(e <= 0.10 for e in errs)} of {len(errs)} within 10 %, "
-                      f"largest |error| {100 * max(errs):.1f} %")
-            if args.keep:
-                print(f"grid recording: {session}; acknowledged steps: {acks}")
-            if args.grid_only:
-                return
-            tune(rows)
+            if args.repeats > 1:
+                from whatif_rescore import score, report  # pooled over the visits
+                res = score(session, cli, args.warmup, args.paired, env)
+                report(res, every=True)
+                rows = [dict(r, cell=tuple(dict(zip(res["knobs"], r["cell"]))[k] for k in names)) for r in res["rows"]]
+                if args.keep:
+                    print(f"grid recording: {session}; acknowledged steps: {acks}")
+                if args.grid_only:
+                    return
+                tune(rows)
+            else:
+                base_from, base_to = acks[0] + args.warmup, (acks[1] - 1) if len(acks) > 1 else None
+                for idx, (c, s, e) in enumerate(zip(cells, acks, ends)):
+                    if args.paired and c == base:
+                        base_from, base_to = s + args.warmup, e - 1  # the model for the next cell
+                        if idx > 0:
+                            continue
+                    frm = ["--from-step", str(s + args.warmup)] + (["--to-step", str(e - 1)] if e else [])
+                    own = json.loads(run("whatif", session, "--json", *frm).stdout)
+                    sets = [y for x in kv(c) for y in ("--set", x)]
+                    pred = json.loads(run("whatif", session, "--json", "--from-step", str(base_from), "--to-step",
+                                          str(base_to), *sets).stdout)
+                    p = pred["predictions"][0]
+                    steps = (e - 1 if e else own["to_step"]) - (s + args.warmup) + 1
+                    rows.append({"cell": c, "steps": steps,
+                                 "measured_ms": own["measured"]["step_time_ms"],
+                                 "replay_ms": own["replay"]["step_time_ms"],
+                                 "predicted_ms": p["step_time_ms"], "extrapolated": p["extrapolated"],
+                                 "measured_overlap": own["measured"]["overlap_ratio"],
+                                 "predicted_overlap": p["overlap_ratio"],
+                                 "measured_exposed_ms": own["measured"]["exposed_comm_ms"],
+                                 "predicted_exposed_ms": p["exposed_comm_ms"],
+                                 "measured_bubble": own["measured"].get("bubble_fraction"),
+                                 "predicted_bubble": p.get("bubble_fraction")})
+                pp = args.mode in ("pp", "hybrid")
+                extra = ("bubble meas/pred",) if pp else ("overlap meas/pred", "exposed ms meas/pred")
+                head = [*names, "steps", "measured ms", "replay ms (err)", "predicted from base ms (err)", *extra]
+                print("| " + " | ".join(head) + " |")
+                print("|" + "---|" * len(head))
+                num = lambda v: -1.0 if v is None else v
+                for r in rows:
+                    m = r["measured_ms"]
+                    cols = [*r["cell"], str(r["steps"]), f"{m:.3f}",
+                            f"{r['replay_ms']:.3f} ({100 * (r['replay_ms'] - m) / m:+.1f} %)",
+                            f"{r['predicted_ms']:.3f} ({100 * (r['predicted_ms'] - m) / m:+.1f} %)"
+                            + (" *" if r["extrapolated"] else "")]
+                    if pp:
+                        cols.append(f"{num(r['measured_bubble']):.3f} / {num(r['predicted_bubble']):.3f}")
+                    else:
+                        cols += [f"{num(r['measured_overlap']):.2f} / {num(r['predicted_overlap']):.2f}",
+                                 f"{r['measured_exposed_ms']:.3f} / {r['predicted_exposed_ms']:.3f}"]
+                    print("| " + " | ".join(cols) + " |")
+                tau = kendall([r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows])
+                print(f"\nKendall tau-b (predicted from base vs measured, {len(rows)} cells): {tau:.3f}")
+                best = min(rows, key=lambda r: r["measured_ms"])
+                print(f"exhaustive grid best: {' '.join(kv(best['cell']))} "
+                      f"{best['measured_ms']:.3f} ms; grid cost {len(rows)} cells x ({args.warmup} + measured) steps")
+                errs = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows[1:]]
+                if errs:
+                    print(f"changed settings: {sum(e <= 0.10 for e in errs)} of {len(errs)} within 10 %, "
+                          f"largest |error| {100 * max(errs):.1f} %")
+                if args.keep:
+                    print(f"grid recording: {session}; acknowledged steps: {acks}")
+                if args.grid_only:
+                    return
+                tune(rows)
 
         # Bayesian-optimisation baseline (Horovod's autotuner defaults): 20 samples x 10 steps.
         # Each knob on [0, 1]: numbers on a log scale when they span more than 8x (bucket bytes),

@@ -493,6 +493,62 @@ class TstTuneConfig : public QObject {
              (std::to_string(two->stepTimeMs) + " against " + std::to_string(want)).c_str());
   }
 
+  // A codec's work beyond the compressed reductions' largest calibrated size: the bend of its own
+  // time ("calibrate codec", taken at a larger size too) away from the slope it had there.
+  // whatIfCalibratedDifferencesByHand's session (allreduce, the last reduction's own time 1.5
+  // at 1000 bytes); calibrated: allreduce 0.5 / 0.6 and scatter-reduce+fp16 0.9 / 1.2 ms at
+  // 1000 / 2000 bytes; fp16 alone 0.1 / 0.2 / 0.6 ms at 1000 / 2000 / 4000. One fp16 bucket of
+  // 3000 bytes: its reduction's line at 3000 says 1.5, the last reduction 1.5 + 1.5 - 0.5 = 2.5
+  // (step 1.5 + 2 + 6 + 2.5 + 1 = 13.0); the codec alone at 3000 is 0.4, its line through 1000
+  // and 2000 says 0.3: bend 0.1, step 13.1. Without the third codec size, 13.0.
+  void whatIfCodecBendBeyondCalibratedSizes() {
+    Builder b;
+    buildHandDpSession(b, 0, 9.5);
+    addLatency(b, "allreduce", 1000, 0.5), addLatency(b, "allreduce", 2000, 0.6);
+    addLatency(b, "scatter-reduce+fp16", 1000, 0.9), addLatency(b, "scatter-reduce+fp16", 2000, 1.2);
+    addLatency(b, "scatter-reduce+int8", 1000, 0.9), addLatency(b, "scatter-reduce+int8", 3000, 1.5);
+    int64_t t = 300'000;
+    auto codec = [&](const char* name, int64_t bytes, double ms) {
+      b.ev(0, EventKind::Collective, "calibrate codec", t, t + static_cast<int64_t>(ms * kMs),
+           {Attr::ofString(AttrKey::Algorithm, b.s.intern(name)), Attr::ofInt(AttrKey::Bytes, bytes)});
+      t += 1'000'000;
+    };
+    codec("fp16", 1000, 0.1), codec("fp16", 2000, 0.2);
+    codec("int8", 1000, 0.1), codec("int8", 2000, 0.12), codec("int8", 3000, 0.3);
+    auto two = WhatIfModel::fromSession(b.s);
+    QVERIFY2(two.isOk(), two.status().message().c_str());
+    const std::map<std::string, std::string> fp16Big = {{"dp.compression", "fp16"}, {"dp.bucket_bytes", "100000"}};
+    auto before = two->predict(fp16Big);
+    QVERIFY(before.isOk());
+    QCOMPARE(before->buckets, 1);
+    QVERIFY2(std::abs(before->stepTimeMs - 13.0) < 1e-6, std::to_string(before->stepTimeMs).c_str());
+    codec("fp16", 4000, 0.6);
+    auto three = WhatIfModel::fromSession(b.s);
+    QVERIFY(three.isOk());
+    auto bent = three->predict(fp16Big);
+    QVERIFY(bent.isOk());
+    QVERIFY2(std::abs(bent->stepTimeMs - 13.1) < 1e-6, std::to_string(bent->stepTimeMs).c_str());
+    // int8's reductions calibrated at 1000 and 3000 (0.9 / 1.5), the codec alone at 1000 / 2000 /
+    // 3000 (0.1 / 0.12 / 0.3). One bucket of 3000 bytes: a calibrated size, no bend (13.0). At
+    // bucket_bytes 2000 (buckets of 2000 and 1000 bytes): the reduction's line says 1.2 at 2000,
+    // the codec lies 0.2 - 0.12 = 0.08 below its line there: 1.12. The early bucket's kappa
+    // 0 + 1.12 - 0.5 = 0.62 (backward 6.62), the queue (0 + 1 x 0.62) x 1 / 2 = 0.31, the last
+    // reduction (1000 bytes) 1.5 + 0.9 - 0.5 = 1.9: step 1.5 + 2 + 6.62 + 0.31 + 1.9 + 1 = 13.33
+    // (on the line, 13.45).
+    auto int8 = three->predict({{"dp.compression", "int8"}, {"dp.bucket_bytes", "100000"}});
+    QVERIFY(int8.isOk());
+    QVERIFY2(std::abs(int8->stepTimeMs - 13.0) < 1e-6, std::to_string(int8->stepTimeMs).c_str());
+    auto int8Two = three->predict({{"dp.compression", "int8"}, {"dp.bucket_bytes", "2000"}});
+    QVERIFY(int8Two.isOk());
+    QCOMPARE(int8Two->buckets, 2);
+    QVERIFY2(std::abs(int8Two->stepTimeMs - 13.33) < 1e-6, std::to_string(int8Two->stepTimeMs).c_str());
+    // Within the calibrated sizes nothing bends: fp16 with a bucket per layer (1000 bytes) as
+    // without the third size.
+    auto small2 = two->predict({{"dp.compression", "fp16"}}), small3 = three->predict({{"dp.compression", "fp16"}});
+    QVERIFY(small2.isOk() && small3.isOk());
+    QVERIFY(std::abs(small2->stepTimeMs - small3->stepTimeMs) < 1e-9);
+  }
+
   // A constructed data-parallel step (world 2, rank 0's events, 3 layers) and the model's
   // prediction by hand. Per step (ms from the step start): forward [1, 3]; backward [3, 9]:
   // layer 2 B [3,4] W [4,5], layer 1 B [5,6] W [6,7], layer 0 W [7,9]; at the measured 1-byte

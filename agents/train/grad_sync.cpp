@@ -195,10 +195,12 @@ void GradSync::calibrate() {
         for (int rep = 0; rep < 3; ++rep) workOnce(a, c, algoName, n, rep);
       }
     }
-  // Each codec's CPU work alone, at 1 and 64 KiB, 3 times: encode (with error feedback) and
-  // decode-add n floats, what a bucket of n floats costs a rank's own thread on 2 ranks with any
-  // algorithm (ring: half encoded and decoded per phase; recursive doubling: one round), traced
-  // as 'calibrate codec' (what-if adds its difference to the backward's cost per bucket).
+  // Each codec's CPU work alone, at 1, 4, 16 and 64 KiB 3 times and at 1 MiB once: encode (with
+  // error feedback) and decode-add n floats, what a bucket of n floats costs a rank's own thread
+  // on 2 ranks with any algorithm (ring: half encoded and decoded per phase; recursive doubling:
+  // one round), traced as 'calibrate codec'. What-if reads from it how far a codec's work bends
+  // away from the line through the two sizes its reductions are calibrated at (top-k's sort
+  // grows faster than n); the 1 MiB size adds about 8 ms to a calibration.
   const uint32_t codecName = ts_name("calibrate codec");
   std::vector<float> v, err, acc;
   std::vector<uint8_t> payload;
@@ -207,9 +209,9 @@ void GradSync::calibrate() {
     codec.kind = c;
     codec.topkRatio = cfg_.codec.topkRatio;
     const uint32_t algoName = ts_name(kCompressionNames[static_cast<int>(c)]);
-    for (size_t n : {size_t{256}, size_t{16384}}) {
+    for (size_t n : {size_t{256}, size_t{1024}, size_t{4096}, size_t{16384}, scratch.size()}) {
       payload.assign(codec.payloadBytes(n), 0);
-      for (int rep = 0; rep < 3; ++rep) {
+      for (int rep = 0; rep < (n > 16384 ? 1 : 3); ++rep) {
         v.assign(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n));
         err.assign(n, 0.0f);
         acc.assign(n, 0.0f);
