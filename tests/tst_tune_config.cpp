@@ -1232,6 +1232,40 @@ class TstTuneConfig : public QObject {
     QVERIFY2(seg.isOk(), seg.status().message().c_str());
     auto seg8 = seg->predict({{"pp.microbatches", "8"}});
     QVERIFY2(seg8.isOk() && std::abs(seg8->stepTimeMs - want) < 1e-6, qPrintable(QString::number(seg8->stepTimeMs)));
+    // A split schedule's W deferred ("calibrate pp D": 0.6 ms at 4 samples where W right after
+    // its B took 0.4): zb-h1 at m = 4 from this 1F1B window takes each W's kernels from the fused
+    // B's traced share as before, moved by D / W = 1.5. Per stage a W op is b x share x ((1 - k)
+    // + k x 1.5) against b x share x 1 without D (k: the stage's kernel share of B).
+    auto zb = m->predict({{"pp.schedule", "zb-h1"}});
+    QVERIFY2(zb.isOk(), zb.status().message().c_str());
+    for (const auto& [pid, tid] : kernelTid)
+      for (const auto& [samples, ms] : {std::pair{16, 1.5}, std::pair{4, 0.6}, std::pair{2, 0.45}})
+        ev.push_back({{"ts", 17000.0 + samples}, {"dur", ms * 1000}, {"ph", "X"}, {"pid", pid}, {"tid", tid},
+                      {"name", "calibrate pp D " + std::to_string(samples)},
+                      {"cat", "kernel"}, {"args", {{"kind", "kernel"}, {"layer", 0}}}});
+    auto mD = modelOfDocument(doc);
+    QVERIFY2(mD.isOk(), mD.status().message().c_str());
+    const auto dD = nlohmann::json::parse(mD->describeJson());
+    QVERIFY2(std::abs(dD["kernel_calibration_ms"][0]["w_deferred"]["4"].get<double>() - 0.6) < 1e-9, dD.dump().c_str());
+    auto zbD = mD->predict({{"pp.schedule", "zb-h1"}});
+    QVERIFY2(zbD.isOk(), zbD.status().message().c_str());
+    auto wOps = [](const WhatIfPrediction& p) {
+      std::vector<std::pair<std::string, double>> w;
+      for (const auto& op : p.timeline)
+        if (op.label.rfind("W", 0) == 0) w.push_back({op.lane, op.endMs - op.startMs});
+      return w;
+    };
+    const auto w0 = wOps(*zb), w1 = wOps(*zbD);
+    QCOMPARE(w0.size(), w1.size());
+    QVERIFY(!w0.empty());
+    for (size_t i = 0; i < w0.size(); ++i) {
+      const int stage = std::atoi(w0[i].first.substr(6).c_str());
+      const double k = dD["kernel_share"][stage]["b"].get<double>();
+      QVERIFY2(std::abs(w1[i].second / w0[i].second - ((1 - k) + k * 1.5)) < 1e-6,
+               qPrintable(QString("%1: %2 / %3, k %4").arg(QString::fromStdString(w0[i].first)).arg(w1[i].second)
+                              .arg(w0[i].second).arg(k)));
+    }
+    QVERIFY(zbD->stepTimeMs > zb->stepTimeMs);
   }
 
   // Work outside the pipeline ops (tests/data/pp_1f1b_optimizer: 1F1B makespan 15 ms, then a 4 ms

@@ -155,7 +155,8 @@ std::string PipelineTrainer::checkParams(const core::ScheduleParams& p) const {
 }
 
 // What-if calibration (TUNING.md, Pipelines): each of this stage's layers alone, forward, input
-// gradient and weight gradient, at the samples per micro-batch of 1, 2, 4, 8 and 16 micro-batches
+// gradient and weight gradient (and the weight gradient deferred, below), at the samples per
+// micro-batch of 1, 2, 4, 8 and 16 micro-batches
 // (whole samples only), 3 times each (once where that took over 5 ms), traced as kernels "calibrate pp F|B|W <samples>" (Layer =
 // the stage's layer index, as its F/B/W kernels). An op's kernels do not scale with its samples exactly: on the 8-layer CPU job a
 // 16-sample micro-batch takes 0.53-0.57 of a 32-sample one's time, not 0.5 (BENCHMARKS.md), so
@@ -212,6 +213,54 @@ void PipelineTrainer::calibrate() {
           layer.release(slot);
         }
       }
+    // A split schedule's deferred W (zb-h1, zbv): the weight gradient runs after other ops, its
+    // activations and output gradients read back from memory, where the pass above runs it right
+    // after the layer's B. Per chunk: the forward and the B of all its layers, another
+    // micro-batch's forward (the op a split schedule typically runs between), then each layer's
+    // W, traced as "calibrate pp D <samples>" (twice; once where that took over 5 ms). On the
+    // 8-layer job zb-h1 at 1 and 2 micro-batches ran 7-19 % slower than its W split off a hot B
+    // predicted (BENCHMARKS.md, "Two visits per cell").
+    const uint32_t nd = ts_name(("calibrate pp D" + tag).c_str());
+    for (int c = 0; c < chunks; ++c) {
+      const int lo = chunkStart_[static_cast<size_t>(c)], hi = chunkStart_[static_cast<size_t>(c) + 1];
+      if (hi <= lo) continue;
+      const bool input = owned[static_cast<size_t>(lo)] == 0;
+      std::vector<Mat> acts(static_cast<size_t>(hi - lo) + 1), dys(static_cast<size_t>(hi - lo));
+      if (input) {
+        const Mat& h = heldOut_.x;
+        if (h.rows == 0) continue;
+        acts[0].resize(rows, h.cols);
+        for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, acts[0].row(r));
+      } else {
+        acts[0].resize(rows, o_.width);
+      }
+      std::chrono::steady_clock::time_point t0;
+      for (int rep = 0; rep < 2; ++rep) {
+        if (rep == 1 && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(5)) break;
+        if (rep == 0) t0 = std::chrono::steady_clock::now();
+        for (int l = lo; l < hi; ++l)
+          model_->layer(l).forward(slot, acts[static_cast<size_t>(l - lo)], acts[static_cast<size_t>(l - lo) + 1]);
+        Mat dy, dx;
+        dy.resize(acts.back().rows, acts.back().cols);
+        for (int l = hi - 1; l >= lo; --l) {
+          dys[static_cast<size_t>(l - lo)] = dy;
+          if (l > lo || !input) {
+            model_->layer(l).backwardInput(slot, dy, dx);
+            std::swap(dy, dx);
+          }
+        }
+        Mat y;
+        for (int l = lo; l < hi; ++l) {  // another micro-batch's forward in between
+          model_->layer(l).forward(slot + 1, l == lo ? acts[0] : y, dx);
+          std::swap(y, dx);
+        }
+        for (int l = hi - 1; l >= lo; --l) {
+          KernelScope k(nd, l);
+          model_->layer(l).backwardWeight(slot, dys[static_cast<size_t>(l - lo)]);
+        }
+        for (int l = lo; l < hi; ++l) model_->layer(l).release(slot), model_->layer(l).release(slot + 1);
+      }
+    }
   }
 }
 

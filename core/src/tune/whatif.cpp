@@ -256,10 +256,12 @@ struct WhatIfModel::State {
   // the simulated idle at the measured setting, within [0, rest]), so the replay's bubble is the
   // measured one; -1: all of the rest (no measured bubble).
   double pipeRestIdleMs = -1;
-  // [stage] trainscope-train's calibration of the stage's layers alone ("calibrate pp F|B|W
-  // <samples>" kernels): per op kind (F, B, W) the stage's time (summed over its layers) at each
-  // calibrated samples-per-micro-batch; empty where the job did not calibrate.
-  std::vector<std::array<std::map<int64_t, double>, 3>> ppCalib;
+  // [stage] trainscope-train's calibration of the stage's layers alone ("calibrate pp F|B|W|D
+  // <samples>" kernels): per op kind (F, B, W right after B, D: W deferred past the B of the
+  // stage's other layers and another micro-batch's forward, as a split schedule runs it) the
+  // stage's time (summed over its layers) at each calibrated samples-per-micro-batch; empty
+  // where the job did not calibrate (D: before Nov 25).
+  std::vector<std::array<std::map<int64_t, double>, 4>> ppCalib;
   // Drawing.
   double restBeforeMs = 0;  // data parallel: step start to forward start, mean
   double fwdToBwdMs = 0;    // data parallel: forward end to backward start, mean (part of restMs)
@@ -1029,7 +1031,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
           if (ev.kind(i) != EventKind::Kernel || ev.start(i) >= winHi || ev.end(i) <= ev.start(i)) continue;
           const std::string_view n = store.str(ev.name(i));
           if (!n.starts_with("calibrate pp ") || n.size() < 16) continue;
-          const int kind = n[13] == 'F' ? 0 : n[13] == 'B' ? 1 : n[13] == 'W' ? 2 : -1;
+          const int kind = n[13] == 'F' ? 0 : n[13] == 'B' ? 1 : n[13] == 'W' ? 2 : n[13] == 'D' ? 3 : -1;
           const int64_t samples = std::atoll(std::string(n.substr(15)).c_str());
           const Attr* l = ev.findAttr(i, AttrKey::Layer);
           if (kind < 0 || samples < 1 || !l) continue;
@@ -1038,7 +1040,7 @@ Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOpti
         }
       }
       for (const StageResult& st : a.pipeline.perStage) {
-        std::array<std::map<int64_t, double>, 3> stage;
+        std::array<std::map<int64_t, double>, 4> stage;
         std::map<std::pair<int, int64_t>, std::vector<double>> perRank;
         for (RankId r : st.ranks) {
           auto it = cal.find(r);
@@ -1340,17 +1342,24 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
       return lo->second + f * (hi->second - lo->second);
     };
     bool calibratedKernels = false;
-    auto kernelRatio = [&](size_t stage, std::initializer_list<int> kinds) {
+    // The kernels' calibrated time of op kinds `now` at the new samples per micro-batch over that
+    // of kinds `then` at the window's. A W deferred as split schedules run it (D) is slower than
+    // one right after its B (W) where a micro-batch's activations leave the caches: a split
+    // schedule's W moves by D, and from a window that ran no split backward by D over W (its W
+    // was part of a fused B); without D (older jobs) as W.
+    auto kernelRatio = [&](size_t stage, std::initializer_list<int> nowKinds, std::initializer_list<int> thenKinds) {
       if (stage >= s.ppCalib.size() || sp.segments != 1 || segments0 != 1) return scale;
+      const auto& cal = s.ppCalib[stage];
+      auto at = [&](int k, int m) -> double {
+        if (k == 3 && cal[3].empty()) k = 2;
+        const auto& c = cal[static_cast<size_t>(k)];
+        if (c.empty()) return NAN;
+        return calAt(c, static_cast<double>(c.rbegin()->first) / m);
+      };
       double now = 0, then = 0;
-      for (int k : kinds) {
-        const auto& c = s.ppCalib[stage][static_cast<size_t>(k)];
-        if (c.empty()) return scale;
-        const double batch = static_cast<double>(c.rbegin()->first);
-        now += calAt(c, batch / sp.microBatches);
-        then += calAt(c, batch / m0);
-      }
-      if (!(then > 0)) return scale;
+      for (int k : nowKinds) now += at(k, sp.microBatches);
+      for (int k : thenKinds) then += at(k, m0);
+      if (!std::isfinite(now) || !std::isfinite(then) || !(then > 0)) return scale;
       calibratedKernels = true;
       return now / then;
     };
@@ -1377,10 +1386,12 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
         if (op.kind == OpKind::Backward) fixed = bFixed, scaled = bScaled;
         else fixed = wFixed, scaled = wScaled;
       }
-      const double r = op.kind == OpKind::Forward ? kernelRatio(i, {0})
-                       : op.kind == OpKind::Weight ? kernelRatio(i, {2})
-                       : split                     ? kernelRatio(i, {1})
-                                                   : kernelRatio(i, {1, 2});
+      const bool was = s.measuredSplit;
+      const double r = op.kind == OpKind::Forward ? kernelRatio(i, {0}, {0})
+                       : op.kind == OpKind::Weight ? (was ? kernelRatio(i, {3}, {3}) : kernelRatio(i, {3}, {2}))
+                       : split                     ? kernelRatio(i, {1}, {1})
+                       : was                       ? kernelRatio(i, {1, 2}, {1, 3})
+                                                   : kernelRatio(i, {1, 2}, {1, 2});
       return (fixed + scaled * r) / (sp.virtualStages * sp.segments);
     };
     auto sim = simulateSchedule(*sched, base, dur);
@@ -1831,8 +1842,8 @@ std::string WhatIfModel::describeJson() const {
     nlohmann::json pc = nlohmann::json::array();
     for (const auto& st : s.ppCalib) {
       nlohmann::json o = nlohmann::json::object();
-      const char* kinds[3] = {"f", "b", "w"};
-      for (int k = 0; k < 3; ++k) {
+      const char* kinds[4] = {"f", "b", "w", "w_deferred"};
+      for (int k = 0; k < 4; ++k) {
         nlohmann::json m = nlohmann::json::object();
         for (const auto& [samples, ms] : st[static_cast<size_t>(k)]) m[std::to_string(samples)] = ms;
         o[kinds[k]] = m;
