@@ -195,7 +195,7 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     if (sync_.configure(*model_, want)) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
       if (knobs && o_.calibrate) {
-        sync_.calibrate();
+        sync_.calibrate(model_->grads());
         calibrateCompute();
       }
       if (rank_ == 0 && s > first)
