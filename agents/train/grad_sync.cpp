@@ -107,7 +107,7 @@ void GradSync::progress() {
   }
 }
 
-void GradSync::calibrate(std::span<const float> grads) {
+void GradSync::calibrate(std::span<const float> grads, double paceUs) {
   if (comms_.world->size() < 2) return;
   const uint32_t name = ts_name("calibrate");
   std::vector<float> scratch(262144, 1.0f);  // up to 1 MiB: where the time per byte shows
@@ -155,7 +155,12 @@ void GradSync::calibrate(std::span<const float> grads) {
   // step hides behind the next layers (Nov 24: MPI's allreduce was ~2 us per small bucket slower
   // than ring alone and ~4 us faster in the step).
   const uint32_t workName = ts_name("calibrate work");
-  constexpr int64_t kPaceUs = 20;
+  // The pace: a step polls after each of a layer's two GEMMs (B, then W) twice (the GEMM's own
+  // progress, then the explicit one after B and layerReady() after W), so half the layer's
+  // backward as the trainer timed it, twice per stretch (until Nov 25 once per fixed 20 us,
+  // where the 48-layer job's layers took ~10: MPI's allreduce at 1-16 KiB buckets came out 3-9 %
+  // slow against ring, BENCHMARKS.md "Two visits per cell").
+  const auto kPaceUs = static_cast<int64_t>(std::llround(std::clamp(paceUs, 1.0, 1000.0)));
   auto spin = [](int64_t us) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     while (std::chrono::steady_clock::now() < until) {
@@ -170,7 +175,7 @@ void GradSync::calibrate(std::span<const float> grads) {
     for (int polls = 0; !done && polls < 100000; ++polls) {
       spin(kPaceUs);
       t0 = std::chrono::steady_clock::now();
-      done = op->progress(INT_MAX);
+      done = op->progress(INT_MAX) || op->progress(INT_MAX);  // a step polls twice after each GEMM
       work += std::chrono::steady_clock::now() - t0;
     }
     if (!done) {  // not seen: a reduction stuck for 2 s; finish it as the step would

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 #include <thread>
 #include <utility>
 
@@ -153,6 +155,7 @@ void Trainer::calibrateCompute() {
   a[0].resize(rows, h.cols);
   for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, a[0].row(r));
   constexpr int kSlot = 1;
+  std::vector<double> fastest(static_cast<size_t>(L), INFINITY);  // per layer, B + W in us
   for (int rep = 0; rep < 3; ++rep) {
     for (int l = 0; l < L; ++l)
       model_->layer(l).forward(kSlot, a[static_cast<size_t>(l)], a[static_cast<size_t>(l) + 1]);
@@ -160,6 +163,7 @@ void Trainer::calibrateCompute() {
     dy.resize(a[static_cast<size_t>(L)].rows, a[static_cast<size_t>(L)].cols);
     for (int l = L - 1; l >= 0; --l) {
       Layer& layer = model_->layer(l);
+      const auto t0 = std::chrono::steady_clock::now();
       if (l > 0) {
         KernelScope k(nb, l);
         layer.backwardInput(kSlot, dy, dx);
@@ -169,10 +173,13 @@ void Trainer::calibrateCompute() {
         KernelScope k(nw, l);
         layer.backwardWeight(kSlot, dy);
       }
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      fastest[static_cast<size_t>(l)] = std::min(fastest[static_cast<size_t>(l)], us);
       std::swap(dy, dx);
     }
   }
   for (int l = 0; l < L; ++l) model_->layer(l).release(kSlot);
+  if (L > 0) layerPaceUs_ = std::clamp(std::accumulate(fastest.begin(), fastest.end(), 0.0) / L / 2, 1.0, 1000.0);
 }
 
 void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
@@ -195,8 +202,8 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
     if (sync_.configure(*model_, want)) {
       if (wasDecentralized && sync_.config().algorithm != Algorithm::Decentralized) resynchronize();
       if (knobs && o_.calibrate) {
-        sync_.calibrate(model_->grads());
-        calibrateCompute();
+        calibrateCompute();  // first: the reductions' work is polled at its layers' pace
+        sync_.calibrate(model_->grads(), layerPaceUs_);
       }
       if (rank_ == 0 && s > first)
         std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),

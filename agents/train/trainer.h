@@ -47,7 +47,7 @@ class Trainer {
   // What-if calibration of the backward's compute alone (docs/TUNING.md): with no reduction in
   // flight, a forward and then the backward, B and W of every layer as a step runs them, three
   // times, traced as kernels "calibrate dp B|W" (Layer = the layer). Pipeline and DISCO trainers
-  // calibrate their own way (their stages and splits): nothing here.
+  // calibrate their own way (their stages and splits): nothing here. Also sets layerPaceUs_.
   virtual void calibrateCompute();
   void optimizer();
   bool writeFloats(const std::string& pattern, std::span<const float> values) const;
@@ -87,6 +87,11 @@ class Trainer {
   Batch heldOut_;
   std::vector<uint32_t> nameF_, nameB_, nameW_;
   double lastLoss_ = 0, lastAcc_ = 0;
+  // Half a layer's backward (B + W) as calibrateCompute() timed it, in us (the fastest of its
+  // three passes, the mean over layers): how often a step polls its reductions (after each GEMM),
+  // which the calibration of the ranks' own work on a reduction paces its polls by. 20 where not
+  // timed.
+  double layerPaceUs_ = 20;
 };
 
 }  // namespace trainscope::train
