@@ -211,7 +211,7 @@ void GradSync::calibrate(std::span<const float> grads, double paceUs) {
   // on 2 ranks with any algorithm (ring: half encoded and decoded per phase; recursive doubling:
   // one round), traced as 'calibrate codec'. What-if reads from it how far a codec's work bends
   // away from the line through the two sizes its reductions are calibrated at (top-k's sort
-  // grows faster than n); the 1 MiB size adds about 8 ms to a calibration.
+  // grows faster than n).
   const uint32_t codecName = ts_name("calibrate codec");
   std::vector<float> v, err, acc;
   std::vector<uint8_t> payload;

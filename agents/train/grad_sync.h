@@ -60,7 +60,7 @@ class GradSync {
   // its payload and algorithm and no Bucket attribute (not a gradient bucket of the step); the
   // codecs as they run and alone; and the rank's own work per reduction ("calibrate work"). The
   // scratch holds `grads` tiled (the job's last step's gradients) where any is non-zero, else 1.0;
-  // the work pass polls after each `paceUs` of busy work (a step: after each layer's backward).
+  // the work pass polls twice after each `paceUs` of busy work (a step: twice after each GEMM).
   void calibrate(std::span<const float> grads = {}, double paceUs = 20);
   const std::vector<BucketSpan>& buckets() const { return buckets_; }
   const std::vector<ErrorFeedback>& errorFeedback() const { return ef_; }

@@ -173,6 +173,19 @@ void PipelineTrainer::calibrate() {
     if (b % m == 0 && (sizes.empty() || sizes.back() != b / m)) sizes.push_back(b / m);
   const int chunks = static_cast<int>(chunkStart_.size()) - 1;
   const std::vector<int> owned = ownedLayers();  // the model's layer of each of this stage's (local) layers
+  // A layer's input at `rows` rows: held-out rows for the model's input layer (false where there
+  // are none), zeros for the others.
+  auto inputFor = [&](int l, int rows, Mat& x) {
+    if (owned[static_cast<size_t>(l)] != 0) {
+      x.resize(rows, o_.width);
+      return true;
+    }
+    const Mat& h = heldOut_.x;
+    if (h.rows == 0) return false;
+    x.resize(rows, h.cols);
+    for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, x.row(r));
+    return true;
+  };
   for (int samples : sizes) {
     const int rows = samples * rps;
     const std::string tag = " " + std::to_string(samples);
@@ -184,14 +197,7 @@ void PipelineTrainer::calibrate() {
         Mat x, y, dy, dx;
         std::chrono::steady_clock::time_point t0;
         const bool input = owned[static_cast<size_t>(l)] == 0;  // the model's input layer
-        if (input) {
-          const Mat& h = heldOut_.x;
-          if (h.rows == 0) continue;
-          x.resize(rows, h.cols);
-          for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, x.row(r));
-        } else {
-          x.resize(rows, o_.width);
-        }
+        if (!inputFor(l, rows, x)) continue;
         for (int rep = 0; rep < 3; ++rep) {
           // A layer whose three ops took over 5 ms at this size is timed once: a big replica
           // batch's largest sizes would otherwise stall the change's step for most of a second.
@@ -218,22 +224,15 @@ void PipelineTrainer::calibrate() {
     // after the layer's B. Per chunk: the forward and the B of all its layers, another
     // micro-batch's forward (the op a split schedule typically runs between), then each layer's
     // W, traced as "calibrate pp D <samples>" (twice; once where that took over 5 ms). On the
-    // 8-layer job zb-h1 at 1 and 2 micro-batches ran 7-19 % slower than its W split off a hot B
-    // predicted (BENCHMARKS.md, "Two visits per cell").
+    // 8-layer job zb-h1 at 1 and 2 micro-batches had been predicted 7-19 % fast (BENCHMARKS.md,
+    // "Two visits per cell").
     const uint32_t nd = ts_name(("calibrate pp D" + tag).c_str());
     for (int c = 0; c < chunks; ++c) {
       const int lo = chunkStart_[static_cast<size_t>(c)], hi = chunkStart_[static_cast<size_t>(c) + 1];
       if (hi <= lo) continue;
       const bool input = owned[static_cast<size_t>(lo)] == 0;
       std::vector<Mat> acts(static_cast<size_t>(hi - lo) + 1), dys(static_cast<size_t>(hi - lo));
-      if (input) {
-        const Mat& h = heldOut_.x;
-        if (h.rows == 0) continue;
-        acts[0].resize(rows, h.cols);
-        for (int r = 0; r < rows; ++r) std::copy_n(h.row(r % h.rows), h.cols, acts[0].row(r));
-      } else {
-        acts[0].resize(rows, o_.width);
-      }
+      if (!inputFor(lo, rows, acts[0])) continue;
       std::chrono::steady_clock::time_point t0;
       for (int rep = 0; rep < 2; ++rep) {
         if (rep == 1 && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(5)) break;

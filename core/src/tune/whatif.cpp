@@ -1555,9 +1555,13 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   // range its own latency and time per byte: a line through 1 KiB and 1 MiB put a 16 KiB
   // reduction's work on MPI's allreduce 2 us above ring's, where the 64 KiB point puts it
   // level); beyond the smallest or largest size the nearest range's line, never falling.
-  auto calTime = [](const std::vector<std::pair<double, double>>& v, double payload) {
+  auto rangeAt = [](const std::vector<std::pair<double, double>>& v, double payload) {  // v[i - 1], v[i]
     size_t i = 1;
     while (i + 1 < v.size() && payload > v[i].first) ++i;
+    return i;
+  };
+  auto calTime = [&](const std::vector<std::pair<double, double>>& v, double payload) {
+    const size_t i = rangeAt(v, payload);
     const auto& [x0, y0] = v[i - 1];
     const auto& [x1, y1] = v[i];
     double slope = (y1 - y0) / (x1 - x0);
@@ -1571,26 +1575,20 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   // codec alone at 1, 4, 16, 64 KiB and 1 MiB ("calibrate codec"): the bend, what the codec's own
   // time at `payload` lies above (or below) its line through the two sizes the reduction's time
   // is read between, is added to the reduction. (The 72-cell grid put every one-bucket top-k and
-  // int8 cell 2-9 % under its measurement and the 16 KiB top-k cells 4-8 % over without it.)
+  // int8 cell 3-9 % under its measurement without it, BENCHMARKS.md "Two visits per cell".)
   const std::string baseCodec = knobOr(s.knobs, "dp.compression", "none");
-  auto codecBend = [&](const std::vector<std::pair<double, double>>& red, const std::string& name, double payload) {
+  // A reduction's calibrated time `v` at `payload` under codec `name`, bent.
+  auto calWith = [&](const std::vector<std::pair<double, double>>& v, const std::string& name, double payload) {
     const auto it = s.codecPts.find(name);
-    if (name == "none" || it == s.codecPts.end() || it->second.size() < 3) return 0.0;
-    size_t i = 1;  // the reduction's sizes around payload, as calTime reads them
-    while (i + 1 < red.size() && payload > red[i].first) ++i;
-    const double xa = red[i - 1].first, xb = red[i].first;
+    if (name == "none" || it == s.codecPts.end() || it->second.size() < 3) return calTime(v, payload);
+    const size_t i = rangeAt(v, payload);
+    const double xa = v[i - 1].first, xb = v[i].first;
     const double ca = calTime(it->second, xa), cb = calTime(it->second, xb);
-    return calTime(it->second, payload) - (ca + (cb - ca) / (xb - xa) * (payload - xa));
-  };
-  auto calB_at = [&](const std::vector<std::pair<double, double>>& v, double payload) {
-    return calTime(v, payload) + codecBend(v, codec, payload);
-  };
-  auto calA_at = [&](const std::vector<std::pair<double, double>>& v, double at) {
-    return calTime(v, at) + codecBend(v, baseCodec, at);
+    return calTime(v, payload) + calTime(it->second, payload) - (ca + (cb - ca) / (xb - xa) * (payload - xa));
   };
   // The calibrated work a bucket of `payload` adds over the window's bucket of `at`.
   auto addedAt = [&](double payload, double at) {
-    return calibrated ? calB_at(calB->second, payload) - calA_at(calA->second, at) : 0.0;
+    return calibrated ? calWith(calB->second, codec, payload) - calWith(calA->second, baseCodec, at) : 0.0;
   };
   // Without a calibration the size dependence of a cost is the prior: alpha at n1/2 = beta x n1/2.
   auto priorRatio = [](double payload, double at) { return (kHalfPowerBytes + payload) / (kHalfPowerBytes + at); };
@@ -1602,7 +1600,8 @@ Result<WhatIfPrediction> WhatIfModel::predict(const std::map<std::string, std::s
   const bool workCalibrated = calibrated && wkA != s.workPts.end() && wkB != s.workPts.end();
   auto kappaAt = [&](double payload) {
     if (workCalibrated)
-      return std::max(0.0, s.perBucketMs + calB_at(wkB->second, payload) - calA_at(wkA->second, s.meanPayload));
+      return std::max(0.0, s.perBucketMs + calWith(wkB->second, codec, payload) -
+                               calWith(wkA->second, baseCodec, s.meanPayload));
     if (calibrated) return std::max(0.0, s.perBucketMs + addedAt(payload, s.meanPayload));
     return s.perBucketMs * (s.meanPayload > 0 ? priorRatio(payload, s.meanPayload) : 1.0);
   };
