@@ -168,6 +168,7 @@ TraceStore makeStore() {
 
 std::string exportToString(TraceStore& s, ChromeExportStats* stats = nullptr,
                            const ChromeExportOptions& o = {}) {
+  s.flush();  // a hand-built store: its writer (this test) sorts it before export reads it
   std::ostringstream out;
   auto r = exportChromeTrace(s, out, o);
   if (!r) qFatal("export failed: %s", r.status().toString().c_str());

@@ -46,6 +46,8 @@ std::string trackText(const TrackInfo& t) {
 
 // "" when equal, else the first difference (so a failing test says what differs).
 std::string diffStores(TraceStore& a, TraceStore& b) {
+  a.flush();  // both as their owners publish them: sorted
+  b.flush();
   if (a.ranks() != b.ranks()) return "ranks differ";
   if (a.tracks() != b.tracks()) return "tracks differ";
   if (a.metadata() != b.metadata()) return "metadata differs";

@@ -126,6 +126,7 @@ class TstTraceStore : public QObject {
     std::stable_sort(ref.begin(), ref.end(), [](const Ref& x, const Ref& y) {
       return x.start != y.start ? x.start < y.start : x.end > y.end;
     });
+    s.flush();  // the writer sorts before anyone reads
     const TrackEvents& ev = s.events(t);
     QVERIFY(ev.isSorted());
     QCOMPARE(ev.size(), ref.size());
@@ -153,6 +154,7 @@ class TstTraceStore : public QObject {
       const int64_t d = i % 10 == 0 ? 0 : (i % 97 == 0 ? longD(rng) : durD(rng));
       s.append(t, {st, st + d, 0, d == 0 ? EventKind::Marker : EventKind::Kernel});
     }
+    s.flush();
     const TrackEvents& ev = s.events(t);
     for (int q = 0; q < 200; ++q) {
       const int64_t t0 = startD(rng) - 10'000, t1 = t0 + durD(rng) * (q % 5) + 1;
@@ -181,6 +183,7 @@ class TstTraceStore : public QObject {
     const TrackId t = s.findOrAddTrack(0, TrackKind::CpuThread, 1, "t");
     s.append(t, {kMin, kMax, 0, EventKind::Range});
     s.append(t, {100, 200, 0, EventKind::Range});
+    s.flush();
     const TrackEvents& ev = s.events(t);
     for (const auto& [t0, t1] : std::vector<std::pair<int64_t, int64_t>>{{150, 160}, {-5, 5}, {kMax - 10, kMax}}) {
       std::vector<size_t> got;

@@ -1,4 +1,5 @@
 #include "compare_dialog.h"
+#include "work_pool.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -144,25 +145,17 @@ void CompareDialog::recompute() {
     Side side;
     const int64_t f = from < 0 ? INT64_MIN : from, t = to < 0 ? INT64_MAX : to;
     std::shared_ptr<const core::AnalysisResult> r = s.analysis;
-    if (!r) {
-      std::unique_lock lock(s.data->mutex);  // the analysis flushes the store's tracks
-      r = std::make_shared<const core::AnalysisResult>(core::analyzeStore(s.data->store));
-    }
-    {
-      std::shared_lock lock(s.data->mutex);  // flushed at every release: bytes and loss only
-      side.w = core::measureWindow(*r, std::as_const(s.data->store), f, t);
-    }
+    const auto snap = s.data->snapshot();  // a const store: the engines and painters go on
+    if (!r) r = std::make_shared<const core::AnalysisResult>(core::analyzeStore(*snap));
+    side.w = core::measureWindow(*r, *snap, f, t);
     side.step = core::medianStep(*r, f, t);
-    if (side.step >= 0 && !r->ranks.empty()) {
-      std::unique_lock lock(s.data->mutex);  // one step's events
-      side.ops = core::stepTimeline(s.data->store, r->ranks.front(), side.step);
-    }
+    if (side.step >= 0 && !r->ranks.empty()) side.ops = core::stepTimeline(*snap, r->ranks.front(), side.step);
     return side;
   };
   Source sa = sources_[static_cast<size_t>(ia)], sb = sources_[static_cast<size_t>(ib)];
   const int af = aFrom_->value(), at = aTo_->value(), bf = bFrom_->value(), bt = bTo_->value();
   status_->setText(tr("Measuring…"));
-  watcher_->setFuture(QtConcurrent::run([=] {
+  watcher_->setFuture(QtConcurrent::run(&workPool(), [=] {
     auto r = std::make_shared<Result>();
     r->a = measure(sa, af, at);
     r->b = measure(sb, bf, bt);

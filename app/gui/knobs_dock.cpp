@@ -1,4 +1,5 @@
 #include "knobs_dock.h"
+#include "work_pool.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -13,6 +14,7 @@
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <QPromise>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <climits>
@@ -183,10 +185,10 @@ void KnobsDock::whatIf() {
   }
   setStatus(tr("Predicting…"), false);
   auto td = view_->data();
-  whatIfWatcher_.setFuture(QtConcurrent::run([td, changes]() -> WhatIfReply {
+  whatIfWatcher_.setFuture(QtConcurrent::run(&workPool(), [td, changes]() -> WhatIfReply {
     WhatIfReply r;
-    std::unique_lock lock(td->mutex);  // the model's analysis flushes the store's tracks
-    auto model = core::WhatIfModel::fromSession(td->store);
+    const auto snap = td->snapshot();  // a const store: the engine and the painter go on
+    auto model = core::WhatIfModel::fromSession(*snap);
     if (!model) {
       r.text = tr("What-if: %1").arg(QString::fromStdString(model.status().message()));
       return r;
@@ -264,20 +266,23 @@ void KnobsDock::setView(SessionView* v) {
 void KnobsDock::refresh(bool announce) {
   if (!live_ || watcher_.isRunning()) return;
   if (announce) setStatus(tr("Reading knobs…"), false);
-  // Over the tab's live-session engine: its connections, on its worker thread.
-  auto live = live_;
-  watcher_.setFuture(QtConcurrent::run([live] {
+  // A knob call to the tab's live-session engine: its loop asks the ranks and completes the
+  // promise when the answer is in; no thread waits for it.
+  auto promise = std::make_shared<QPromise<Reply>>();
+  promise->start();
+  watcher_.setFuture(promise->future());
+  live_->submitKnobList(false, [promise](const core::KnobCall::Outcome& o) {
     Reply r;
-    auto list = live->knobList();
-    if (!list) {
+    if (!o.status.isOk() || o.lists.empty()) {
       r.ok = false;
-      r.message = QString::fromStdString(list.status().message());
-      return r;
+      r.message = QString::fromStdString(o.status.isOk() ? "no ranks connected" : o.status.message());
+    } else {
+      r.knobs = o.lists.front().knobs;
+      r.step = o.lists.front().currentStep;
     }
-    r.knobs = std::move(list.value().knobs);
-    r.step = list.value().currentStep;
-    return r;
-  }));
+    promise->addResult(std::move(r));
+    promise->finish();
+  });
 }
 
 void KnobsDock::apply() {
@@ -346,7 +351,7 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
   auto live = live_;
   auto td = view_ ? view_->data() : nullptr;
   auto analysis = view_ ? view_->analysis() : nullptr;  // the tab's live analysis (every 2 s)
-  watcher_.setFuture(QtConcurrent::run([live, td, analysis, changes, previous, isUndo] {
+  watcher_.setFuture(QtConcurrent::run(&workPool(), [live, td, analysis, changes, previous, isUndo] {
     Reply r;
     r.isApply = true;
     r.isUndo = isUndo;
@@ -363,17 +368,14 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
         r.before = core::measureWindow(a, store, steps[first], steps.back());
         r.haveBefore = r.before.steps > 0;
       };
-      if (analysis) {
-        std::shared_lock lock(td->mutex);
-        measureBefore(*analysis, td->store);
-      }
-      std::unique_lock lock(td->mutex);  // the what-if model's fit flushes and analyses
+      const auto snap = td->snapshot();  // a const store: the engine and the painter go on
+      if (analysis) measureBefore(*analysis, *snap);
       if (!r.haveBefore) {
-        // No live analysis yet (Apply within the first 2 s of the attach): analyse the store.
-        const core::AnalysisResult a = core::analyzeStore(td->store);
-        measureBefore(a, td->store);
+        // No live analysis yet (Apply within the first 2 s of the attach): analyse the snapshot.
+        const core::AnalysisResult a = core::analyzeStore(*snap);
+        measureBefore(a, *snap);
       }
-      if (auto model = core::WhatIfModel::fromSession(td->store)) {
+      if (auto model = core::WhatIfModel::fromSession(*snap)) {
         if (auto p = model->predict(r.changes)) {
           r.prediction = std::move(p.value());
           r.havePrediction = true;
@@ -414,9 +416,9 @@ void KnobsDock::updateComparison() {
   auto analysis = view_->analysis();  // the tab's live analysis: the after-window's steps
   if (!analysis) return;
   const int64_t from = change_.appliedStep;
-  compareWatcher_.setFuture(QtConcurrent::run([td, analysis, from]() -> std::pair<core::WindowMetrics, bool> {
-    std::shared_lock lock(td->mutex);  // bytes and loss only; the store is flushed at every release
-    core::WindowMetrics w = core::measureWindow(*analysis, std::as_const(td->store), from, from + kCompareSteps - 1);
+  compareWatcher_.setFuture(QtConcurrent::run(&workPool(), [td, analysis, from]() -> std::pair<core::WindowMetrics, bool> {
+    const auto snap = td->snapshot();  // bytes and loss only
+    core::WindowMetrics w = core::measureWindow(*analysis, *snap, from, from + kCompareSteps - 1);
     return {w, w.steps >= kCompareSteps};
   }));
 }

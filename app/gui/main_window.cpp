@@ -1,4 +1,8 @@
 #include "main_window.h"
+#include "work_pool.h"
+
+#include <QPointer>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include <QAction>
 #include <QActionGroup>
@@ -175,8 +179,11 @@ void MainWindow::buildMenus() {
     if (!currentView() || !currentView()->data()) return;
     const QString path = QFileDialog::getSaveFileName(this, tr("Export configuration"), {},
                                                       tr("Tuned configuration (*.json)"));
-    QString error;
-    if (!path.isEmpty() && !exportConfiguration(path, &error)) reportError(tr("Export"), error);
+    if (!path.isEmpty()) startExportConfiguration(path);
+  });
+  connect(this, &MainWindow::configurationExported, this, [this](const QString& path, const QString& error) {
+    if (!error.isEmpty()) reportError(tr("Export"), error);
+    else statusBar()->showMessage(tr("Configuration exported to %1").arg(path), 5000);
   });
   file->addAction(tr("Export View as &PNG…"), this, [this] {
     SessionView* v = currentView();
@@ -381,6 +388,24 @@ void MainWindow::activateMetric(const QString& key) {
   statusBar()->showMessage(tr("%1: no events to select").arg(key), 5000);
 }
 
+namespace {
+// The tuned configuration of a session, written to path; the error text, empty on success.
+// Runs off the GUI thread on a snapshot.
+QString writeConfiguration(const std::shared_ptr<plots::TimelineData>& td, const std::string& source,
+                           const QString& path) {
+  const auto snap = td->snapshot();
+  auto cfg = core::configFromSession(*snap, source);
+  if (!cfg) return QString::fromStdString(cfg.status().message());
+  cfg->createdBy = std::string("trainscope (GUI) ") + TRAINSCOPE_VERSION;
+  auto text = core::exportConfig(cfg.value(), "config");
+  QFile f(path);
+  if (!text || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      f.write(QByteArray::fromStdString(text.value())) < 0)
+    return QObject::tr("Could not write %1").arg(path);
+  return {};
+}
+}  // namespace
+
 bool MainWindow::exportConfiguration(const QString& path, QString* error) {
   SessionView* v = currentView();
   if (!v || !v->data()) {
@@ -388,24 +413,28 @@ bool MainWindow::exportConfiguration(const QString& path, QString* error) {
     return false;
   }
   auto td = v->data();
-  core::Result<core::TunedConfig> cfg = core::Status(core::ErrorCode::InvalidArgument, "no session");
-  {
-    std::unique_lock lock(td->mutex);  // the analysis flushes the store's tracks
-    cfg = core::configFromSession(td->store, windowTitle().toStdString());
+  const std::string source = windowTitle().toStdString();
+  auto f = QtConcurrent::run(&workPool(), [td, source, path] { return writeConfiguration(td, source, path); });
+  const QString e = f.result();
+  if (error) *error = e;
+  return e.isEmpty();
+}
+
+void MainWindow::startExportConfiguration(const QString& path) {
+  SessionView* v = currentView();
+  if (!v || !v->data()) {
+    emit configurationExported(path, tr("No session to export"));
+    return;
   }
-  if (!cfg) {
-    if (error) *error = QString::fromStdString(cfg.status().message());
-    return false;
-  }
-  cfg->createdBy = std::string("trainscope (GUI) ") + TRAINSCOPE_VERSION;
-  auto text = core::exportConfig(cfg.value(), "config");
-  QFile f(path);
-  if (!text || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-      f.write(QByteArray::fromStdString(text.value())) < 0) {
-    if (error) *error = tr("Could not write %1").arg(path);
-    return false;
-  }
-  return true;
+  auto td = v->data();
+  const std::string source = windowTitle().toStdString();
+  QPointer<MainWindow> self(this);
+  (void)QtConcurrent::run(&workPool(), [td, source, path, self] {
+    const QString e = writeConfiguration(td, source, path);
+    QMetaObject::invokeMethod(qApp, [self, path, e] {
+      if (self) emit self->configurationExported(path, e);
+    });
+  });
 }
 
 CompareDialog* MainWindow::openCompare() {
@@ -579,8 +608,12 @@ void MainWindow::showEventDetails(const plots::EventRef& ev) {
     details_->setHtml(overviewHtml(v->quickSummary()));
     return;
   }
-  std::shared_lock lock(v->data()->mutex);
-  details_->setHtml(plots::eventDetailsHtml(*v->data(), ev));
+  QString html;
+  {
+    std::shared_lock lock(v->data()->mutex);  // the engine holds it for one round at most
+    html = plots::eventDetailsHtml(*v->data(), ev);
+  }
+  details_->setHtml(html);
 }
 
 QString MainWindow::overviewHtml(const core::SessionSummary& s) {

@@ -57,7 +57,10 @@ class MainWindow : public QMainWindow {
   SessionView* currentView() const;
   // File → Export Configuration: the current tab's knob values in force at the end and their
   // measurements as a tuned configuration (docs/FORMATS.md). False and a message on failure.
+  // Computed on a snapshot off the GUI thread; this form waits for it (scripts, tests), the menu's
+  // startExportConfiguration() does not and reports through configurationExported().
   bool exportConfiguration(const QString& path, QString* error);
+  void startExportConfiguration(const QString& path);
   // Re-reads the status bar figures now (they refresh twice a second anyway).
   void refreshStatus();
   // Colours the current tab's timeline by mode (as the toolbar does).
@@ -78,6 +81,8 @@ class MainWindow : public QMainWindow {
   void failed(const QString& path, const QString& message);
   // A live tab has received events from every rank of its job.
   void liveReady(int ranks, qulonglong events);
+  // startExportConfiguration() finished: error is empty on success.
+  void configurationExported(const QString& path, const QString& error);
 
  protected:
   void closeEvent(QCloseEvent* event) override;

@@ -1,4 +1,5 @@
 #include "session_view.h"
+#include "work_pool.h"
 
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -49,7 +50,7 @@ QString SessionView::title() const {
 }
 
 void SessionView::startJob(std::function<Job()> fn) {
-  watcher_.setFuture(QtConcurrent::run(std::move(fn)));
+  watcher_.setFuture(QtConcurrent::run(&workPool(), std::move(fn)));
 }
 
 void SessionView::onJobDone() {
@@ -195,6 +196,7 @@ void SessionView::startStreaming() {
     ++d->generation;
   };
   live_->setStore(std::move(t));
+  data_->live = true;  // snapshots copy from now on: the engine writes
   analysisTimer_->start(kLiveAnalysisMs);
   timeline_->setFollow(true);
   live_->start();
@@ -217,6 +219,7 @@ void SessionView::finishRecording() {
 
 void SessionView::detach() {
   if (live_) live_->detach();
+  if (data_) data_->live = false;  // the engine stopped: nobody writes any more
   analysisTimer_->stop();
   analyzeNow();  // what arrived last
   timeline_->setFollow(false);
@@ -253,8 +256,8 @@ void SessionView::saveAs(const QString& path) {
   startJob([data, path] {
     Job j;
     j.path = path;
-    std::shared_lock lock(data->mutex);  // the store is flushed under every lock release
-    if (core::Status s = core::saveSession(data->store, path.toStdString()); !s.isOk())
+    const auto snap = data->snapshot();  // a const store: the engine and the painter go on
+    if (core::Status s = core::saveSession(*snap, path.toStdString()); !s.isOk())
       j.error = QString::fromStdString(s.message());
     return j;
   });
@@ -269,8 +272,8 @@ void SessionView::exportVisibleJson(const QString& path) {
   startJob([data, path, o] {
     Job j;
     j.path = path;
-    std::shared_lock lock(data->mutex);
-    auto r = core::exportChromeTraceFile(data->store, path.toStdString(), o);
+    const auto snap = data->snapshot();
+    auto r = core::exportChromeTraceFile(*snap, path.toStdString(), o);
     if (!r) j.error = QString::fromStdString(r.status().message());
     return j;
   });
@@ -287,12 +290,14 @@ void SessionView::analyzeNow() {
   const bool live = isLive();
   auto data = data_;
   auto analyzer = analyzer_;
-  analysisWatcher_.setFuture(QtConcurrent::run([data, analyzer, live, gen] {
+  analysisWatcher_.setFuture(QtConcurrent::run(&workPool(), [data, analyzer, live, gen] {
     Analysis a;
     a.generation = gen;
     QElapsedTimer clock;
     clock.start();
-    // Shared side: the store is flushed under every lock release, so the analyser only reads.
+    // A reader under the shared lock: the engine flushed before it released the store, and while
+    // this runs it keeps reading the sockets and publishes when the lock is free again. (Not a
+    // snapshot: the incremental analyser keeps indices into this very store.)
     std::shared_lock lock(data->mutex);
     if (live)
       analyzer->update(data->store);

@@ -118,7 +118,7 @@ bool TimelineModel::update() {
     noteMarks(t, ts.seen, n);
     int64_t minNew = std::numeric_limits<int64_t>::max();
     for (size_t i = ts.seen; i < n; ++i) minNew = std::min(minNew, raw.start(i));
-    const TrackEvents& ev = store_.events(t);  // sort-merges the new tail in
+    const TrackEvents& ev = store_.flushTrack(t);  // the writer sort-merges the new tail in
     const auto starts = ev.starts();
     // Everything before the first start >= minNew kept its place in the merge.
     const size_t from =

@@ -2,6 +2,7 @@
 // selection, flow arrows, legend. Every pass asks the model for what is visible; nothing scans.
 #include <QPainter>
 #include <QPainterPath>
+#include <QPicture>
 #include <QScrollBar>
 #include <QTimer>
 #include <chrono>
@@ -37,13 +38,25 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
                                         : placeholder_);
     return;
   }
-  std::shared_lock lock(data_->mutex, std::try_to_lock);
-  if (!lock.owns_lock()) {  // the writer holds the data for a moment: show the last frame
-    if (!frame_.isNull()) out.drawPixmap(0, 0, frame_);
-    QTimer::singleShot(8, this, qOverload<>(&QWidget::update));
-    return;
+  // Two passes, so that no lock is held while the raster engine paints (it may wait on Qt's
+  // thread pool): under the shared lock, render() only records the frame's drawing into a
+  // QPicture -- a display list; QPicture's engine serialises commands and never touches a pool or
+  // a pixel -- and the lock is released before the picture is played onto the frame. The engine
+  // holds the lock for one ingest round at most and only takes it when it is free, so when it
+  // has it now the last frame stays and the next one follows in a few ms.
+  QPicture list;
+  {
+    std::shared_lock lock(data_->mutex, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      if (!frame_.isNull()) out.drawPixmap(0, 0, frame_);
+      QTimer::singleShot(8, this, qOverload<>(&QWidget::update));
+      return;
+    }
+    if (data_->layoutGeneration.load() != seenLayout_) relayout();
+    QPainter rec(&list);
+    rec.setFont(font());
+    render(rec);
   }
-  if (data_->layoutGeneration.load() != seenLayout_) relayout();
   const qreal dpr = devicePixelRatioF();
   if (frame_.size() != size() * dpr) {
     frame_ = QPixmap(size() * dpr);
@@ -51,9 +64,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   }
   {
     QPainter p(&frame_);
-    render(p);
+    p.drawPicture(0, 0, list);
   }
-  lock.unlock();
   out.drawPixmap(0, 0, frame_);
 }
 

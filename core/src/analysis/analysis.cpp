@@ -77,7 +77,7 @@ std::string knobAt(const AnalyzerState& s, const std::string& knob, int64_t step
   return it == s.metadata.end() ? std::string() : it->second;
 }
 
-void AnalyzerState::refreshLayout(TraceStore& store) {
+void AnalyzerState::refreshLayout(const TraceStore& store) {
   tracksByRank.clear();
   for (TrackId t = 0; t < store.trackCount(); ++t) tracksByRank[store.track(t).rank].push_back(t);
   for (const auto& [r, info] : store.ranks()) allRanks.insert(r);
@@ -85,7 +85,7 @@ void AnalyzerState::refreshLayout(TraceStore& store) {
   metadata = store.metadata();
 }
 
-void AnalyzerState::scanInstants(TraceStore& store, int64_t from) {
+void AnalyzerState::scanInstants(const TraceStore& store, int64_t from) {
   const StringId accuracy = store.strings().find("accuracy").value_or(UINT32_MAX);
   std::set<std::pair<RankId, int64_t>> incomplete;
   for (TrackId t = 0; t < store.trackCount(); ++t) {
@@ -170,7 +170,7 @@ void AnalyzerState::recordHandoffs(const std::map<RankId, WindowEvents>& perRank
   }
 }
 
-void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
+void AnalyzerState::analyseStep(const TraceStore& store, int64_t step) {
   const std::vector<StringId> phases = phaseNames(store);
   const StringId disco = discoName(store);
   if (calibrateNames.size() != store.strings().size()) calibrateNames = store.strings().withPrefix("calibrate");
@@ -212,8 +212,7 @@ void AnalyzerState::analyseStep(TraceStore& store, int64_t step) {
   done.insert(step);
 }
 
-int AnalyzerState::analyse(TraceStore& store, bool all) {
-  store.flush();
+int AnalyzerState::analyse(const TraceStore& store, bool all) {
   refreshLayout(store);
   scanInstants(store, scanFrom);
   // Next scan starts where the slowest rank's newest event starts: late batches of a rank
@@ -269,10 +268,10 @@ int AnalyzerState::analyse(TraceStore& store, bool all) {
 
 Analyzer::Analyzer() : s_(std::make_unique<AnalyzerState>()) {}
 Analyzer::~Analyzer() = default;
-int Analyzer::update(TraceStore& store) {
+int Analyzer::update(const TraceStore& store) {
   return s_->analyse(store, false);
 }
-int Analyzer::finish(TraceStore& store) {
+int Analyzer::finish(const TraceStore& store) {
   const int n = s_->analyse(store, true);
   s_->hta = computeHta(store);  // whole-trace numbers: once, at the end
   return n;
@@ -339,13 +338,13 @@ void Analyzer::evicted(const std::vector<size_t>& dropped, int64_t cutoffNs) {
   }
 }
 
-AnalysisResult analyzeStore(TraceStore& store) {
+AnalysisResult analyzeStore(const TraceStore& store) {
   Analyzer a;
   (void)a.finish(store);
   return a.result(store);
 }
 
-AnalysisResult analyzeStore(TraceStore& store, int64_t fromStep, int64_t toStep) {
+AnalysisResult analyzeStore(const TraceStore& store, int64_t fromStep, int64_t toStep) {
   Analyzer a;
   (void)a.finish(store);
   a.keepSteps(fromStep, toStep);

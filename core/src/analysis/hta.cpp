@@ -74,7 +74,7 @@ HtaKernelType htaKernelType(std::string_view n) {
   return notCompute ? HtaKernelType::Other : HtaKernelType::Computation;
 }
 
-HtaResult computeHta(TraceStore& store) {
+HtaResult computeHta(const TraceStore& store) {
   HtaResult result;
   result.computed = true;
   // HTA's filter applies only when its symbol table (all ranks) has two or more names

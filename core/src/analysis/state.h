@@ -134,10 +134,10 @@ class AnalyzerState {
   std::map<RankId, int64_t> outsideTail;
   DpExample dpExample;  // activity after the last window (finish only)
 
-  void refreshLayout(TraceStore& store);
-  void scanInstants(TraceStore& store, int64_t from);
-  int analyse(TraceStore& store, bool all);
-  void analyseStep(TraceStore& store, int64_t step);
+  void refreshLayout(const TraceStore& store);
+  void scanInstants(const TraceStore& store, int64_t from);
+  int analyse(const TraceStore& store, bool all);
+  void analyseStep(const TraceStore& store, int64_t step);
   // Hand-off waits of this step's records (records[first..]) from the ranks' p2p events.
   void recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first);
   void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
@@ -149,12 +149,12 @@ class AnalyzerState {
 
 // analysis_window.cpp
 // calibrate[id]: the string id names trainscope-train's what-if calibration ("calibrate ...").
-WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
+WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
                            const std::vector<StringId>& phaseNames, StringId discoName,
                            const std::vector<bool>& calibrate);
 RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step);
 // Union of compute and communication of a rank inside [t0, t1).
-int64_t activityIn(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
+int64_t activityIn(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
                    const std::vector<StringId>& phaseNames);
 // analysis_pipeline.cpp
 void recordPipeline(const WindowEvents& we, RankStepRecord& rec);

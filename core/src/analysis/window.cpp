@@ -85,7 +85,7 @@ bool isCommEvent(EventKind k) {
 
 }  // namespace
 
-WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
+WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
                            const std::vector<StringId>& phaseNames, StringId discoName,
                            const std::vector<bool>& calibrate) {
   WindowEvents we;
@@ -142,7 +142,7 @@ WindowEvents collectWindow(TraceStore& store, const std::vector<TrackId>& tracks
   return we;
 }
 
-int64_t activityIn(TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
+int64_t activityIn(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
                    const std::vector<StringId>& phaseNames) {
   if (w.end <= w.start) return 0;
   std::vector<Interval> all;

@@ -204,6 +204,39 @@ Result<KnobAck> AgentClient::setKnob(uint64_t changeSeq, const std::string& name
   return std::get<KnobAck>(std::move(m).value());
 }
 
+Status AgentClient::sendSetKnob(uint64_t changeSeq, const std::string& name, const std::string& value) {
+  SetKnob set;
+  set.changeSeq = changeSeq;
+  set.name = name;
+  set.value = value;
+  return send(set);
+}
+
+Result<int> AgentClient::takeReplies(int timeoutMs, const std::function<void(Message&&)>& handler) {
+  auto deliver = [this, &handler] {
+    int n = 0;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (std::holds_alternative<KnobList>(*it) || std::holds_alternative<KnobAck>(*it) ||
+          std::holds_alternative<ErrorMsg>(*it)) {
+        Message m = std::move(*it);
+        it = queue_.erase(it);
+        handler(std::move(m));
+        ++n;
+      } else {
+        ++it;
+      }
+    }
+    return n;
+  };
+  int n = deliver();
+  if (n > 0 || fd_ < 0) return n;
+  Status s = readSome(timeoutMs);
+  n = deliver();
+  if (n > 0) return n;
+  if (!s.isOk()) return s;
+  return 0;
+}
+
 Result<KnobAck> AgentClient::waitForApplied(uint64_t changeSeq, int timeoutMs) {
   auto m = waitFor(
       [changeSeq](const Message& x) {

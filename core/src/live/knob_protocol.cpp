@@ -9,8 +9,10 @@
 #include <set>
 
 #include <thread>
+#include <poll.h>
 
 #include "trainscope/core/live/live_session.h"
+#include "live/live_session_impl.h"
 
 namespace trainscope::core {
 namespace {
@@ -129,198 +131,467 @@ Result<std::vector<discovery::Entry>> LiveSession::waitForEntries(const std::str
   }
 }
 
-Status LiveSession::fillSequenceGaps(const std::vector<AgentClient*>& cs, const std::vector<wire::KnobList>& lists,
-                                     uint64_t maxSeq) {
-  // A client that died between ranks (or lost a connection) leaves some ranks without a change
-  // sequence number the others have. Ranks apply a change only once every rank has every
-  // number up to it, so the gap would hold back every later change. Fill it: a rank that still
-  // holds the change pending tells us its content, and the ranks that lack it get the same
-  // change (whichever copy arrives first, it is the same change); a number no rank holds
-  // pending was refused or never arrived anywhere, and gets an empty change that only marks it
-  // received. Copies to ranks that already have a number are refused as duplicates: harmless.
-  uint64_t minContiguous = maxSeq;
-  std::map<uint64_t, std::pair<std::string, std::string>> pending;
-  for (const auto& l : lists) {
-    minContiguous = std::min(minContiguous, l.contiguousSeq);
-    for (const auto& p : l.pending) pending.emplace(p.changeSeq, std::make_pair(p.name, p.value));
+// ---- knob calls: a state machine in the owner's poll loop -------------------------------------
+
+std::string KnobCall::progress() const {
+  std::lock_guard g(m_);
+  return progress_;
+}
+bool KnobCall::done() const {
+  std::lock_guard g(m_);
+  return done_;
+}
+const KnobCall::Outcome& KnobCall::wait() const {
+  std::unique_lock g(m_);
+  cv_.wait(g, [this] { return done_; });
+  return outcome_;
+}
+bool KnobCall::waitFor(int ms) const {
+  std::unique_lock g(m_);
+  return cv_.wait_for(g, std::chrono::milliseconds(ms), [this] { return done_; });
+}
+void KnobCall::setProgress(std::string p) {
+  std::lock_guard g(m_);
+  progress_ = std::move(p);
+}
+void KnobCall::complete(Outcome o) {
+  std::function<void(const Outcome&)> cb;
+  {
+    std::lock_guard g(m_);
+    if (done_) return;
+    outcome_ = std::move(o);
+    progress_ = outcome_.status.isOk() ? "done" : outcome_.status.message();
+    done_ = true;
+    cb = std::move(onDone_);
   }
-  constexpr uint64_t kMaxGap = 4096;
-  if (maxSeq - minContiguous > kMaxGap)
-    return Status(ErrorCode::InvalidArgument, "ranks disagree on " + std::to_string(maxSeq - minContiguous) +
-                                                  " knob changes; is this one job?");
-  for (uint64_t seq = minContiguous + 1; seq <= maxSeq; ++seq) {
-    const auto it = pending.find(seq);
-    for (size_t r = 0; r < cs.size(); ++r) {
-      if (lists[r].contiguousSeq >= seq) continue;
-      auto ack = it != pending.end() ? cs[r]->setKnob(seq, it->second.first, it->second.second)
-                                     : cs[r]->setKnob(seq, "", "");
-      if (!ack)
-        return Status(ack.status().code(), "rank " + std::to_string(cs[r]->job().rank) +
-                                               ": filling knob change " + std::to_string(seq) + ": " +
-                                               ack.status().message());
-    }
-  }
-  return Status();
+  cv_.notify_all();
+  if (cb) cb(outcome_);
 }
 
-Result<std::vector<LiveSession::Applied>> LiveSession::setKnobsNow(
+
+namespace {
+bool alreadyUsed(const wire::KnobAck& a) {
+  return !a.accepted && a.reason.find("already used") != std::string::npos;
+}
+std::string changesText(const std::vector<std::pair<std::string, std::string>>& changes) {
+  std::string s;
+  for (const auto& [k, v] : changes) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+}  // namespace
+
+std::shared_ptr<KnobCall> LiveSession::submit(std::unique_ptr<KnobOp> op) {
+  auto call = op->call;
+  {
+    std::unique_lock opLock(opMutex_);
+    const bool streamingNow = thread_.joinable() && !finished_;
+    if (streamingNow) {
+      std::lock_guard g(cmdMutex_);
+      if (!finished_) {
+        commands_.push_back(std::move(op));
+        return call;
+      }
+    }
+    // Not streaming: this thread drives the same state machine over the (knob-only) connections.
+    if (clients().empty()) connectKnown(false);
+    knobQueue_.push_back(std::move(op));
+    driveIdle(call);
+  }
+  return call;
+}
+
+std::shared_ptr<KnobCall> LiveSession::submitKnobList(bool allRanks, KnobDone onDone) {
+  auto op = std::make_unique<KnobOp>();
+  op->kind = allRanks ? KnobOp::Kind::ListAll : KnobOp::Kind::List;
+  op->call = std::make_shared<KnobCall>();
+  op->call->onDone_ = std::move(onDone);
+  op->call->progress_ = "queued: knob list";
+  return submit(std::move(op));
+}
+
+std::shared_ptr<KnobCall> LiveSession::submitSetKnobs(std::vector<std::pair<std::string, std::string>> changes,
+                                                      int applyTimeoutMs, KnobDone onDone) {
+  auto op = std::make_unique<KnobOp>();
+  op->kind = KnobOp::Kind::Set;
+  op->changes = std::move(changes);
+  op->applyTimeoutMs = applyTimeoutMs;
+  op->call = std::make_shared<KnobCall>();
+  op->call->onDone_ = std::move(onDone);
+  op->call->progress_ = "queued: " + changesText(op->changes);
+  return submit(std::move(op));
+}
+
+Result<wire::KnobList> LiveSession::knobList() {
+  const auto call = submitKnobList(false);
+  const auto& o = call->wait();
+  if (!o.status.isOk()) return o.status;
+  if (o.lists.empty()) return Status(ErrorCode::NotFound, "no ranks connected");
+  return o.lists.front();
+}
+
+Result<std::vector<wire::KnobList>> LiveSession::knobLists() {
+  const auto call = submitKnobList(true);
+  const auto& o = call->wait();
+  if (!o.status.isOk()) return o.status;
+  return o.lists;
+}
+
+Result<std::vector<LiveSession::Applied>> LiveSession::setKnobs(
     const std::vector<std::pair<std::string, std::string>>& changes, int applyTimeoutMs) {
-  const std::vector<AgentClient*> cs = clients();
-  if (cs.empty()) return Status(ErrorCode::InvalidArgument, "no ranks connected");
-  if (worldSize_ > 0 && static_cast<int>(cs.size()) < worldSize_)
-    return Status(ErrorCode::NotFound, "only " + std::to_string(cs.size()) + " of " +
-                                              std::to_string(worldSize_) +
-                                              " ranks are connected; a knob change must reach every rank");
-  // 1. What every rank has: descriptors for validation, and the change sequence so far.
-  uint64_t maxSeq = 0;
-  std::vector<wire::KnobDescriptor> knobs;
-  std::vector<wire::KnobList> lists;
-  for (AgentClient* c : cs) {
-    auto list = c->knobList();
-    if (!list)
-      return Status(list.status().code(),
-                    "rank " + std::to_string(c->job().rank) + ": " + list.status().message());
-    maxSeq = std::max(maxSeq, list->lastChangeSeq);
-    if (knobs.empty()) knobs = list->knobs;
-    lists.push_back(std::move(list).value());
+  const auto call = submitSetKnobs(changes, applyTimeoutMs);
+  const auto& o = call->wait();
+  if (!o.status.isOk()) return o.status;
+  return o.applied;
+}
+
+void LiveSession::driveIdle(const std::shared_ptr<KnobCall>& call) {
+  while (!call->done()) {
+    advanceKnobs();
+    if (call->done()) break;
+    std::vector<pollfd> fds;
+    std::vector<Rank*> rs;
+    for (auto& [rank, r] : ranks_)
+      if (r->open()) {
+        fds.push_back({r->client->fd(), POLLIN, 0});
+        rs.push_back(r.get());
+      }
+    if (!fds.empty()) (void)::poll(fds.data(), fds.size(), 20);
+    for (Rank* r : rs) pumpReplies(*r, 0);
   }
-  if (Status s = fillSequenceGaps(cs, lists, maxSeq); !s.isOk()) return s;
-  for (const auto& change : changes) {
-    const std::string& name = change.first;
-    const std::string& value = change.second;
-    const auto d = std::find_if(knobs.begin(), knobs.end(), [&name](const auto& k) { return k.name == name; });
-    if (d == knobs.end()) {
-      std::string known;
-      for (const auto& k : knobs) known += (known.empty() ? "" : ", ") + k.name;
-      return Status(ErrorCode::InvalidArgument,
-                    "unknown knob \"" + name + "\" (" +
-                        (known.empty() ? "this job registered no knobs" : "this job has: " + known) + ")");
+}
+
+void LiveSession::takeKnobCommands() {
+  std::lock_guard g(cmdMutex_);
+  for (auto& op : commands_) knobQueue_.push_back(std::move(op));
+  commands_.clear();
+}
+
+void LiveSession::pumpReplies(Rank& r, int timeoutMs) {
+  if (!r.open()) return;
+  auto n = r.client->takeReplies(timeoutMs, [&](wire::Message&& m) { onReply(r, std::move(m)); });
+  if (!n) closeRank(r, n.status().message());
+}
+
+void LiveSession::onReply(Rank& r, wire::Message&& m) {
+  KnobOp* op = knobQueue_.empty() || knobQueue_.front()->phase == KnobOp::Phase::Queued ? nullptr
+                                                                                          : knobQueue_.front().get();
+  if (auto* l = std::get_if<wire::KnobList>(&m)) {
+    if (auto it = staleLists_.find(r.rank); it != staleLists_.end() && it->second > 0) {
+      --it->second;  // owed to a call that ended before it came
+      return;
     }
-    if (std::string why = validateKnobValue(*d, value); !why.empty())
-      return Status(ErrorCode::InvalidArgument, why);
+    if (op && op->listsWanted.erase(r.rank)) op->lists[r.rank] = std::move(*l);
+  } else if (auto* a = std::get_if<wire::KnobAck>(&m)) {
+    if (!op || op->kind != KnobOp::Kind::Set) return;  // another client's change, applied: not ours
+    const KnobOp::Key key{r.rank, a->changeSeq};
+    const bool first = !op->firstAck.count(key) && op->acksWanted.count(key);
+    if (first) {
+      op->acksWanted.erase(key);
+      op->firstAck[key] = *a;
+      if (a->applied) op->finalAck[key] = *a;
+    } else if (a->applied || !a->accepted) {
+      op->finalAck.emplace(key, *a);
+    }
+  } else if (auto* e = std::get_if<wire::ErrorMsg>(&m)) {
+    if (op) {
+      finishOp(Status(ErrorCode::InvalidArgument,
+                      "rank " + std::to_string(r.rank) + ": the agent answered with an error: " + e->message));
+    } else {
+      closeRank(r, "the agent reported an error: " + e->message);
+    }
   }
-  // 2. The lowest rank is the job's sequence authority: a change takes its number there first.
-  // A number another client took a moment ago ("already used") is skipped, so two clients never
-  // send different changes under one number; then the other ranks get the change under the
-  // number the authority gave it. A rank that already holds that number got it from another
-  // client's gap filling, which copies the authority's pending change -- ours. Should ranks
-  // still hold different contents, they find out when they compare digests before applying,
-  // and every rank refuses (AGENT.md, "Consensus").
-  std::vector<Applied> out;
-  std::vector<std::vector<wire::KnobAck>> acks(changes.size());
-  std::string refusals;
-  uint64_t next = maxSeq + 1;
-  auto alreadyUsed = [](const wire::KnobAck& a) { return !a.accepted && a.reason.find("already used") != std::string::npos; };
-  // One set of several changes applies at one step: every rank gets them highest number first
-  // (the authority, which hands out the numbers, before the others), so that a rank's contiguous
-  // sequence -- what it offers to the step agreement -- crosses the whole set at once. Ranks read
-  // that value at different moments (each at its own step end, then the allreduce), so sending
-  // them in order, even the authority first, could still split a set: one rank offered the
-  // middle of it before the rest arrived (tst_agent_mpi aSetOfSeveralKnobsAppliesAtOneStep).
-  // Only when another client takes one of the numbers at the same moment does the rest go one by
-  // one (each change still applies on every rank at one step; the set may then take two).
-  AgentClient* authority = cs.front();
-  auto atAuthority = [&](const Status& st) {
-    return Status(st.code(), "rank " + std::to_string(authority->job().rank) + ": " + st.message());
+}
+
+void LiveSession::finishOp(Status st) {
+  if (knobQueue_.empty()) return;
+  std::unique_ptr<KnobOp> op = std::move(knobQueue_.front());
+  knobQueue_.pop_front();
+  for (int32_t rank : op->listsWanted) ++staleLists_[rank];
+  KnobCall::Outcome o;
+  o.status = std::move(st);
+  if (o.status.isOk()) {
+    for (auto& [rank, l] : op->lists) o.lists.push_back(std::move(l));
+    o.applied = std::move(op->out);
+  }
+  op->call->complete(std::move(o));
+}
+
+void LiveSession::advanceKnobs() {
+  // Several calls may complete in one round (a list right after a set); each starts when the one
+  // before it ends, so the ranks see one conversation at a time.
+  for (int guard = 0; guard < 64 && !knobQueue_.empty(); ++guard) {
+    KnobOp& op = *knobQueue_.front();
+    const KnobOp* before = &op;
+    if (op.phase == KnobOp::Phase::Queued)
+      startOp(op);
+    else
+      stepOp(op);
+    if (!knobQueue_.empty() && knobQueue_.front().get() == before) break;  // still waiting for answers
+  }
+}
+
+void LiveSession::startOp(KnobOp& op) {
+  op.ranks.clear();
+  for (auto& [rank, r] : ranks_)
+    if (r->open()) op.ranks.push_back(rank);
+  if (op.ranks.empty()) {
+    std::string why;
+    for (const auto& [rank, r] : ranks_)
+      if (!r->problem.empty()) why += (why.empty() ? "" : "; ") + r->problem;
+    return finishOp(Status(ErrorCode::NotFound, why.empty() ? "no ranks connected" : why));
+  }
+  if (op.kind == KnobOp::Kind::Set && worldSize_ > 0 && static_cast<int>(op.ranks.size()) < worldSize_)
+    return finishOp(Status(ErrorCode::NotFound, "only " + std::to_string(op.ranks.size()) + " of " +
+                                                    std::to_string(worldSize_) +
+                                                    " ranks are connected; a knob change must reach every rank"));
+  if (op.kind == KnobOp::Kind::List) op.ranks.resize(1);
+  op.phase = KnobOp::Phase::Lists;
+  op.deadlineNs = monotonicNowNs() + static_cast<int64_t>(options_.client.timeoutMs) * 1'000'000;
+  for (int32_t rank : op.ranks) {
+    Rank& r = *ranks_.at(rank);
+    if (Status s = r.client->sendKnobListRequest(); !s.isOk())
+      return finishOp(Status(s.code(), "rank " + std::to_string(rank) + ": " + s.message()));
+    op.listsWanted.insert(rank);
+  }
+  op.call->setProgress("asking " + std::to_string(op.ranks.size()) + " rank(s) for their knobs");
+  stepOp(op);
+}
+
+void LiveSession::stepOp(KnobOp& op) {
+  using Phase = KnobOp::Phase;
+  const int64_t now = monotonicNowNs();
+  auto rankText = [](const std::vector<int32_t>& rs) {
+    std::string s = rs.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < rs.size(); ++i) s += (i ? ", " : "") + std::to_string(rs[i]);
+    return s;
   };
-  std::vector<std::optional<wire::KnobAck>> got(changes.size());
-  bool clash = false;
-  for (size_t i = changes.size(); i-- > 0 && !clash;) {
-    auto a = authority->setKnob(next + i, changes[i].first, changes[i].second);
-    if (!a) return atAuthority(a.status());
-    if (alreadyUsed(a.value())) clash = true;  // another client at once: the rest one by one
-    else got[i] = a.value();
-  }
-  // The numbers this client took hold its changes; after a clash the others go one by one, each
-  // at the first number the authority has free above everything it had by then.
-  const uint64_t taken = next;
-  next += changes.size();
-  if (clash) {
-    auto list = authority->knobList();
-    if (!list) return atAuthority(list.status());
-    next = std::max(next, list->lastChangeSeq + 1);
-  }
-  for (size_t i = 0; i < changes.size(); ++i) {
-    uint64_t seq = taken + i;
-    if (!got[i]) {
-      Result<wire::KnobAck> a = Status(ErrorCode::InvalidArgument, "no attempt");
-      for (seq = next; seq < next + 64; ++seq) {
-        a = authority->setKnob(seq, changes[i].first, changes[i].second);
-        if (!a || !alreadyUsed(a.value())) break;
-      }
-      if (!a) return atAuthority(a.status());
-      got[i] = a.value();
-      next = seq + 1;
+  // A rank whose connection closed cannot answer: the call fails now (in Apply it is "gone").
+  if (op.phase != Phase::Apply) {
+    std::vector<int32_t> gone;
+    for (int32_t rank : op.ranks) {
+      const bool waiting = op.listsWanted.count(rank) ||
+                           std::any_of(op.acksWanted.begin(), op.acksWanted.end(),
+                                       [rank](const KnobOp::Key& k) { return k.first == rank; });
+      if (waiting && !ranks_.at(rank)->open()) gone.push_back(rank);
     }
-    out.push_back({changes[i].first, changes[i].second, seq, {}});
-    acks[i].push_back(*got[i]);
-    if (!got[i]->accepted)
-      refusals += "\n  rank " + std::to_string(authority->job().rank) + " refused " + changes[i].first + "=" +
-                  changes[i].second + ": " + (got[i]->reason.empty() ? "(no reason given)" : got[i]->reason);
-  }
-  for (size_t r = 1; r < cs.size(); ++r) {
-    AgentClient* c = cs[r];
-    for (size_t i = changes.size(); i-- > 0;) {
-      const uint64_t seq = out[i].changeSeq;
-      if (!acks[i].front().accepted) {
-        // Refused by the authority: this rank only marks the number received, so that it holds
-        // back no later change.
-        (void)c->setKnob(seq, "", "");
-        acks[i].push_back(acks[i].front());
-        continue;
-      }
-      auto ack = c->setKnob(seq, changes[i].first, changes[i].second);
-      if (!ack)
-        return Status(ack.status().code(),
-                      "rank " + std::to_string(c->job().rank) + ": " + ack.status().message());
-      wire::KnobAck a = ack.value();
-      if (alreadyUsed(a)) {  // filled in by another client from the authority's copy: ours
-        a.accepted = true;
-        a.reason.clear();
-      } else if (!a.accepted) {
-        refusals += "\n  rank " + std::to_string(c->job().rank) + " refused " + changes[i].first + "=" +
-                    changes[i].second + ": " + (a.reason.empty() ? "(no reason given)" : a.reason);
-      }
-      acks[i].push_back(a);
+    if (!gone.empty())
+      return finishOp(Status(ErrorCode::NotFound, rankText(gone) + ": connection closed before answering (" +
+                                                      ranks_.at(gone.front())->problem + ")"));
+    if (!op.listsWanted.empty() || !op.acksWanted.empty()) {
+      if (now < op.deadlineNs) return;  // answers still to come
+      std::vector<int32_t> silent(op.listsWanted.begin(), op.listsWanted.end());
+      for (const auto& k : op.acksWanted)
+        if (std::find(silent.begin(), silent.end(), k.first) == silent.end()) silent.push_back(k.first);
+      std::sort(silent.begin(), silent.end());
+      return finishOp(Status(ErrorCode::Io, rankText(silent) + " did not answer within " +
+                                                std::to_string(options_.client.timeoutMs) + " ms"));
     }
   }
-  if (!refusals.empty()) return Status(ErrorCode::InvalidArgument, "knob change refused:" + refusals);
-  // 3. Wait until every rank applied every change (all at the same step boundary, by design).
-  // When some rank does not, say for every rank what is known: applied (at which step), gone
-  // (its connection closed: the rank or the job ended), or still pending at the deadline.
-  const int64_t deadline = monotonicNowNs() + static_cast<int64_t>(applyTimeoutMs) * 1'000'000;
-  for (size_t i = 0; i < changes.size(); ++i) {
-    std::vector<std::pair<int32_t, int64_t>> applied;
-    std::vector<int32_t> gone, waiting;
-    for (size_t r = 0; r < cs.size(); ++r) {
-      const int32_t rank = cs[r]->job().rank;
-      wire::KnobAck ack = acks[i][r];
-      if (!ack.applied) {
-        // After a first failure the others are only asked for what has already arrived.
-        const int left = (gone.empty() && waiting.empty())
-                             ? static_cast<int>(std::max<int64_t>(0, (deadline - monotonicNowNs()) / 1'000'000))
-                             : 50;
-        auto done = cs[r]->waitForApplied(out[i].changeSeq, left);
-        if (!done) {
-          (cs[r]->closed() ? gone : waiting).push_back(rank);
+  auto restartDeadline = [&] {
+    op.deadlineNs = monotonicNowNs() + static_cast<int64_t>(options_.client.timeoutMs) * 1'000'000;
+  };
+  auto sendSet = [&](int32_t rank, uint64_t seq, const std::string& name, const std::string& value) {
+    Rank& r = *ranks_.at(rank);
+    if (Status s = r.client->sendSetKnob(seq, name, value); !s.isOk()) {
+      finishOp(Status(s.code(), "rank " + std::to_string(rank) + ": " + s.message()));
+      return false;
+    }
+    op.acksWanted.insert({rank, seq});
+    return true;
+  };
+  const int32_t authority = op.ranks.front();
+  switch (op.phase) {
+    case Phase::Queued:
+      return;
+    case Phase::Lists: {
+      if (op.kind != KnobOp::Kind::Set) return finishOp(Status::ok());
+      // Every rank's list: descriptors to validate against and the change sequence so far.
+      uint64_t maxSeq = 0, minContiguous = UINT64_MAX;
+      std::map<uint64_t, std::pair<std::string, std::string>> pendingChanges;
+      for (const auto& [rank, l] : op.lists) {
+        maxSeq = std::max(maxSeq, l.lastChangeSeq);
+        minContiguous = std::min(minContiguous, l.contiguousSeq);
+        for (const auto& p : l.pending) pendingChanges.emplace(p.changeSeq, std::make_pair(p.name, p.value));
+      }
+      op.knobs = op.lists.at(authority).knobs;
+      for (const auto& [name, value] : op.changes) {
+        const auto d = std::find_if(op.knobs.begin(), op.knobs.end(), [&](const auto& k) { return k.name == name; });
+        if (d == op.knobs.end()) {
+          std::string known;
+          for (const auto& k : op.knobs) known += (known.empty() ? "" : ", ") + k.name;
+          return finishOp(Status(ErrorCode::InvalidArgument,
+                                 "unknown knob \"" + name + "\" (" +
+                                     (known.empty() ? "this job registered no knobs" : "this job has: " + known) + ")"));
+        }
+        if (std::string why = validateKnobValue(*d, value); !why.empty())
+          return finishOp(Status(ErrorCode::InvalidArgument, why));
+      }
+      // Gaps an earlier client left (it died between ranks): a rank that still holds the change
+      // pending tells its content and the ranks that lack it get the same change; a number no
+      // rank holds pending was refused or lost everywhere and gets an empty change that only
+      // marks it received (docs/AGENT.md, "Consensus"). Duplicates are refused: harmless.
+      constexpr uint64_t kMaxGap = 4096;
+      if (maxSeq - std::min(minContiguous, maxSeq) > kMaxGap)
+        return finishOp(Status(ErrorCode::InvalidArgument, "ranks disagree on " +
+                                                               std::to_string(maxSeq - minContiguous) +
+                                                               " knob changes; is this one job?"));
+      for (uint64_t seq = minContiguous + 1; seq <= maxSeq; ++seq) {
+        const auto it = pendingChanges.find(seq);
+        for (const auto& [rank, l] : op.lists) {
+          if (l.contiguousSeq >= seq) continue;
+          if (!sendSet(rank, seq, it != pendingChanges.end() ? it->second.first : "",
+                       it != pendingChanges.end() ? it->second.second : ""))
+            return;
+        }
+      }
+      op.next = maxSeq + 1;
+      op.phase = Phase::Fill;
+      restartDeadline();
+      return stepOp(op);
+    }
+    case Phase::Fill: {
+      op.firstAck.clear();
+      op.finalAck.clear();
+      // The authority numbers the changes first, highest number first, so that every rank's
+      // contiguous sequence crosses the whole set at once (one step applies them all).
+      op.got.assign(op.changes.size(), std::nullopt);
+      for (size_t i = op.changes.size(); i-- > 0;)
+        if (!sendSet(authority, op.next + i, op.changes[i].first, op.changes[i].second)) return;
+      op.taken = op.next;
+      op.phase = Phase::Authority;
+      restartDeadline();
+      op.call->setProgress("rank " + std::to_string(authority) + " numbers " + changesText(op.changes));
+      return;
+    }
+    case Phase::Authority: {
+      op.retry.clear();
+      for (size_t i = 0; i < op.changes.size(); ++i) {
+        const wire::KnobAck& a = op.firstAck.at({authority, op.taken + i});
+        if (alreadyUsed(a)) op.retry.push_back(i);  // another client took it at the same moment
+        else op.got[i] = a;
+      }
+      op.next = op.taken + op.changes.size();
+      op.out.clear();
+      for (size_t i = 0; i < op.changes.size(); ++i)
+        op.out.push_back({op.changes[i].first, op.changes[i].second, op.taken + i, {}});
+      if (op.retry.empty()) goto others;
+      // The rest go one by one at the first numbers the authority has free.
+      if (Status s = ranks_.at(authority)->client->sendKnobListRequest(); !s.isOk())
+        return finishOp(Status(s.code(), "rank " + std::to_string(authority) + ": " + s.message()));
+      op.lists.erase(authority);
+      op.listsWanted.insert(authority);
+      op.phase = Phase::AuthorityList;
+      restartDeadline();
+      return;
+    }
+    case Phase::AuthorityList: {
+      op.next = std::max(op.next, op.lists.at(authority).lastChangeSeq + 1);
+      op.retryPos = 0;
+      op.retrySeq = op.next;
+      const size_t i = op.retry[0];
+      if (!sendSet(authority, op.retrySeq, op.changes[i].first, op.changes[i].second)) return;
+      op.phase = Phase::AuthorityRetry;
+      restartDeadline();
+      return;
+    }
+    case Phase::AuthorityRetry: {
+      const size_t i = op.retry[op.retryPos];
+      const wire::KnobAck a = op.firstAck.at({authority, op.retrySeq});
+      if (alreadyUsed(a) && op.retrySeq < op.next + 64) {
+        op.firstAck.erase({authority, op.retrySeq});
+        ++op.retrySeq;
+      } else {
+        op.got[i] = a;
+        op.out[i].changeSeq = op.retrySeq;
+        ++op.retryPos;
+        ++op.retrySeq;
+        op.next = op.retrySeq;
+        if (op.retryPos == op.retry.size()) goto others;
+      }
+      {
+        const size_t k = op.retry[op.retryPos];
+        if (!sendSet(authority, op.retrySeq, op.changes[k].first, op.changes[k].second)) return;
+      }
+      restartDeadline();
+      return;
+    }
+    others : {
+      for (size_t i = 0; i < op.changes.size(); ++i)
+        if (!op.got[i]->accepted)
+          op.refusals += "\n  rank " + std::to_string(authority) + " refused " + op.changes[i].first + "=" +
+                         op.changes[i].second + ": " +
+                         (op.got[i]->reason.empty() ? "(no reason given)" : op.got[i]->reason);
+      for (size_t r = 1; r < op.ranks.size(); ++r)
+        for (size_t i = op.changes.size(); i-- > 0;) {
+          // Refused by the authority: the others only mark the number received.
+          const bool refused = !op.got[i]->accepted;
+          if (!sendSet(op.ranks[r], op.out[i].changeSeq, refused ? "" : op.changes[i].first,
+                       refused ? "" : op.changes[i].second))
+            return;
+        }
+      op.phase = Phase::Others;
+      restartDeadline();
+      op.call->setProgress("sending " + changesText(op.changes) + " to " + std::to_string(op.ranks.size() - 1) +
+                           " more rank(s)");
+      return stepOp(op);
+    }
+    case Phase::Others: {
+      for (size_t r = 1; r < op.ranks.size(); ++r)
+        for (size_t i = 0; i < op.changes.size(); ++i) {
+          if (!op.got[i]->accepted) continue;
+          const KnobOp::Key key{op.ranks[r], op.out[i].changeSeq};
+          wire::KnobAck& a = op.firstAck.at(key);
+          if (alreadyUsed(a)) {  // filled in by another client from the authority's copy: ours
+            a.accepted = true;
+            a.reason.clear();
+          } else if (!a.accepted) {
+            op.refusals += "\n  rank " + std::to_string(op.ranks[r]) + " refused " + op.changes[i].first + "=" +
+                           op.changes[i].second + ": " + (a.reason.empty() ? "(no reason given)" : a.reason);
+          }
+        }
+      if (!op.refusals.empty()) return finishOp(Status(ErrorCode::InvalidArgument, "knob change refused:" + op.refusals));
+      op.phase = Phase::Apply;
+      op.deadlineNs = monotonicNowNs() + static_cast<int64_t>(op.applyTimeoutMs) * 1'000'000;
+      return stepOp(op);
+    }
+    case Phase::Apply: {
+      // Every rank applies every change at one step boundary; the agents send the applied
+      // acknowledgement to every client, so it may already be here.
+      const bool late = now >= op.deadlineNs;
+      size_t appliedCount = 0, total = 0;
+      for (size_t i = 0; i < op.changes.size(); ++i) {
+        std::vector<std::pair<int32_t, int64_t>> applied;
+        std::vector<int32_t> gone, waiting;
+        for (int32_t rank : op.ranks) {
+          ++total;
+          auto it = op.finalAck.find({rank, op.out[i].changeSeq});
+          if (it == op.finalAck.end()) {
+            (ranks_.at(rank)->open() ? waiting : gone).push_back(rank);
+            continue;
+          }
+          if (!it->second.accepted)
+            return finishOp(Status(ErrorCode::InvalidArgument, "rank " + std::to_string(rank) + " refused " +
+                                                                   op.changes[i].first + " when applying: " +
+                                                                   it->second.reason));
+          applied.emplace_back(rank, it->second.appliedStep);
+          ++appliedCount;
+        }
+        if (gone.empty() && waiting.empty()) {
+          op.out[i].stepPerRank = std::move(applied);
           continue;
         }
-        ack = done.value();
-        if (!ack.accepted)
-          return Status(ErrorCode::InvalidArgument,
-                        "rank " + std::to_string(rank) + " refused " + changes[i].first + " when applying: " + ack.reason);
+        if (late || (!gone.empty() && waiting.empty()))
+          return finishOp(Status(gone.empty() ? ErrorCode::NotFound : ErrorCode::Io,
+                                 describeUnapplied(op.changes[i].first + "=" + op.changes[i].second,
+                                                   op.out[i].changeSeq, op.ranks.size(), applied, gone, waiting,
+                                                   op.applyTimeoutMs)));
       }
-      applied.emplace_back(rank, ack.appliedStep);
+      if (appliedCount == total) return finishOp(Status::ok());
+      op.call->setProgress(std::to_string(appliedCount) + " of " + std::to_string(total) + " rank(s) applied " +
+                           changesText(op.changes));
+      return;
     }
-    if (gone.empty() && waiting.empty()) {
-      out[i].stepPerRank = std::move(applied);
-      continue;
-    }
-    return Status(gone.empty() ? ErrorCode::Io : ErrorCode::NotFound,
-                  describeUnapplied(changes[i].first + "=" + changes[i].second, out[i].changeSeq, cs.size(),
-                                    applied, gone, waiting, applyTimeoutMs));
   }
-  return out;
 }
 
 }  // namespace trainscope::core

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "trainscope/core/session/tsdb.h"
+#include "live/live_session_impl.h"
 
 namespace trainscope::core {
 
@@ -37,24 +38,6 @@ constexpr size_t kMaxOffsetLog = 64;  // clock_offset_log.<rank> keeps the first
 constexpr int64_t kRetryNs = 2'000'000'000;  // a rank that could not be reached is tried again after this
 }  // namespace
 
-struct LiveSession::Rank {
-  int32_t rank = 0;
-  discovery::Entry entry;
-  std::unique_ptr<AgentClient> client;
-  std::unique_ptr<BatchIngestor> ingestor;
-  ClockSync firstSync;   // at the first attach
-  ClockSync lastSync;    // the latest accepted estimate
-  int64_t clockDriftNs = 0;
-  bool hasDrift = false;
-  bool seen = false;
-  int offsetUpdates = 0;
-  int attaches = 0;
-  std::string offsetLog;  // "t_s:offset_ns" per update
-  size_t offsetLogEntries = 0;
-  std::string problem;
-  int64_t retryAtNs = 0;
-  bool open() const { return client && !client->closed(); }
-};
 
 LiveSession::LiveSession(std::vector<discovery::Entry> entries, LiveOptions options)
     : entries_(std::move(entries)), options_(std::move(options)) {
@@ -131,26 +114,18 @@ Status LiveSession::connectRank(Rank& r, const discovery::Entry& e, bool subscri
   if (!sync) return fail(sync.status(), "clock sync: ");
   const bool sameProcess = r.ingestor && r.ingestor->rank().pid == r.client->job().pid &&
                            r.ingestor->rank().host == r.client->job().host;
-  TraceStore& store = *target_.store;
-  {
-    std::unique_lock lock(*target_.mutex);
-    if (sameProcess) {
-      r.ingestor->skipReceived();  // the history repeats what we have
-      r.ingestor->setClockOffset(-sync->agentMinusClientNs);
-    } else {
-      r.ingestor = std::make_unique<BatchIngestor>(store, rankInfoFor(r.client->job(), sync.value()));
-      if (writer_) r.ingestor->setSink([this](TrackId t, const EventRecord& ev, std::span<const Attr> a) {
-        return sink(t, ev, a);
-      }, target_.store != ownStore_.get());
-      r.firstSync = sync.value();
-    }
+  if (sameProcess) {
+    r.skipOnPublish = true;  // the history repeats what we have
+    r.offsetOnPublish = -sync->agentMinusClientNs;
+  } else {
+    r.newIngestor = rankInfoFor(r.client->job(), sync.value());
+    r.firstSync = sync.value();
   }
   r.lastSync = sync.value();
   if (r.attaches == 0) r.firstSync = sync.value();
   if (Status s = r.client->subscribe(options_.history); !s.isOk()) return fail(s, "subscribe: ");
   ++r.attaches;
   r.problem.clear();
-  if (writer_) (void)writer_->putRank(r.ingestor->rank());
   recordKnobs();
   return Status::ok();
 }
@@ -228,11 +203,8 @@ void LiveSession::resync() {
     if (!s) continue;
     const int64_t limit = std::max<int64_t>(2 * r->firstSync.errorBoundNs, 200'000);
     const int64_t offset = -s->agentMinusClientNs;
-    if (s->errorBoundNs > limit || std::llabs(offset - r->ingestor->rank().clockOffsetNs) <= s->errorBoundNs) continue;
-    {
-      std::unique_lock lock(*target_.mutex);
-      r->ingestor->setClockOffset(offset);
-    }
+    if (s->errorBoundNs > limit || std::llabs(offset - r->offsetNs()) <= s->errorBoundNs) continue;
+    r->offsetOnPublish = offset;  // for the batches published from the next round on
     r->lastSync = s.value();
     ++r->offsetUpdates;
     if (r->offsetLogEntries < kMaxOffsetLog) {
@@ -255,39 +227,97 @@ void LiveSession::closeRank(Rank& r, const std::string& why) {
 
 // ---- ingest --------------------------------------------------------------------------------
 
+// With a writer, every ingested event is kept here during the locked round and written to the
+// session file after the lock is released: SQLite never runs while a reader could wait.
 Status LiveSession::sink(TrackId t, const EventRecord& e, std::span<const Attr> attrs) {
-  TraceStore& store = *target_.store;
-  while (tracksWritten_ < store.trackCount()) {
-    if (Status s = writer_->putTrack(static_cast<TrackId>(tracksWritten_), store.track(tracksWritten_)); !s.isOk())
-      return s;
-    ++tracksWritten_;
-  }
-  return writer_->append(store, t, e, attrs);
+  deferred_.push_back({t, e, static_cast<uint32_t>(deferredAttrs_.size()), static_cast<uint32_t>(attrs.size())});
+  deferredAttrs_.insert(deferredAttrs_.end(), attrs.begin(), attrs.end());
+  return Status::ok();
 }
 
-void LiveSession::flush(bool final) {
-  const int64_t now = monotonicNowNs();
-  if (pending_.empty() || (!final && now - lastFlushNs_ < static_cast<int64_t>(options_.flushMs) * 1'000'000))
-    return;
-  lastFlushNs_ = now;
+// One publish: under the store's lock, the ranks' pending store changes, then every pending batch,
+// a flush (readers get every track sorted) and the view's update; then, unlocked, the writer.
+// Without `block` the lock is only tried: a reader holding it (an analysis, a snapshot, a paint)
+// makes the events wait for the next round while the sockets keep being read.
+Status LiveSession::publish(bool block) {
+  std::unique_lock lock(*target_.mutex, std::defer_lock);
+  if (block) lock.lock();
+  else if (!lock.try_lock()) return Status(ErrorCode::Io, "busy");
+  TraceStore& store = *target_.store;
+  std::vector<RankInfo> newRanks;
+  for (auto& [rank, r] : ranks_) {
+    if (r->newIngestor) {
+      r->ingestor = std::make_unique<BatchIngestor>(store, *r->newIngestor);
+      if (writer_)
+        r->ingestor->setSink([this](TrackId t, const EventRecord& ev, std::span<const Attr> a) { return sink(t, ev, a); },
+                             target_.store != ownStore_.get());
+      newRanks.push_back(*r->newIngestor);
+      r->newIngestor.reset();
+    }
+    if (r->skipOnPublish && r->ingestor) r->ingestor->skipReceived();
+    r->skipOnPublish = false;
+    if (r->offsetOnPublish && r->ingestor) r->ingestor->setClockOffset(*r->offsetOnPublish);
+    r->offsetOnPublish.reset();
+  }
   bool layout = false;
   std::map<std::string, std::string> md;
   writeMetadata(md);
-  {
-    std::unique_lock lock(*target_.mutex);
-    for (auto& [r, b] : pending_) {
-      if (Status s = r->ingestor->ingest(b); !s.isOk() && sinkError_.isOk()) sinkError_ = s;
-      r->seen = true;
-    }
-    if (target_.underLock) layout = target_.underLock();
-    for (auto& [k, v] : md) target_.store->metadata()[k] = v;
+  for (auto& [r, b] : pending_) {
+    if (!r->ingestor) continue;
+    if (Status s = r->ingestor->ingest(b); !s.isOk() && sinkError_.isOk()) sinkError_ = s;
+    r->seen = true;
   }
+  pending_.clear();
+  // The view's update reads each track's new tail before it sorts it in; then every track is
+  // sorted before the lock goes: readers only read.
+  if (target_.underLock) layout = target_.underLock();
+  store.flush();
+  for (auto& [k, v] : md) store.metadata()[k] = v;
+  lock.unlock();
   {
     std::lock_guard g(infoMutex_);
     metadataFull_ = std::move(md);
   }
-  pending_.clear();
+  ++publishedRounds_;
+  lastPublishNs_ = monotonicNowNs();
+  if (pendingSinceNs_ > 0) {
+    const int64_t gap = lastPublishNs_ - pendingSinceNs_;
+    if (gap > maxPublishGapNs_.load()) maxPublishGapNs_.store(gap);
+  }
+  pendingSinceNs_ = 0;
+  // The writer, off the readers' path: only this thread changes the store, so it reads strings
+  // and tracks without the lock.
+  if (writer_) {
+    for (const RankInfo& ri : newRanks) (void)writer_->putRank(ri);
+    for (const DeferredEvent& d : deferred_) {
+      while (tracksWritten_ < store.trackCount()) {
+        if (Status s = writer_->putTrack(static_cast<TrackId>(tracksWritten_), store.track(tracksWritten_)); !s.isOk()) {
+          if (sinkError_.isOk()) sinkError_ = s;
+          break;
+        }
+        ++tracksWritten_;
+      }
+      if (!sinkError_.isOk()) break;
+      if (Status s = writer_->append(store, d.track, d.event, {deferredAttrs_.data() + d.attrBegin, d.attrCount});
+          !s.isOk() && sinkError_.isOk())
+        sinkError_ = s;
+    }
+  }
+  deferred_.clear();
+  deferredAttrs_.clear();
   if (target_.afterUnlock) target_.afterUnlock(layout);
+  return Status::ok();
+}
+
+void LiveSession::flush(bool final) {
+  const int64_t now = monotonicNowNs();
+  const bool storeChanges = std::any_of(ranks_.begin(), ranks_.end(), [](const auto& kv) {
+    return kv.second->newIngestor || kv.second->skipOnPublish || kv.second->offsetOnPublish;
+  });
+  if ((pending_.empty() && !storeChanges) ||
+      (!final && now - lastFlushNs_ < static_cast<int64_t>(options_.flushMs) * 1'000'000))
+    return;
+  if (publish(final).isOk()) lastFlushNs_ = now;
 }
 
 void LiveSession::writeMetadata(std::map<std::string, std::string>& md) const {
@@ -440,17 +470,7 @@ void LiveSession::run() {
   nextRediscoverNs_ = rediscoverEvery == INT64_MAX ? INT64_MAX : startNs_ + rediscoverEvery;
   bool ended = false;
   while (!stop_ && sinkError_.isOk()) {
-    // Knob calls handed over by other threads.
-    for (;;) {
-      std::packaged_task<void()> t;
-      {
-        std::lock_guard g(cmdMutex_);
-        if (commands_.empty()) break;
-        t = std::move(commands_.front());
-        commands_.pop_front();
-      }
-      t();
-    }
+    takeKnobCommands();
     int64_t now = monotonicNowNs();
     if (now >= nextResyncNs_) {
       resync();
@@ -466,6 +486,7 @@ void LiveSession::run() {
       if (r->open()) fds.push_back({r->client->fd(), POLLIN, 0});
     if (fds.empty()) {
       // Every rank is gone: the job ended, unless one comes back right now.
+      advanceKnobs();  // calls in flight learn that their ranks went away
       flush(true);
       rediscover();
       if (clients().empty()) {
@@ -474,13 +495,18 @@ void LiveSession::run() {
       }
       continue;
     }
-    (void)::poll(fds.data(), fds.size(), 20);
+    // Wait for data, a little longer when events are waiting for the store's lock.
+    (void)::poll(fds.data(), fds.size(), pending_.empty() ? 20 : 5);
     for (auto& [rank, r] : ranks_) {
       if (!r->open()) continue;
       Rank* rp = r.get();
+      pumpReplies(*r, 0);
+      // Even when that read found the connection closed: the batches it queued are delivered.
       auto n = r->client->takeEvents(0, [&](wire::EventBatch&& b) { pending_.emplace_back(rp, std::move(b)); });
       if (!n) closeRank(*r, n.status().message());
     }
+    if (!pending_.empty() && pendingSinceNs_ == 0) pendingSinceNs_ = monotonicNowNs();
+    advanceKnobs();
     flush(false);
     publishStats(monotonicNowNs(), false);
   }
@@ -511,13 +537,12 @@ void LiveSession::run() {
       snapshot_.message = "writing the session: " + sinkError_.message();
     }
   }
-  // Knob calls that arrived too late get an answer instead of waiting forever.
+  // Knob calls still in flight or queued get an answer instead of waiting forever.
   std::lock_guard g(cmdMutex_);
   finished_ = true;
-  while (!commands_.empty()) {
-    commands_.front()();
-    commands_.pop_front();
-  }
+  for (auto& op : commands_) knobQueue_.push_back(std::move(op));
+  commands_.clear();
+  while (!knobQueue_.empty()) finishOp(Status(ErrorCode::NotFound, "the live session has ended"));
 }
 
 // Closes the connections and leaves the final metadata, ranks and tracks in the store and the
@@ -566,61 +591,5 @@ std::map<std::string, std::string> LiveSession::metadata() const {
 }
 
 // ---- knob calls ----------------------------------------------------------------------------
-
-template <class F>
-auto LiveSession::onWorker(F&& f) -> decltype(f()) {
-  using R = decltype(f());
-  {
-    std::unique_lock op(opMutex_);
-    if (!thread_.joinable() || finished_) {
-      if (clients().empty()) {
-        connectKnown(false);
-        if (clients().empty()) {
-          std::string why;
-          for (const auto& [rank, r] : ranks_)
-            if (!r->problem.empty()) why += (why.empty() ? "" : "; ") + r->problem;
-          return R(Status(ErrorCode::NotFound, why.empty() ? "no ranks connected" : why));
-        }
-      }
-      return f();
-    }
-  }
-  auto result = std::make_shared<std::optional<R>>();
-  std::packaged_task<void()> task([&f, result] { result->emplace(f()); });
-  auto done = task.get_future();
-  {
-    std::lock_guard g(cmdMutex_);
-    if (finished_) return R(Status(ErrorCode::NotFound, "the live session has ended"));
-    commands_.push_back(std::move(task));
-  }
-  done.wait();
-  if (!result->has_value()) return R(Status(ErrorCode::NotFound, "the live session has ended"));
-  return std::move(**result);
-}
-
-Result<wire::KnobList> LiveSession::knobList() {
-  return onWorker([this]() -> Result<wire::KnobList> {
-    auto cs = clients();
-    if (cs.empty()) return Status(ErrorCode::NotFound, "no ranks connected");
-    return cs.front()->knobList();
-  });
-}
-
-Result<std::vector<wire::KnobList>> LiveSession::knobLists() {
-  return onWorker([this]() -> Result<std::vector<wire::KnobList>> {
-    std::vector<wire::KnobList> out;
-    for (AgentClient* c : clients()) {
-      auto l = c->knobList();
-      if (!l) return Status(l.status().code(), "rank " + std::to_string(c->job().rank) + ": " + l.status().message());
-      out.push_back(std::move(l).value());
-    }
-    return out;
-  });
-}
-
-Result<std::vector<LiveSession::Applied>> LiveSession::setKnobs(
-    const std::vector<std::pair<std::string, std::string>>& changes, int applyTimeoutMs) {
-  return onWorker([&]() { return setKnobsNow(changes, applyTimeoutMs); });
-}
 
 }  // namespace trainscope::core

@@ -200,9 +200,13 @@ TrackId TraceStore::findOrAddTrack(RankId rank, TrackKind kind, int64_t external
   return addTrack(TrackInfo{rank, kind, std::string(name), externalId});
 }
 
-const TrackEvents& TraceStore::events(TrackId track) {
+const TrackEvents& TraceStore::flushTrack(TrackId track) {
   events_[track].flush();
   return events_[track];
+}
+
+bool TraceStore::isFlushed() const {
+  return std::all_of(events_.begin(), events_.end(), [](const TrackEvents& t) { return t.isSorted(); });
 }
 
 void TraceStore::flush() {

@@ -494,7 +494,9 @@ Status SessionReader::loadAll(TraceStore& store) {
   auto st = d.prepare(d.eventColumns() + " ORDER BY id");
   if (!st) return st.status();
   std::vector<StringId> names(d.strings.size(), kUnmapped);
-  return d.readEvents(st->get(), store, tracks, names, [](int64_t, const EventRecord&) { return false; });
+  Status r = d.readEvents(st->get(), store, tracks, names, [](int64_t, const EventRecord&) { return false; });
+  store.flush();  // the loader owns the store until it returns: readers get it sorted
+  return r;
 }
 
 Status SessionReader::loadRange(TraceStore& store, RankId rank, int64_t t0, int64_t t1) {
@@ -540,7 +542,9 @@ Status SessionReader::loadRange(TraceStore& store, RankId rank, int64_t t0, int6
     bindCommon(st, kMinId);
     sqlite3_bind_int64(st, 5, first);
     sqlite3_bind_int64(st, 6, last);
-    return d.readEvents(st, store, tracks, names, skip);
+    Status r = d.readEvents(st, store, tracks, names, skip);
+    store.flush();
+    return r;
   };
 
   Status result;
@@ -581,7 +585,7 @@ Status SessionReader::loadRange(TraceStore& store, RankId rank, int64_t t0, int6
 
 // ---------------------------------------------------------------------------------------------
 
-Status saveSession(TraceStore& store, const fs::path& path) {
+Status saveSession(const TraceStore& store, const fs::path& path) {
   auto w = SessionWriter::create(path);
   if (!w) return w.status();
   if (Status s = w.value()->appendStore(store); !s) return s;

@@ -7,7 +7,7 @@
 
 namespace trainscope::core {
 
-SessionSummary summarizeStore(TraceStore& store) {
+SessionSummary summarizeStore(const TraceStore& store) {
   SessionSummary s;
   s.schemaVersion = kTsdbSchemaVersion;
   s.eventCount = store.eventCount();

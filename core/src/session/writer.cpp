@@ -496,9 +496,8 @@ Status SessionWriter::append(const TraceStore& store, TrackId track, const Event
   return d_->appendEvent(store, track, e, attrs);
 }
 
-Status SessionWriter::appendStore(TraceStore& store) {
+Status SessionWriter::appendStore(const TraceStore& store) {
   if (Status s = d_->usable(); !s) return s;
-  store.flush();
   for (const auto& [key, value] : store.metadata())
     if (Status s = putMetadata(key, value); !s) return s;
   for (const auto& [r, info] : store.ranks())

@@ -113,6 +113,7 @@ size_t synthesizeTrace(TraceStore& s, const SynthOptions& o) {
   }
   s.metadata()["clock_domain"] = "synthetic";
   s.metadata()["generator"] = "trainscope synth";
+  s.flush();
   return s.eventCount() - before;
 }
 

@@ -42,11 +42,6 @@ std::vector<int64_t> completeSteps(const AnalysisResult& a) {
   return v;
 }
 
-WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t fromStep, int64_t toStep) {
-  store.flush();
-  return measureWindow(a, std::as_const(store), fromStep, toStep);
-}
-
 WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, int64_t fromStep, int64_t toStep) {
   WindowMetrics w;
   w.fromStep = fromStep;
@@ -186,7 +181,7 @@ int64_t medianStep(const AnalysisResult& a, int64_t fromStep, int64_t toStep) {
   return v[v.size() / 2].second;
 }
 
-std::vector<StepOp> stepTimeline(TraceStore& store, RankId rank, int64_t step) {
+std::vector<StepOp> stepTimeline(const TraceStore& store, RankId rank, int64_t step) {
   std::vector<StepOp> out;
   // The rank's window of the step.
   int64_t a = INT64_MAX, b = INT64_MIN;

@@ -94,7 +94,7 @@ std::string trainOptionForKnob(std::string_view knob) {
   return it == m.end() ? std::string() : it->second;
 }
 
-Result<TunedConfig> configFromSession(TraceStore& store, const std::string& source) {
+Result<TunedConfig> configFromSession(const TraceStore& store, const std::string& source) {
   TunedConfig c;
   c.source = source;
   c.createdAt = nowIso();

@@ -251,7 +251,7 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
     double incPred = -1;
     std::map<std::string, double> pred;
     if (o.useSimulator) {
-      std::unique_lock lock(mutex);
+      std::shared_lock lock(mutex);  // a reader: the engine publishes when it is free
       WhatIfOptions wo;
       wo.fromStep = incFrom;
       wo.toStep = incTo;
@@ -362,7 +362,7 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
   res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   // The configuration: every knob of the job as it runs now, the best trial's measurements.
   {
-    std::unique_lock lock(mutex);
+    std::shared_lock lock(mutex);  // a reader: the engine publishes when it is free
     auto cfg = configFromSession(store, "job " + live.jobId());
     if (cfg) res.config = cfg.value();
   }

@@ -329,7 +329,7 @@ struct RankStep {
 
 }  // namespace
 
-Result<WhatIfModel> WhatIfModel::fromSession(TraceStore& store, const WhatIfOptions& options) {
+Result<WhatIfModel> WhatIfModel::fromSession(const TraceStore& store, const WhatIfOptions& options) {
   WhatIfModel m;
   State& s = *m.s_;
   if (options.fromStep < 0) {

@@ -22,7 +22,7 @@ using chrome::JsonWriter;
 
 class Exporter {
  public:
-  Exporter(TraceStore& store, std::ostream& out, const ChromeExportOptions& options)
+  Exporter(const TraceStore& store, std::ostream& out, const ChromeExportOptions& options)
       : s_(store), w_(out), o_(options) {}
 
   ChromeExportStats run();
@@ -55,7 +55,7 @@ class Exporter {
     return q;
   }
 
-  TraceStore& s_;
+  const TraceStore& s_;
   JsonWriter w_;
   ChromeExportOptions o_;
   ChromeExportStats stats_;
@@ -71,7 +71,6 @@ class Exporter {
 };
 
 ChromeExportStats Exporter::run() {
-  s_.flush();
   origin_ = s_.eventCount() > 0 ? s_.timeSpan().first : 0;
   flows_ = chrome::planFlows(s_);
   // Lane 0 of track t is thread firstTid_ + t; extra lanes are numbered after all tracks, so a
@@ -373,7 +372,7 @@ void Exporter::writeThreads() {
 
 }  // namespace
 
-Result<ChromeExportStats> exportChromeTrace(TraceStore& store, std::ostream& out,
+Result<ChromeExportStats> exportChromeTrace(const TraceStore& store, std::ostream& out,
                                             const ChromeExportOptions& options) {
   if (options.fromNs && options.toNs && *options.fromNs > *options.toNs)
     return Status(ErrorCode::InvalidArgument, "chrome export: the range start " +
@@ -389,7 +388,7 @@ Result<ChromeExportStats> exportChromeTrace(TraceStore& store, std::ostream& out
   }
 }
 
-Result<ChromeExportStats> exportChromeTraceFile(TraceStore& store, const std::filesystem::path& path,
+Result<ChromeExportStats> exportChromeTraceFile(const TraceStore& store, const std::filesystem::path& path,
                                                 const ChromeExportOptions& options) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file)

@@ -15,7 +15,7 @@ int role(EventKind k) {
 
 }  // namespace
 
-FlowPlan planFlows(TraceStore& store) {
+FlowPlan planFlows(const TraceStore& store) {
   FlowPlan plan;
   std::map<int64_t, std::vector<uint32_t>> byFlowId;  // ordered: deterministic output
   using PeerKey = std::pair<RankId, int64_t>;         // (this rank, peer rank)

@@ -34,6 +34,6 @@ struct FlowPlan {
 };
 
 // Flushes the store's tracks as a side effect.
-FlowPlan planFlows(TraceStore& store);
+FlowPlan planFlows(const TraceStore& store);
 
 }  // namespace trainscope::core::chrome

@@ -57,6 +57,7 @@ Result<TraceStore> Importer::finish(const ReadResult& read) {
   }
   appendEvents();
   setMetadata(top, ours);
+  store_.flush();  // the importer owns the store until it returns: readers get it sorted
   return std::move(store_);
 }
 

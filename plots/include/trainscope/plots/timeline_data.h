@@ -1,11 +1,15 @@
 // TimelineData: a TraceStore and the TimelineModel over it, shared by the thread that fills
-// them (file loader, live ingest) and the GUI thread that draws them. Writers hold the mutex
-// exclusively for short slices (one ingest round); the widget only ever *tries* the shared lock
-// while painting and shows its last frame when it cannot have it, so the GUI never waits.
+// them (file loader, live ingest: the owner) and the threads that read them (docs/ARCHITECTURE.md,
+// "Who owns what"). The owner holds the mutex exclusively for one short round, and only when it
+// is free at once (it never waits for a reader); it flushes before it releases, so readers only
+// read (`const`). The widget holds the shared lock only while it records a frame's drawing into a
+// display list, never while the raster engine paints; work off the GUI thread (analysis, what-if,
+// export, compare) reads a snapshot().
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <shared_mutex>
 
 #include "trainscope/core/model/trace_store.h"
@@ -30,6 +34,33 @@ struct TimelineData {
   std::atomic<uint64_t> evictionGeneration{0};
   std::atomic<uint64_t> evictedEvents{0};
   std::atomic<int64_t> evictedBeforeNs{INT64_MIN};
+  // True while a live engine may write into the store (set before it starts, cleared after it
+  // stopped); false for a file, which nobody changes once loaded.
+  std::atomic<bool> live{false};
+
+  // A const store that nobody changes while the holder reads it, for work off the GUI thread.
+  // Live: a copy, taken under the shared lock (held for the copy only; the engine publishes at
+  // its next round). Not live: the store itself, with the shared lock held for as long as the
+  // snapshot lives (no writer waits for it: an owner only ever tries the lock).
+  struct Snapshot {
+    std::shared_ptr<const core::TraceStore> copy;
+    std::shared_lock<std::shared_mutex> lock;
+    const core::TraceStore* store = nullptr;
+    const core::TraceStore& operator*() const { return *store; }
+    const core::TraceStore* operator->() const { return store; }
+  };
+  Snapshot snapshot() const {
+    Snapshot s;
+    s.lock = std::shared_lock(mutex);
+    if (live.load()) {
+      s.copy = std::make_shared<const core::TraceStore>(store);
+      s.lock.unlock();
+      s.store = s.copy.get();
+    } else {
+      s.store = &store;
+    }
+    return s;
+  }
 };
 
 }  // namespace trainscope::plots

@@ -288,9 +288,9 @@ class Analyzer {
 
   // Analyses the steps that every rank has finished (a later step has started) and that were
   // not analysed yet. Call after appending events (live sessions). Returns steps analysed now.
-  int update(TraceStore& store);
+  int update(const TraceStore& store);
   // Analyses every remaining step (end of a session).
-  int finish(TraceStore& store);
+  int finish(const TraceStore& store);
   // Aggregates everything analysed so far. Cheap: O(analysed steps x ranks).
   AnalysisResult result(const TraceStore& store) const;
   int analysedSteps() const;
@@ -316,9 +316,9 @@ class Analyzer {
 };
 
 // Whole-store analysis: Analyzer::finish + result.
-AnalysisResult analyzeStore(TraceStore& store);
+AnalysisResult analyzeStore(const TraceStore& store);
 // The same over the steps fromStep .. toStep only (Analyzer::keepSteps).
-AnalysisResult analyzeStore(TraceStore& store, int64_t fromStep, int64_t toStep);
+AnalysisResult analyzeStore(const TraceStore& store, int64_t fromStep, int64_t toStep);
 
 // The `analyze --json` document (contract keys, docs/ANALYSIS.md).
 std::string analysisToJson(const AnalysisResult& result, int indent = 2);

@@ -37,6 +37,6 @@ struct HtaResult {
 enum class HtaKernelType { Communication, Memory, Computation, Other };
 HtaKernelType htaKernelType(std::string_view name);
 
-HtaResult computeHta(TraceStore& store);
+HtaResult computeHta(const TraceStore& store);
 
 }  // namespace trainscope::core

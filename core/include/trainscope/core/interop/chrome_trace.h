@@ -32,9 +32,9 @@ struct ChromeExportStats {
   uint64_t lanes = 0;   // extra threads created for overlapping events
 };
 
-Result<ChromeExportStats> exportChromeTrace(TraceStore& store, std::ostream& out,
+Result<ChromeExportStats> exportChromeTrace(const TraceStore& store, std::ostream& out,
                                             const ChromeExportOptions& options = {});
-Result<ChromeExportStats> exportChromeTraceFile(TraceStore& store, const std::filesystem::path& path,
+Result<ChromeExportStats> exportChromeTraceFile(const TraceStore& store, const std::filesystem::path& path,
                                                 const ChromeExportOptions& options = {});
 
 // Parses Chrome trace JSON (object with traceEvents, or a bare array). sourceName names the

@@ -75,6 +75,14 @@ class AgentClient {
   // Sends Bye and closes (best effort).
   void close();
 
+  // Non-blocking requests for an owner's poll loop (LiveSession's knob calls): send a request
+  // and return at once; the answers (KnobList, KnobAck, ErrorMsg) come out of takeReplies().
+  Status sendKnobListRequest() { return send(wire::KnobListRequest{}); }
+  Status sendSetKnob(uint64_t changeSeq, const std::string& name, const std::string& value);
+  // Delivers queued and newly arriving KnobList, KnobAck and ErrorMsg messages to handler (event
+  // batches stay for takeEvents), waiting at most timeoutMs for data when none is queued.
+  Result<int> takeReplies(int timeoutMs, const std::function<void(wire::Message&&)>& handler);
+
  private:
   AgentClient() = default;
   Status handshake(const Options& options);

@@ -10,11 +10,15 @@
 // received are skipped by their stream sequence numbers). Knob lists and changes go over the
 // same connections.
 //
-// Threads: start() runs everything network-bound on one worker thread. snapshot() and
-// metadata() only take a small mutex the worker holds for microseconds, so a GUI thread may call
-// them at any time. Knob calls made while streaming are handed to the worker and wait for it
-// (call them from a worker thread of the GUI, never the GUI thread); when not streaming they run
-// on the caller's thread. No Qt.
+// Threads (docs/ARCHITECTURE.md, "Who owns what"): start() runs everything network-bound on one
+// worker thread, the session's owner. It never waits on a reader: a round's events are
+// published into the target store only when its lock is free at once (try_lock); otherwise they
+// stay pending and the sockets keep being read. SQLite writes happen after the lock is released.
+// snapshot() and metadata() only take a small mutex the worker holds for microseconds, so a GUI
+// thread may call them at any time. Knob calls are requests (KnobCall): the worker sends them
+// and completes them in its poll loop as the answers arrive, every rank's stream flowing
+// meanwhile; submit*() return at once, the blocking forms wait for the call (not from a GUI
+// thread). When not streaming, the caller's thread drives the same state machine. No Qt.
 //
 // Metadata (docs/FORMATS.md, "Live session metadata") is the same whichever front end drives
 // the engine: job and clock conventions, knob values at attach (knob.<name>), per rank the clock
@@ -26,7 +30,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <future>
 #include <span>
 #include <map>
 #include <memory>
@@ -89,16 +92,47 @@ struct LiveSnapshot {
   std::vector<LiveRankStatus> ranks;
 };
 
-class LiveSession {
+// A knob call in flight (list the knobs, or change them on every rank): the owner's poll loop
+// advances it as the answers arrive. progress() says where it stands, for a status bar; done()
+// and wait() give the outcome; onDone (set at submit) runs on the thread that completes it.
+class KnobCall {
  public:
   struct Applied {
     std::string name, value;
     uint64_t changeSeq = 0;
     std::vector<std::pair<int32_t, int64_t>> stepPerRank;  // (rank, applied step)
   };
-  // Where ingested events go when streaming. The store is filled under `mutex` (held
-  // exclusively for one round); underLock runs at the end of the round, still locked (e.g. a
-  // view model's update; returns whether rows changed), afterUnlock after it is released.
+  struct Outcome {
+    Status status;
+    std::vector<wire::KnobList> lists;  // list calls: one per answering rank, by rank
+    std::vector<Applied> applied;       // set calls: per change, where every rank applied it
+  };
+  std::string progress() const;
+  bool done() const;
+  // Waits for the outcome (never call from a GUI thread; use onDone there).
+  const Outcome& wait() const;
+  bool waitFor(int ms) const;
+
+ private:
+  friend class LiveSession;
+  void setProgress(std::string p);
+  void complete(Outcome o);
+  mutable std::mutex m_;
+  mutable std::condition_variable cv_;
+  std::string progress_;
+  bool done_ = false;
+  Outcome outcome_;
+  std::function<void(const Outcome&)> onDone_;
+};
+
+class LiveSession {
+ public:
+  using Applied = KnobCall::Applied;
+  // Where ingested events go when streaming. The store is filled under `mutex`, taken only when
+  // it is free at once (try_lock: the engine never waits for a reader) and held for one round,
+  // after which the store is flushed (sorted: readers never sort); underLock runs at the end of
+  // the round, still locked (e.g. a view model's update; returns whether rows changed),
+  // afterUnlock after it is released.
   struct StoreTarget {
     TraceStore* store = nullptr;
     std::shared_mutex* mutex = nullptr;
@@ -141,18 +175,28 @@ class LiveSession {
   bool streaming() const { return thread_.joinable() && !finished_; }
 
   LiveSnapshot snapshot() const;
+  // The longest time, since the last call, that received events waited to be published into
+  // the store (a round held back by a reader or by the loop itself); resets it.
+  double takeMaxPublishGapMs() { return static_cast<double>(maxPublishGapNs_.exchange(0)) / 1e6; }
   std::map<std::string, std::string> metadata() const;
   const std::string& jobId() const { return jobId_; }
   int worldSize() const { return worldSize_; }
   const std::vector<discovery::Entry>& entries() const { return entries_; }
 
-  // Knobs over the connected ranks (see the thread rules above).
+  // Knob calls over the connected ranks (see the thread rules above). submit* return at once;
+  // onDone runs on the engine's thread (or the caller's, when not streaming) when it completes.
+  using KnobDone = std::function<void(const KnobCall::Outcome&)>;
+  std::shared_ptr<KnobCall> submitKnobList(bool allRanks, KnobDone onDone = {});
+  std::shared_ptr<KnobCall> submitSetKnobs(std::vector<std::pair<std::string, std::string>> changes,
+                                           int applyTimeoutMs, KnobDone onDone = {});
+  // Blocking forms: submit and wait.
   Result<wire::KnobList> knobList();                 // the lowest connected rank's
   Result<std::vector<wire::KnobList>> knobLists();   // every connected rank's, by rank
   // knobList on every rank -> fill sequence gaps an earlier client left -> validate locally ->
   // changeSeq = max(lastChangeSeq) + 1 (+1 per further change), taken at the lowest rank first (the
   // sequence authority; a number already used there is skipped) -> SetKnob to the others -> all
-  // must accept -> wait until all applied. Errors name the rank and the agent's reason.
+  // must accept -> wait until all applied. Errors name the rank and the agent's reason; after
+  // applyTimeoutMs, the ranks that did not apply it (gone or still waiting).
   Result<std::vector<Applied>> setKnobs(const std::vector<std::pair<std::string, std::string>>& changes,
                                         int applyTimeoutMs);
   // The connected clients by rank, for direct requests (only while not streaming).
@@ -173,12 +217,18 @@ class LiveSession {
   Status sink(TrackId t, const EventRecord& e, std::span<const Attr> attrs);
   void run();
   void finish();
-  template <class F>
-  auto onWorker(F&& f) -> decltype(f());
-  Result<std::vector<Applied>> setKnobsNow(const std::vector<std::pair<std::string, std::string>>& changes,
-                                           int applyTimeoutMs);
-  Status fillSequenceGaps(const std::vector<AgentClient*>& cs, const std::vector<wire::KnobList>& lists,
-                          uint64_t maxSeq);
+  struct KnobOp;
+  std::shared_ptr<KnobCall> submit(std::unique_ptr<KnobOp> op);
+  // The knob state machine (knob_protocol.cpp), run by the owner's loop or an idle caller.
+  void takeKnobCommands();
+  void pumpReplies(Rank& r, int timeoutMs);
+  void onReply(Rank& r, wire::Message&& m);
+  void advanceKnobs();
+  void startOp(KnobOp& op);
+  void stepOp(KnobOp& op);
+  void finishOp(Status st);
+  void driveIdle(const std::shared_ptr<KnobCall>& call);
+  Status publish(bool block);
 
   std::string jobId_;
   int worldSize_ = 0;
@@ -205,7 +255,20 @@ class LiveSession {
   std::mutex opMutex_;  // serialises start/detach and idle knob calls
 
   std::mutex cmdMutex_;
-  std::deque<std::packaged_task<void()>> commands_;
+  std::deque<std::unique_ptr<KnobOp>> commands_;  // submitted, not yet taken by the loop
+  std::deque<std::unique_ptr<KnobOp>> knobQueue_;  // taken; the front one is in flight
+  std::map<int32_t, int> staleLists_;  // KnobLists still owed to a call that ended: dropped
+  struct DeferredEvent {
+    TrackId track;
+    EventRecord event;
+    uint32_t attrBegin, attrCount;
+  };
+  uint64_t publishedRounds_ = 0;
+  int64_t lastPublishNs_ = 0;
+  std::atomic<int64_t> maxPublishGapNs_{0};  // longest wait between two publishes with events pending
+  int64_t pendingSinceNs_ = 0;
+  std::vector<DeferredEvent> deferred_;  // for the writer: written after the store lock is released
+  std::vector<Attr> deferredAttrs_;
 
   mutable std::mutex infoMutex_;  // guards snapshot_ and metadata_
   LiveSnapshot snapshot_;

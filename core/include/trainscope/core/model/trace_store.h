@@ -4,7 +4,12 @@
 // Appends are O(1). Events may arrive out of order (late batches from another thread or rank):
 // they are appended as they come and the unsorted tail of a track is sort-merged into the sorted
 // prefix by flush() -- only the part of the prefix the tail overlaps is touched, as in Perfetto's
-// windowed sorter. Queries require a flushed track; TraceStore::events() flushes on demand.
+// windowed sorter. Queries require a flushed track.
+//
+// Ownership (docs/ARCHITECTURE.md, "Who owns what"): whoever fills a store -- a loader, an
+// importer, the live engine's ingest round -- flushes it before anyone else reads it; readers
+// (analysis, what-if, export, compare, the timeline) take a `const TraceStore&` and never sort or
+// grow it, so any number of them may read at once under a shared lock or on a snapshot.
 //
 // A plain event (no attributes) costs 25 bytes: start 8 + end 8 + name 4 + kind 1 + attr offset 4.
 #pragma once
@@ -115,11 +120,13 @@ class TraceStore {
     events_[track].append(e, attrs);
     ++eventCount_;
   }
-  // Sorted events of a track (flushes the track first if needed).
-  const TrackEvents& events(TrackId track);
-  // Without flushing: for callers that know the store is flushed, or that look at raw order.
+  // The events of a track, as they are: sorted once the store's owner flushed it (a reader never
+  // sorts; isFlushed() says whether it may query).
+  const TrackEvents& events(TrackId track) const { return events_[track]; }
   const TrackEvents& rawEvents(TrackId track) const { return events_[track]; }
-  void flush();         // sort-merges every track
+  bool isFlushed() const;
+  void flush();         // sort-merges every track (the writer's job, before it publishes)
+  const TrackEvents& flushTrack(TrackId track);  // sort-merges one track (writer side)
   void shrinkToFit();   // flush + give back spare capacity
   size_t eventCount() const { return eventCount_; }
   size_t eventCount(EventKind kind) const;

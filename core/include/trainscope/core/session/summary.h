@@ -8,7 +8,7 @@
 
 namespace trainscope::core {
 
-SessionSummary summarizeStore(TraceStore& store);
+SessionSummary summarizeStore(const TraceStore& store);
 
 // The JSON form printed by `trainscope-cli info --json` (keys documented in docs/FORMATS.md).
 std::string summaryToJson(const SessionSummary& summary, int indent = 2);

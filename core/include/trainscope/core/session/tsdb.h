@@ -75,7 +75,7 @@ class SessionWriter {
   // append-only: new strings are persisted before the batch that first uses them.
   Status append(const TraceStore& store, TrackId track, const EventRecord& e, std::span<const Attr> attrs);
   // Writes every event, rank, track and metadata entry of store (flushing it first).
-  Status appendStore(TraceStore& store);
+  Status appendStore(const TraceStore& store);
   // Commits what is buffered (one transaction); readers see it afterwards.
   Status commit();
   // Commits, records the segment's extent and builds the time indexes.
@@ -127,7 +127,7 @@ class SessionReader {
 };
 
 // Whole-store helpers.
-Status saveSession(TraceStore& store, const std::filesystem::path& path);
+Status saveSession(const TraceStore& store, const std::filesystem::path& path);
 Result<TraceStore> loadSession(const std::filesystem::path& path);
 
 }  // namespace trainscope::core

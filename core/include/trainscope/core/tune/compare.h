@@ -35,10 +35,8 @@ struct WindowMetrics {
 // The metrics of steps [fromStep, toStep] of an analysed store: step times, bubbles, overlap and
 // exposed communication from `a` (analyzeStore(store), or a live tab's incremental analysis of it);
 // only bytes and loss are read from the store, and only its events around the window's steps.
-// The const form needs a flushed store (a live store is flushed at every lock release), so a
-// shared lock is enough; the other flushes first.
+// Reads only (a flushed store: its owner flushes before it publishes).
 WindowMetrics measureWindow(const AnalysisResult& a, const TraceStore& store, int64_t fromStep, int64_t toStep);
-WindowMetrics measureWindow(const AnalysisResult& a, TraceStore& store, int64_t fromStep, int64_t toStep);
 
 // The steps with a complete window in `a`, in order.
 std::vector<int64_t> completeSteps(const AnalysisResult& a);
@@ -50,7 +48,7 @@ int64_t medianStep(const AnalysisResult& a, int64_t fromStep, int64_t toStep);
 // that start inside the rank's window of `step` -- phases, kernels, memory copies, collectives,
 // sends and receives, pipeline ops -- one lane per track ("rank 0 · main"), phases on their own
 // lane, ms from the step's start. Empty when the rank has no such step.
-std::vector<StepOp> stepTimeline(TraceStore& store, RankId rank, int64_t step);
+std::vector<StepOp> stepTimeline(const TraceStore& store, RankId rank, int64_t step);
 
 // {"from_step", "to_step", "steps", "step_time_ms": {"mean", "sd", "n"}, ...} (null for NaN).
 std::string windowMetricsJson(const WindowMetrics& w);

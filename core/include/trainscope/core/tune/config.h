@@ -59,7 +59,7 @@ struct TunedConfig {
 // KnobChange event in (step, time) order (a refused change and its restore: the restore wins),
 // the job inferred from metadata and trace, and the measurements from the analysis over the
 // steps after the last change (all steps when there was none).
-Result<TunedConfig> configFromSession(TraceStore& store, const std::string& source);
+Result<TunedConfig> configFromSession(const TraceStore& store, const std::string& source);
 
 std::string configToJson(const TunedConfig& config);
 // Parses and checks the schema name and version; errors name the file (`what`) and the key.

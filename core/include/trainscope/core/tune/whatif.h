@@ -66,7 +66,7 @@ struct WhatIfFit {
 
 class WhatIfModel {
  public:
-  static Result<WhatIfModel> fromSession(TraceStore& store, const WhatIfOptions& options = {});
+  static Result<WhatIfModel> fromSession(const TraceStore& store, const WhatIfOptions& options = {});
   WhatIfModel();
   ~WhatIfModel();
   WhatIfModel(WhatIfModel&&) noexcept;
