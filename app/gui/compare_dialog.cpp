@@ -145,7 +145,7 @@ void CompareDialog::recompute() {
     Side side;
     const int64_t f = from < 0 ? INT64_MIN : from, t = to < 0 ? INT64_MAX : to;
     std::shared_ptr<const core::AnalysisResult> r = s.analysis;
-    const auto snap = s.data->snapshot();  // a const store: the engines and painters go on
+    const auto snap = s.data->snapshot(300);  // a const store: the engines and painters go on
     if (!r) r = std::make_shared<const core::AnalysisResult>(core::analyzeStore(*snap));
     side.w = core::measureWindow(*r, *snap, f, t);
     side.step = core::medianStep(*r, f, t);

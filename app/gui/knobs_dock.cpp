@@ -31,6 +31,12 @@
 
 namespace trainscope::app {
 namespace {
+// What-if, Apply and the change's table read a snapshot of a live tab's last this-many seconds
+// (knob changes of any time stay): the setting's recent steps, at the cost of that window.
+constexpr double kRecentSeconds = 10;
+}  // namespace
+
+namespace {
 
 using core::wire::KnobDescriptor;
 using core::wire::KnobType;
@@ -142,6 +148,7 @@ KnobsDock::KnobsDock(QWidget* parent)
   connect(&whatIfWatcher_, &QFutureWatcher<WhatIfReply>::finished, this, [this] {
     WhatIfReply r = whatIfWatcher_.result();
     setStatus(r.text, !r.ok);
+    whatIfShown_ = true;  // stays until the next What-if or Apply, not the next knob poll
     if (r.ok) {
       ghost_->setSteps(std::move(r.measured), std::move(r.predicted));
       ghost_->setCaptions(tr("measured (step %1)").arg(r.measuredStep), tr("predicted"));
@@ -187,7 +194,7 @@ void KnobsDock::whatIf() {
   auto td = view_->data();
   whatIfWatcher_.setFuture(QtConcurrent::run(&workPool(), [td, changes]() -> WhatIfReply {
     WhatIfReply r;
-    const auto snap = td->snapshot();  // a const store: the engine and the painter go on
+    const auto snap = td->snapshot(kRecentSeconds);  // a const store: the engine and the painter go on
     auto model = core::WhatIfModel::fromSession(*snap);
     if (!model) {
       r.text = tr("What-if: %1").arg(QString::fromStdString(model.status().message()));
@@ -237,6 +244,7 @@ void KnobsDock::setView(SessionView* v) {
   watcher_.waitForFinished();
   compareWatcher_.waitForFinished();
   if (v != view_) {
+    whatIfShown_ = false;
     change_ = ChangeRecord{};
     ghost_->clear();
     ghost_->setVisible(false);
@@ -345,6 +353,7 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
       return;
     }
   }
+  whatIfShown_ = false;
   setStatus(isUndo ? tr("Undoing…") : tr("Applying…"), false);
   apply_->setEnabled(false);
   undo_->setEnabled(false);
@@ -368,7 +377,7 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
         r.before = core::measureWindow(a, store, steps[first], steps.back());
         r.haveBefore = r.before.steps > 0;
       };
-      const auto snap = td->snapshot();  // a const store: the engine and the painter go on
+      const auto snap = td->snapshot(kRecentSeconds);  // a const store: the engine and the painter go on
       if (analysis) measureBefore(*analysis, *snap);
       if (!r.haveBefore) {
         // No live analysis yet (Apply within the first 2 s of the attach): analyse the snapshot.
@@ -417,7 +426,7 @@ void KnobsDock::updateComparison() {
   if (!analysis) return;
   const int64_t from = change_.appliedStep;
   compareWatcher_.setFuture(QtConcurrent::run(&workPool(), [td, analysis, from]() -> std::pair<core::WindowMetrics, bool> {
-    const auto snap = td->snapshot();  // bytes and loss only
+    const auto snap = td->snapshot(kRecentSeconds);  // bytes and loss only
     core::WindowMetrics w = core::measureWindow(*analysis, *snap, from, from + kCompareSteps - 1);
     return {w, w.steps >= kCompareSteps};
   }));
@@ -517,7 +526,7 @@ void KnobsDock::onReply() {
     setStatus(r.message, true);
   } else if (r.isApply) {
     setStatus(r.message, false);
-  } else if (!lastApplied_) {
+  } else if (!lastApplied_ && !whatIfShown_) {
     setStatus(tr("%1 knobs · step %2").arg(knobCount()).arg(r.step), false);
   }
   if (r.isApply) lastApplied_ = r.ok;

@@ -135,6 +135,7 @@ class KnobsDock : public QWidget {
   QPushButton* whatIf_;
   QPushButton* undo_;
   QFutureWatcher<WhatIfReply> whatIfWatcher_;
+  bool whatIfShown_ = false;  // the status line shows a What-if result
   plots::StepCompareView* ghost_;
   QTableWidget* changeTable_;
   QLabel* changeTitle_;

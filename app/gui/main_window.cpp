@@ -393,7 +393,7 @@ namespace {
 // Runs off the GUI thread on a snapshot.
 QString writeConfiguration(const std::shared_ptr<plots::TimelineData>& td, const std::string& source,
                            const QString& path) {
-  const auto snap = td->snapshot();
+  const auto snap = td->snapshot(60);  // live: the last minute (knob changes of any time stay)
   auto cfg = core::configFromSession(*snap, source);
   if (!cfg) return QString::fromStdString(cfg.status().message());
   cfg->createdBy = std::string("trainscope (GUI) ") + TRAINSCOPE_VERSION;

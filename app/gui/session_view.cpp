@@ -163,10 +163,12 @@ void SessionView::startStreaming() {
   core::LiveSession::StoreTarget t;
   t.store = &data_->store;
   t.mutex = &data_->mutex;
+  t.ownerWaiting = &data_->ownerWaiting;
   std::shared_ptr<plots::TimelineData> d = data_;  // the engine's target lives as long as the engine
   auto window = windowNs_;
   auto analyzer = analyzer_;
-  t.underLock = [d, window, analyzer] {
+  auto analyzerMutex = analyzerMutex_;
+  t.underLock = [d, window, analyzer, analyzerMutex] {
     bool layout = d->model.update();
     // Live retention: once the oldest event in memory is more than window + window/8 older than
     // the newest, drop everything that starts before newest - window -- but nothing the analyser
@@ -176,7 +178,9 @@ void SessionView::startStreaming() {
     if (w > 0 && d->model.eventCount() > 0) {
       const int64_t newest = d->model.spanEnd();
       const int64_t chunk = std::max<int64_t>(w / 8, 1);
-      if (d->model.spanStart() < newest - w - chunk) {
+      // Only when the analyser is free at once (never wait for a reader): else next round.
+      std::unique_lock own(*analyzerMutex, std::try_to_lock);
+      if (own.owns_lock() && d->model.spanStart() < newest - w - chunk) {
         const int64_t cutoff = std::min(newest - w, analyzer ? analyzer->safeEvictBeforeNs() : newest - w);
         if (cutoff > d->model.spanStart()) {
           const std::vector<size_t> dropped = d->store.evictBefore(cutoff);
@@ -290,20 +294,37 @@ void SessionView::analyzeNow() {
   const bool live = isLive();
   auto data = data_;
   auto analyzer = analyzer_;
-  analysisWatcher_.setFuture(QtConcurrent::run(&workPool(), [data, analyzer, live, gen] {
+  auto analyzerMutex = analyzerMutex_;
+  analysisWatcher_.setFuture(QtConcurrent::run(&workPool(), [data, analyzer, analyzerMutex, live, gen] {
     Analysis a;
     a.generation = gen;
     QElapsedTimer clock;
     clock.start();
     // A reader under the shared lock: the engine flushed before it released the store, and while
     // this runs it keeps reading the sockets and publishes when the lock is free again. (Not a
-    // snapshot: the incremental analyser keeps indices into this very store.)
-    std::shared_lock lock(data->mutex);
-    if (live)
-      analyzer->update(data->store);
-    else
+    // snapshot: the incremental analyser keeps indices into this very store.) Live, the steps
+    // are analysed in slices of 20 ms with the lock released in between, so that a backlog of
+    // steps never holds the engine's publishing back for long.
+    // The analyser is also touched by the engine (eviction, under the store's lock): its own
+    // mutex, which the engine only tries, guards it; the store's lock is held only while the
+    // analyser reads events, not while it aggregates.
+    std::unique_lock own(*analyzerMutex);
+    if (live) {
+      for (;;) {
+        {
+          std::shared_lock slice(data->mutex);
+          analyzer->update(data->store, 20'000'000);
+          if (analyzer->caughtUp()) break;
+        }
+        data->yieldToOwner();
+      }
+    } else {
+      std::shared_lock lock(data->mutex);
       analyzer->finish(data->store);
-    auto result = std::make_shared<core::AnalysisResult>(analyzer->result(data->store));
+    }
+    auto result = std::make_shared<core::AnalysisResult>(analyzer->result(data->store));  // reads no events
+    data->yieldToOwner();
+    std::shared_lock lock(data->mutex);  // the sources' events (no eviction while `own` is held)
     for (auto& [key, refs] : result->sources) {
       auto& out = a.sources[key];
       out.reserve(refs.size());

@@ -8,6 +8,7 @@
 #include <QWidget>
 
 #include <atomic>
+#include <mutex>
 
 class QTimer;
 #include <map>
@@ -125,6 +126,8 @@ class SessionView : public QWidget {
   QString path_;
   QFutureWatcher<Job> watcher_;
   std::shared_ptr<core::Analyzer> analyzer_;
+  // Guards analyzer_ between the analysis task and the engine's eviction (which only tries it).
+  std::shared_ptr<std::mutex> analyzerMutex_ = std::make_shared<std::mutex>();
   std::shared_ptr<const core::AnalysisResult> analysis_;
   std::map<std::string, std::vector<StableRef>> sources_;
   uint64_t analysedGeneration_ = UINT64_MAX;

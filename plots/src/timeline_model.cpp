@@ -105,8 +105,26 @@ void TimelineModel::rebuild() {
   update();
 }
 
+namespace {
+// v is sorted by start up to `from`; the marks appended after it may be in any order (ranks
+// interleave). Sorts the new tail and merges it in, moving only the part of the sorted prefix
+// the tail reaches into -- not a sort of every mark of the session each round.
+void mergeNewMarks(std::vector<TimelineMark>& v, size_t from) {
+  if (from >= v.size()) return;
+  auto byStart = [](const TimelineMark& a, const TimelineMark& b) { return a.start < b.start; };
+  const auto tail = v.begin() + static_cast<std::ptrdiff_t>(from);
+  std::stable_sort(tail, v.end(), byStart);
+  if (from == 0 || !byStart(*tail, *(tail - 1))) return;
+  const auto lo = std::upper_bound(v.begin(), tail, *tail, byStart);
+  std::inplace_merge(lo, tail, v.end(), byStart);
+}
+}  // namespace
+
 bool TimelineModel::update() {
   const size_t rowsBefore = rows_.size();
+  const size_t stepsBefore = steps_.size(), knobsBefore = knobs_.size();
+  std::map<core::RankId, size_t> phasesBefore;
+  for (const auto& [rank, v] : phases_) phasesBefore[rank] = v.size();
   if (tracks_.size() < store_.trackCount()) tracks_.resize(store_.trackCount());
   bool any = false;
   for (core::TrackId t = 0; t < store_.trackCount(); ++t) {
@@ -128,13 +146,9 @@ bool TimelineModel::update() {
     levelTrack(t, from);
   }
   if (!any) return false;
-  if (!marksSorted_) {
-    auto byStart = [](const TimelineMark& a, const TimelineMark& b) { return a.start < b.start; };
-    std::stable_sort(steps_.begin(), steps_.end(), byStart);
-    std::stable_sort(knobs_.begin(), knobs_.end(), byStart);
-    for (auto& [rank, v] : phases_) std::stable_sort(v.begin(), v.end(), byStart);
-    marksSorted_ = true;
-  }
+  mergeNewMarks(steps_, stepsBefore);
+  mergeNewMarks(knobs_, knobsBefore);
+  for (auto& [rank, v] : phases_) mergeNewMarks(v, phasesBefore.count(rank) ? phasesBefore[rank] : 0);
   spanStart_ = std::numeric_limits<int64_t>::max();
   spanEnd_ = std::numeric_limits<int64_t>::min();
   for (core::TrackId t = 0; t < store_.trackCount(); ++t) {
@@ -209,7 +223,6 @@ void TimelineModel::noteMarks(core::TrackId t, size_t from, size_t to) {
       if (const core::Attr* a = ev.findAttr(i, core::AttrKey::KnobValue)) m.value = a->asString();
     }
     auto& dst = k == EventKind::Step ? steps_ : k == EventKind::KnobChange ? knobs_ : phases_[rank];
-    if (!dst.empty() && dst.back().start > m.start) marksSorted_ = false;
     dst.push_back(m);
   }
 }

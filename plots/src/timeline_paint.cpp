@@ -46,8 +46,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   // has it now the last frame stays and the next one follows in a few ms.
   QPicture list;
   {
-    std::shared_lock lock(data_->mutex, std::try_to_lock);
-    if (!lock.owns_lock()) {
+    // A round of the engine waiting for the lock goes first: the painter keeps the last frame
+    // rather than take the lock again in front of it.
+    std::shared_lock lock(data_->mutex, std::defer_lock);
+    if (data_->ownerWaiting.load() || !lock.try_lock()) {
       if (!frame_.isNull()) out.drawPixmap(0, 0, frame_);
       QTimer::singleShot(8, this, qOverload<>(&QWidget::update));
       return;

@@ -1,5 +1,6 @@
 // Analyzer: finds step windows, analyses each finished step once (all ranks), keeps per-step
 // records; result() aggregates them (analysis_aggregate.cpp).
+#include <chrono>
 #include "trainscope/core/analysis/analysis.h"
 
 #include <algorithm>
@@ -212,7 +213,9 @@ void AnalyzerState::analyseStep(const TraceStore& store, int64_t step) {
   done.insert(step);
 }
 
-int AnalyzerState::analyse(const TraceStore& store, bool all) {
+int AnalyzerState::analyse(const TraceStore& store, bool all, int64_t budgetNs) {
+  const auto started = std::chrono::steady_clock::now();
+  stoppedEarly = false;
   refreshLayout(store);
   scanInstants(store, scanFrom);
   // Next scan starts where the slowest rank's newest event starts: late batches of a rank
@@ -254,6 +257,12 @@ int AnalyzerState::analyse(const TraceStore& store, bool all) {
     if (!ready) break;
     analyseStep(store, n);
     ++analysed;
+    if (budgetNs != INT64_MAX &&
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count() >
+            budgetNs) {
+      stoppedEarly = true;
+      break;
+    }
   }
   if (all) {
     const std::vector<StringId> phases = phaseNames(store);
@@ -268,11 +277,14 @@ int AnalyzerState::analyse(const TraceStore& store, bool all) {
 
 Analyzer::Analyzer() : s_(std::make_unique<AnalyzerState>()) {}
 Analyzer::~Analyzer() = default;
-int Analyzer::update(const TraceStore& store) {
-  return s_->analyse(store, false);
+int Analyzer::update(const TraceStore& store, int64_t budgetNs) {
+  return s_->analyse(store, false, budgetNs);
+}
+bool Analyzer::caughtUp() const {
+  return !s_->stoppedEarly;
 }
 int Analyzer::finish(const TraceStore& store) {
-  const int n = s_->analyse(store, true);
+  const int n = s_->analyse(store, true, INT64_MAX);
   s_->hta = computeHta(store);  // whole-trace numbers: once, at the end
   return n;
 }

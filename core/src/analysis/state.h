@@ -136,7 +136,8 @@ class AnalyzerState {
 
   void refreshLayout(const TraceStore& store);
   void scanInstants(const TraceStore& store, int64_t from);
-  int analyse(const TraceStore& store, bool all);
+  int analyse(const TraceStore& store, bool all, int64_t budgetNs);
+  bool stoppedEarly = false;  // the last analyse() ran out of its budget
   void analyseStep(const TraceStore& store, int64_t step);
   // Hand-off waits of this step's records (records[first..]) from the ranks' p2p events.
   void recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first);

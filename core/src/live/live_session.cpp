@@ -242,7 +242,11 @@ Status LiveSession::sink(TrackId t, const EventRecord& e, std::span<const Attr> 
 Status LiveSession::publish(bool block) {
   std::unique_lock lock(*target_.mutex, std::defer_lock);
   if (block) lock.lock();
-  else if (!lock.try_lock()) return Status(ErrorCode::Io, "busy");
+  else if (!lock.try_lock()) {
+    if (target_.ownerWaiting) target_.ownerWaiting->store(true);
+    return Status(ErrorCode::Io, "busy");
+  }
+  if (target_.ownerWaiting) target_.ownerWaiting->store(false);
   TraceStore& store = *target_.store;
   std::vector<RankInfo> newRanks;
   for (auto& [rank, r] : ranks_) {
@@ -496,7 +500,7 @@ void LiveSession::run() {
       continue;
     }
     // Wait for data, a little longer when events are waiting for the store's lock.
-    (void)::poll(fds.data(), fds.size(), pending_.empty() ? 20 : 5);
+    (void)::poll(fds.data(), fds.size(), pending_.empty() ? 20 : 2);
     for (auto& [rank, r] : ranks_) {
       if (!r->open()) continue;
       Rank* rp = r.get();

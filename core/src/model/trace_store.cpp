@@ -140,6 +140,19 @@ void TrackEvents::shrinkToFit() {
   attrs_.shrink_to_fit();
 }
 
+TrackEvents TrackEvents::copyEndingFrom(int64_t t) const {
+  TrackEvents out;
+  const size_t n = start_.size();
+  const size_t first = t == std::numeric_limits<int64_t>::min() ? 0 : candidates(t, std::numeric_limits<int64_t>::max()).first;
+  // Knob changes of any time stay: they say which setting was in force in the window.
+  for (size_t i = 0; i < first; ++i)
+    if (kind(i) == EventKind::KnobChange) out.append(record(i), attrs(i));
+  out.reserve(out.size() + n - first);
+  for (size_t i = first; i < n; ++i)
+    if (end_[i] >= t) out.append(record(i), attrs(i));
+  return out;
+}
+
 size_t TrackEvents::countStartingBefore(int64_t t) const {
   const int64_t* b = start_.data();
   return static_cast<size_t>(std::lower_bound(b, b + sortedPrefix_, t) - b);
@@ -253,6 +266,21 @@ std::vector<size_t> TraceStore::evictBefore(int64_t cutoffNs) {
   }
   evictedBeforeNs_ = std::max(evictedBeforeNs_, cutoffNs);
   return dropped;
+}
+
+TraceStore TraceStore::copyRecent(int64_t sinceNs) const {
+  TraceStore out;
+  out.strings_ = strings_;
+  out.ranks_ = ranks_;
+  out.tracks_ = tracks_;
+  out.trackIndex_ = trackIndex_;
+  out.metadata_ = metadata_;
+  out.events_.reserve(events_.size());
+  for (const TrackEvents& t : events_) {
+    out.events_.push_back(t.copyEndingFrom(sinceNs));
+    out.eventCount_ += out.events_.back().size();
+  }
+  return out;
 }
 
 size_t TraceStore::memoryBytes() const {

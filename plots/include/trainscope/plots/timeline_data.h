@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
+#include <chrono>
+#include <thread>
 
 #include "trainscope/core/model/trace_store.h"
 #include "trainscope/plots/timeline_model.h"
@@ -37,11 +39,19 @@ struct TimelineData {
   // True while a live engine may write into the store (set before it starts, cleared after it
   // stopped); false for a file, which nobody changes once loaded.
   std::atomic<bool> live{false};
+  // The live engine has a round waiting for the lock (LiveSession::StoreTarget::ownerWaiting).
+  std::atomic<bool> ownerWaiting{false};
+  // For readers that work in slices: after releasing the lock, give a waiting owner its round
+  // (at most maxMs) before taking the lock again.
+  void yieldToOwner(int maxMs = 50) const {
+    for (int i = 0; i < maxMs && ownerWaiting.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 
   // A const store that nobody changes while the holder reads it, for work off the GUI thread.
-  // Live: a copy, taken under the shared lock (held for the copy only; the engine publishes at
-  // its next round). Not live: the store itself, with the shared lock held for as long as the
-  // snapshot lives (no writer waits for it: an owner only ever tries the lock).
+  // Live: a copy of the events that end in the last recentSeconds (0: all), taken under the
+  // shared lock (held for the copy only; the engine publishes at its next round). Not live: the
+  // store itself, with the shared lock held for as long as the snapshot lives (no writer waits
+  // for it: an owner only ever tries the lock).
   struct Snapshot {
     std::shared_ptr<const core::TraceStore> copy;
     std::shared_lock<std::shared_mutex> lock;
@@ -49,11 +59,15 @@ struct TimelineData {
     const core::TraceStore& operator*() const { return *store; }
     const core::TraceStore* operator->() const { return store; }
   };
-  Snapshot snapshot() const {
+  Snapshot snapshot(double recentSeconds = 0) const {
     Snapshot s;
+    yieldToOwner();
     s.lock = std::shared_lock(mutex);
     if (live.load()) {
-      s.copy = std::make_shared<const core::TraceStore>(store);
+      const int64_t since = recentSeconds > 0 && store.eventCount() > 0
+                                ? store.timeSpan().second - static_cast<int64_t>(recentSeconds * 1e9)
+                                : INT64_MIN;
+      s.copy = std::make_shared<const core::TraceStore>(store.copyRecent(since));
       s.lock.unlock();
       s.store = s.copy.get();
     } else {

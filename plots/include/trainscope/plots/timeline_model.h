@@ -160,7 +160,6 @@ class TimelineModel {
   std::vector<TrackState> tracks_;
   std::vector<TimelineMark> steps_, knobs_;
   std::map<core::RankId, std::vector<TimelineMark>> phases_;
-  bool marksSorted_ = true;
   uint64_t events_ = 0;
   int64_t spanStart_ = 0, spanEnd_ = 0;
 };

@@ -288,7 +288,10 @@ class Analyzer {
 
   // Analyses the steps that every rank has finished (a later step has started) and that were
   // not analysed yet. Call after appending events (live sessions). Returns steps analysed now.
-  int update(const TraceStore& store);
+  // With a budget, it stops after the step that used it up (caughtUp() is then false): a caller
+  // under a shared lock releases it between calls so that the store's owner can publish.
+  int update(const TraceStore& store, int64_t budgetNs = INT64_MAX);
+  bool caughtUp() const;
   // Analyses every remaining step (end of a session).
   int finish(const TraceStore& store);
   // Aggregates everything analysed so far. Cheap: O(analysed steps x ranks).

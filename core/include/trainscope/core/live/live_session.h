@@ -138,6 +138,9 @@ class LiveSession {
     std::shared_mutex* mutex = nullptr;
     std::function<bool()> underLock;
     std::function<void(bool layoutChanged)> afterUnlock;
+    // Set while a round waits for the lock (a reader had it when the engine tried): readers that
+    // work in slices let the engine in before they take it again.
+    std::atomic<bool>* ownerWaiting = nullptr;
   };
 
   // A session over these discovery entries (remote ones carry a tcp endpoint and a secret

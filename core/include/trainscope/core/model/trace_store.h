@@ -78,6 +78,9 @@ class TrackEvents {
   bool flush();
   // Gives back spare capacity (call when a session is complete).
   void shrinkToFit();
+  // The events that end at or after t (all of them when t is INT64_MIN), in order: a recent
+  // window's copy for a snapshot. Requires isSorted().
+  TrackEvents copyEndingFrom(int64_t t) const;
   // Drops the first k events (k <= the sorted prefix): the columns' live part moves down once,
   // capacity is kept for the events still to come. Indices of the remaining events drop by k.
   void evictFront(size_t k);
@@ -133,6 +136,11 @@ class TraceStore {
   // [min start, max end] over all events; {0, 0} when empty.
   std::pair<int64_t, int64_t> timeSpan() const;
   size_t memoryBytes() const;
+  // A copy with every rank, track, string and metadata entry but only the events that end at
+  // or after sinceNs: what a snapshot of a live session's recent steps needs (what-if, apply,
+  // export, compare), at the cost of that window instead of the whole store. Requires a flushed
+  // store.
+  TraceStore copyRecent(int64_t sinceNs) const;
 
   // Live retention (docs/RELIABILITY.md, "Live memory"): drops, from every track, the events
   // that start before cutoffNs, flushing first. Returns the count dropped per track (indexed by
