@@ -284,11 +284,13 @@ int main(int argc, char** argv) {
   if (!args.contains("--session-only")) {
     Phase p = livePhase(repeats, dir.path(), &error);
     out["live"] = p.json();
+    std::fprintf(stderr, "live: %s\n", QJsonDocument(out["live"].toObject()).toJson(QJsonDocument::Compact).constData());
     phases.push_back(std::move(p));
   }
   if (error.isEmpty() && !args.contains("--live-only")) {
     Phase p = sessionPhase(repeats, dir.path(), events, &error);
     out["session"] = p.json();
+    std::fprintf(stderr, "session: %s\n", QJsonDocument(out["session"].toObject()).toJson(QJsonDocument::Compact).constData());
     out["session_events"] = events;
     phases.push_back(std::move(p));
   }

@@ -31,6 +31,7 @@ SessionView::SessionView(QWidget* parent)
 }
 
 SessionView::~SessionView() {
+  cancelAnalysis_->store(true);  // a live analysis far behind stops at its next slice
   watcher_.waitForFinished();
   analysisWatcher_.waitForFinished();
   if (live_) live_->detach();
@@ -295,7 +296,8 @@ void SessionView::analyzeNow() {
   auto data = data_;
   auto analyzer = analyzer_;
   auto analyzerMutex = analyzerMutex_;
-  analysisWatcher_.setFuture(QtConcurrent::run(&workPool(), [data, analyzer, analyzerMutex, live, gen] {
+  auto cancel = cancelAnalysis_;
+  analysisWatcher_.setFuture(QtConcurrent::run(&workPool(), [data, analyzer, analyzerMutex, cancel, live, gen] {
     Analysis a;
     a.generation = gen;
     QElapsedTimer clock;
@@ -314,7 +316,7 @@ void SessionView::analyzeNow() {
         {
           std::shared_lock slice(data->mutex);
           analyzer->update(data->store, 20'000'000);
-          if (analyzer->caughtUp()) break;
+          if (analyzer->caughtUp() || cancel->load()) break;
         }
         data->yieldToOwner();
       }

@@ -128,6 +128,7 @@ class SessionView : public QWidget {
   std::shared_ptr<core::Analyzer> analyzer_;
   // Guards analyzer_ between the analysis task and the engine's eviction (which only tries it).
   std::shared_ptr<std::mutex> analyzerMutex_ = std::make_shared<std::mutex>();
+  std::shared_ptr<std::atomic<bool>> cancelAnalysis_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<const core::AnalysisResult> analysis_;
   std::map<std::string, std::vector<StableRef>> sources_;
   uint64_t analysedGeneration_ = UINT64_MAX;
