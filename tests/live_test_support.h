@@ -40,6 +40,27 @@ inline void usePrivateRuntimeDir(const QTemporaryDir& dir) {
 
 inline QString bin(const QString& name) { return QString(TRAINSCOPE_BIN_DIR) + "/" + name; }
 
+// `trainscope-cli demo ARGS`: the job id and the launcher pid it prints (-1 when it did not say);
+// an empty id and the demo's output in *error when it failed.
+struct Demo {
+  QString jobId;
+  qint64 launcher = -1;
+};
+inline Demo startDemo(const QStringList& args, QString* error) {
+  Demo d;
+  QProcess demo;
+  demo.start(bin("trainscope-cli"), QStringList{"demo"} + args);
+  demo.waitForFinished(60000);
+  const QString out = QString::fromUtf8(demo.readAllStandardOutput());
+  const QString err = QString::fromUtf8(demo.readAllStandardError());
+  const auto pid = QRegularExpression("launcher pid (\\d+)").match(err);
+  if (pid.hasMatch()) d.launcher = pid.captured(1).toLongLong();
+  const auto job = QRegularExpression("job (\\S+)").match(out);
+  if (demo.exitCode() == 0 && job.hasMatch()) d.jobId = job.captured(1);
+  else if (error) *error = out + err;
+  return d;
+}
+
 using Run = trainscope::test::CliRun;
 inline Run cli(const QStringList& args, int timeoutMs = 60000) { return trainscope::test::runCli(args, timeoutMs); }
 

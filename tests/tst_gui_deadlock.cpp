@@ -1,15 +1,15 @@
-// The freeze of issue #34, reproduced: Qt's global thread pool limited to two threads (what a
+// The scenario of the freeze in issue #34: Qt's global thread pool limited to two threads (what a
 // 2-core machine gives), the real main window attached live to a real 4-rank pipeline demo
 // (`trainscope-cli demo --mode pp`), What-if and the knob poll started again and again while the
-// timeline repaints a large frame all the time. Before the live core was rebuilt, the painter held
-// the store's shared lock while the raster engine's fill waited on the global pool; both pool
-// threads were blocked -- What-if waiting for the exclusive lock, the knob poll waiting for the
-// engine's worker -- and the worker waited for the write lock: the GUI froze for good.
+// timeline repaints a large frame all the time. The backtrace in the issue: the painter held the
+// store's shared lock while the raster engine's fill waited on the global pool; both pool threads
+// were blocked -- What-if waiting for the exclusive lock, the knob poll waiting for the engine's
+// worker -- and the worker waited for the write lock. Now no lock is held while painting, the
+// GUI's work runs on its own pool, readers never take the exclusive lock and the engine never
+// waits for one.
 //
 // A watchdog thread fails the test when the GUI thread stops answering for 30 s: that is a hang,
 // not a slow frame (no timing is asserted; frame and latency figures are bench_gui_responsiveness's).
-#include <QProcess>
-#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QThreadPool>
 #include <QTimer>
@@ -47,19 +47,14 @@ class TstGuiDeadlock : public QObject {
       QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
     qputenv("XDG_CONFIG_HOME", dir_.filePath("config").toUtf8());
     live_test::usePrivateRuntimeDir(dir_);
-    QProcess demo;
+    QString error;
     // A few ms between steps: the freeze needs no load, and the suite shares two cores.
-    demo.start(bin("trainscope-cli"),
-               {"demo", "--ranks", "4", "--mode", "pp", "--steps", "1000000", "--", "--step-delay-ms", "5"});
-    QVERIFY(demo.waitForFinished(60000));
-    const QString out = QString::fromUtf8(demo.readAllStandardOutput());
-    const QString err = QString::fromUtf8(demo.readAllStandardError());
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(err);
-    if (pid.hasMatch()) launcher_ = pid.captured(1).toLongLong();
-    QVERIFY2(demo.exitCode() == 0, qPrintable(out + err));
-    const auto job = QRegularExpression("job (\\S+)").match(out);
-    QVERIFY2(job.hasMatch(), qPrintable(out));
-    jobId_ = job.captured(1);
+    const auto demo = live_test::startDemo({"--ranks", "4", "--mode", "pp", "--steps", "1000000", "--",
+                                            "--step-delay-ms", "5"},
+                                           &error);
+    launcher_ = demo.launcher;
+    QVERIFY2(!demo.jobId.isEmpty(), qPrintable(error));
+    jobId_ = demo.jobId;
   }
 
   void whatIfAndKnobPollWhilePaintingNeverHang() {
