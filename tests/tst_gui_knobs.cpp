@@ -42,18 +42,12 @@ class TstGuiKnobs : public QObject {
       QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
     qputenv("XDG_CONFIG_HOME", dir_.filePath("config").toUtf8());
     live_test::usePrivateRuntimeDir(dir_);
-    QProcess demo;
-    demo.start(bin("trainscope-cli"),
-               {"demo", "--ranks", "2", "--steps", "100000", "--", "--step-delay-ms", "2"});
-    QVERIFY(demo.waitForFinished(60000));
-    const QString out = QString::fromUtf8(demo.readAllStandardOutput());
-    const QString err = QString::fromUtf8(demo.readAllStandardError());
-    const auto pid = QRegularExpression("launcher pid (\\d+)").match(err);
-    if (pid.hasMatch()) launcher_ = pid.captured(1).toLongLong();
-    QVERIFY2(demo.exitCode() == 0, qPrintable(out + err));
-    const auto job = QRegularExpression("job (\\S+)").match(out);
-    QVERIFY2(job.hasMatch(), qPrintable(out));
-    jobId_ = job.captured(1);
+    QString error;
+    const auto demo =
+        live_test::startDemo({"--ranks", "2", "--steps", "100000", "--", "--step-delay-ms", "2"}, &error);
+    launcher_ = demo.launcher;
+    QVERIFY2(!demo.jobId.isEmpty(), qPrintable(error));
+    jobId_ = demo.jobId;
   }
 
   void dockSetsAKnobOnEveryRank() {

@@ -282,10 +282,8 @@ Status LiveSession::publish(bool block) {
     std::lock_guard g(infoMutex_);
     metadataFull_ = std::move(md);
   }
-  ++publishedRounds_;
-  lastPublishNs_ = monotonicNowNs();
   if (pendingSinceNs_ > 0) {
-    const int64_t gap = lastPublishNs_ - pendingSinceNs_;
+    const int64_t gap = monotonicNowNs() - pendingSinceNs_;
     if (gap > maxPublishGapNs_.load()) maxPublishGapNs_.store(gap);
   }
   pendingSinceNs_ = 0;

@@ -266,8 +266,6 @@ class LiveSession {
     EventRecord event;
     uint32_t attrBegin, attrCount;
   };
-  uint64_t publishedRounds_ = 0;
-  int64_t lastPublishNs_ = 0;
   std::atomic<int64_t> maxPublishGapNs_{0};  // longest wait between two publishes with events pending
   int64_t pendingSinceNs_ = 0;
   std::vector<DeferredEvent> deferred_;  // for the writer: written after the store lock is released
