@@ -414,7 +414,9 @@ void LiveSession::stepOp(KnobOp& op) {
         for (const auto& p : l.pending) pendingChanges.emplace(p.changeSeq, std::make_pair(p.name, p.value));
       }
       op.knobs = op.lists.at(authority).knobs;
-      for (const auto& [name, value] : op.changes) {
+      for (const auto& change : op.changes) {
+        const std::string& name = change.first;
+        const std::string& value = change.second;
         const auto d = std::find_if(op.knobs.begin(), op.knobs.end(), [&](const auto& k) { return k.name == name; });
         if (d == op.knobs.end()) {
           std::string known;
