@@ -5,6 +5,7 @@
 // runs it. docs/BENCHMARKS.md, "GUI responsiveness".
 //
 //   build/bin/bench_gui_responsiveness [--json] [--repeats 20] [--events 10000000] [--live-only|--session-only]
+//                                      [--demo-nice N] [--stall-stacks]
 //
 // Keys (--json prints one object): event_loop_p99_ms, event_loop_max_ms (both phases),
 // ingest_gap_max_ms (the longest time received events waited to be published into the store
@@ -21,8 +22,15 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTimer>
+#include <execinfo.h>
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <ctime>
+#include <chrono>
 #include <csignal>
+#include <thread>
 #include <cstdio>
 #include <map>
 #include <vector>
@@ -37,6 +45,70 @@ using namespace trainscope;
 namespace {
 
 QString binDir() { return QCoreApplication::applicationDirPath(); }
+
+// --stall-stacks: a watcher thread samples the GUI thread's stack (SIGUSR2 + backtrace()) every
+// 100 ms while the event loop has not run for 100 ms, and prints each sample on stderr
+// ("stall stack:" and backtrace_symbols lines; addr2line turns the +0x offsets into names).
+namespace stall {
+std::atomic<int64_t> heartbeatNs{0};
+std::atomic<bool> stop{false};
+pthread_t gui;
+void* frames[64];
+std::atomic<int> depth{-1};
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+void onSignal(int) { depth.store(backtrace(frames, 64)); }
+void watch() {
+  int64_t lastSample = 0;
+  while (!stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const int64_t now = nowNs(), beat = heartbeatNs.load();
+    if (beat == 0 || now - beat < 100'000'000 || now - lastSample < 100'000'000) continue;
+    lastSample = now;
+    depth.store(-1);
+    pthread_kill(gui, SIGUSR2);
+    for (int i = 0; i < 50 && depth.load() < 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int n = depth.load();
+    if (n <= 0) continue;
+    std::fprintf(stderr, "stall stack: %lld ms\n", static_cast<long long>((now - beat) / 1'000'000));
+    backtrace_symbols_fd(frames, n, 2);
+  }
+}
+}  // namespace stall
+
+// Names the event behind a stall: every event the GUI thread handles for longer than 50 ms is
+// printed on stderr with its type and receiver's class, so a figure above comes with its cause.
+class TimedApplication : public QApplication {
+ public:
+  using QApplication::QApplication;
+  bool notify(QObject* receiver, QEvent* e) override {
+    if (depth_++ > 0) {
+      const bool r = QApplication::notify(receiver, e);
+      --depth_;
+      return r;
+    }
+    QElapsedTimer t;
+    t.start();
+    timespec c0{}, c1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    const int type = e->type();
+    const char* cls = receiver ? receiver->metaObject()->className() : "?";
+    const QString name = receiver ? receiver->objectName() : QString();
+    const bool r = QApplication::notify(receiver, e);
+    --depth_;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    const double cpuMs = static_cast<double>(c1.tv_sec - c0.tv_sec) * 1e3 + static_cast<double>(c1.tv_nsec - c0.tv_nsec) / 1e6;
+    if (const qint64 ms = t.elapsed(); ms > 50)
+      std::fprintf(stderr, "bench_gui_responsiveness: slow event: %lld ms (GUI thread CPU %.0f ms), type %d, receiver %s %s\n",
+                   static_cast<long long>(ms), cpuMs, type, cls, qPrintable(name));
+    return r;
+  }
+
+ private:
+  int depth_ = 0;
+};
 
 // How late a 4 ms timer fires: the event loop's latency as a user's input would see it.
 class LatencyProbe : public QObject {
@@ -93,6 +165,7 @@ struct ActionStats {
 struct Phase {
   std::map<QString, ActionStats> actions;
   uint64_t droppedByClient = 0;
+  double eventsPerSecond = -1;  // live: events ingested per second over the phase
   QJsonObject json() const {
     QJsonObject o;
     std::vector<double> all;
@@ -115,6 +188,7 @@ struct Phase {
     o["hangs"] = hangs;
     o["ingest_gap_max_ms"] = gap;
     o["dropped_by_client"] = static_cast<qint64>(droppedByClient);
+    if (eventsPerSecond >= 0) o["events_per_s"] = eventsPerSecond;
     return o;
   }
 };
@@ -133,7 +207,10 @@ void measure(Phase& ph, LatencyProbe& probe, const QString& name, Start start, D
   const auto s = probe.take();
   a.lateness.insert(a.lateness.end(), s.begin(), s.end());
   ++a.runs;
-  if (!ok) ++a.hangs;
+  if (!ok) {
+    ++a.hangs;
+    std::fprintf(stderr, "bench_gui_responsiveness: %s #%d did not finish within 60 s\n", qPrintable(name), a.runs);
+  }
   if (live) a.gapMaxMs = std::max(a.gapMaxMs, live->takeMaxPublishGapMs());
 }
 
@@ -168,10 +245,12 @@ void commonActions(app::MainWindow& w, Phase& ph, LatencyProbe& probe, int repea
   }
 }
 
-Phase livePhase(int repeats, const QString& dir, QString* error) {
+Phase livePhase(int repeats, const QString& dir, int demoNice, QString* error) {
   Phase ph;
   QProcess demo;
-  demo.start(binDir() + "/trainscope-cli", {"demo", "--ranks", "4", "--mode", "pp", "--steps", "1000000"});
+  QStringList demoArgs = {"demo", "--ranks", "4", "--mode", "pp", "--steps", "1000000"};
+  if (demoNice >= 0) demoArgs << "--nice" << QString::number(demoNice);
+  demo.start(binDir() + "/trainscope-cli", demoArgs);
   demo.waitForFinished(120000);
   const QString out = QString::fromUtf8(demo.readAllStandardOutput());
   const QString err = QString::fromUtf8(demo.readAllStandardError());
@@ -203,7 +282,8 @@ Phase livePhase(int repeats, const QString& dir, QString* error) {
     return ph;
   }
   auto live = w.currentView()->liveSession();
-  const uint64_t droppedBefore = w.currentView()->liveStats().dropped;
+  const auto statsBefore = w.currentView()->liveStats();
+  const uint64_t droppedBefore = statsBefore.dropped;
   LatencyProbe probe;
   commonActions(w, ph, probe, repeats, dir);
   dock->setConfirmHandler([](const QString&) { return true; });
@@ -213,12 +293,15 @@ Phase livePhase(int repeats, const QString& dir, QString* error) {
     auto c = QObject::connect(dock, &app::KnobsDock::applied, [&](bool, const QString&) { ++applied; });
     measure(ph, probe, "apply",
             [&] {
-              dock->setEditorValue("pp.schedule", schedules[i % 2]);
+              // A real change each time: Undo below brings the demo's 1f1b back.
+              dock->setEditorValue("pp.schedule", "gpipe");
               dock->apply();
             },
             [&] { return applied > 0; });
+    std::fprintf(stderr, "bench_gui_responsiveness: apply: %s\n", qPrintable(dock->statusText()));
     applied = 0;
     measure(ph, probe, "undo", [&] { dock->undo(); }, [&] { return applied > 0 || !dock->canUndo(); });
+    std::fprintf(stderr, "bench_gui_responsiveness: undo: %s\n", qPrintable(dock->statusText()));
     QObject::disconnect(c);
   }
   for (int i = 0; i < repeats; ++i) {
@@ -227,7 +310,11 @@ Phase livePhase(int repeats, const QString& dir, QString* error) {
             [&] { call = live->submitSetKnobs({{"pp.schedule", schedules[i % 2]}}, 20000); },
             [&] { return call->done(); }, live.get());
   }
-  ph.droppedByClient = w.currentView()->liveStats().dropped - droppedBefore;
+  const auto statsAfter = w.currentView()->liveStats();
+  ph.droppedByClient = statsAfter.dropped - droppedBefore;
+  if (statsAfter.seconds > statsBefore.seconds)
+    ph.eventsPerSecond = static_cast<double>(statsAfter.events - statsBefore.events) /
+                         (statsAfter.seconds - statsBefore.seconds);
   w.currentView()->detach();
   return ph;
 }
@@ -263,13 +350,33 @@ Phase sessionPhase(int repeats, const QString& dir, qint64 events, QString* erro
 
 int main(int argc, char** argv) {
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-  QApplication app(argc, argv);
+  TimedApplication app(argc, argv);
   const QStringList args = app.arguments();
+  std::thread stallWatcher;
+  QTimer heartbeat;
+  if (args.contains("--stall-stacks")) {
+    void* warm[4];
+    (void)backtrace(warm, 4);  // loads libgcc's unwinder before any signal needs it
+    stall::gui = pthread_self();
+    std::signal(SIGUSR2, stall::onSignal);
+    QObject::connect(&heartbeat, &QTimer::timeout, [] { stall::heartbeatNs.store(stall::nowNs()); });
+    heartbeat.start(5);
+    stallWatcher = std::thread(stall::watch);
+  }
+  struct JoinWatcher {
+    std::thread& t;
+    ~JoinWatcher() {
+      stall::stop.store(true);
+      if (t.joinable()) t.join();
+    }
+  } joinWatcher{stallWatcher};
   const bool json = args.contains("--json");
   int repeats = 20;
   qint64 events = 10'000'000;
   if (int i = args.indexOf("--repeats"); i > 0 && i + 1 < args.size()) repeats = args[i + 1].toInt();
   if (int i = args.indexOf("--events"); i > 0 && i + 1 < args.size()) events = args[i + 1].toLongLong();
+  int demoNice = -1;  // -1: the demo's default (trainscope-cli demo --nice, 10)
+  if (int i = args.indexOf("--demo-nice"); i > 0 && i + 1 < args.size()) demoNice = args[i + 1].toInt();
   QTemporaryDir dir;
   QDir().mkpath(dir.filePath("run"));
   QFile::setPermissions(dir.filePath("run"), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
@@ -282,7 +389,7 @@ int main(int argc, char** argv) {
   QString error;
   std::vector<Phase> phases;
   if (!args.contains("--session-only")) {
-    Phase p = livePhase(repeats, dir.path(), &error);
+    Phase p = livePhase(repeats, dir.path(), demoNice, &error);
     out["live"] = p.json();
     std::fprintf(stderr, "live: %s\n", QJsonDocument(out["live"].toObject()).toJson(QJsonDocument::Compact).constData());
     phases.push_back(std::move(p));
@@ -311,6 +418,7 @@ int main(int argc, char** argv) {
   out["dropped_by_client"] = dropped;
   out["hangs"] = hangs;
   out["repeats"] = repeats;
+  out["demo_nice"] = demoNice < 0 ? 10 : demoNice;
   if (!error.isEmpty()) out["error"] = error;
   const QByteArray text = QJsonDocument(out).toJson(json ? QJsonDocument::Compact : QJsonDocument::Indented);
   std::fwrite(text.constData(), 1, static_cast<size_t>(text.size()), stdout);

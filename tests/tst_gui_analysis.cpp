@@ -7,7 +7,12 @@
 #include <QSignalSpy>
 #include <QtTest>
 
+#include <QChartView>
+#include <QScrollBar>
+#include <QValueAxis>
+
 #include "analysis_dock.h"
+#include "metadata_view.h"
 #include "main_window.h"
 #include "session_view.h"
 #include "trainscope/plots/analysis_panel.h"
@@ -114,6 +119,92 @@ class TstGuiAnalysis : public QObject {
     w_->setOverlayMask(plots::TimelineWidget::BubbleOverlay);
     emit w_->analysisDock()->panel()->metricActivated("breakdown.per_rank[0]");
     QVERIFY(view()->timeline()->overlayMask() & plots::TimelineWidget::ExposedCommOverlay);
+  }
+
+  // Step-time chart: a warm-up step 50x the steady one does not flatten the curve; the axis is
+  // clipped and the title says so (issue #34).
+  void stepChartClipsWarmUpSpikes() {
+    core::AnalysisResult r;
+    for (int i = 0; i < 40; ++i) {
+      core::StepStat s;
+      s.step = i;
+      s.timeMs = i == 0 ? 500 : 10 + i % 3;
+      s.ranks = 4;
+      r.steps.perStep.push_back(s);
+    }
+    plots::AnalysisPanel panel;
+    panel.setResult(r);
+    auto* view = qobject_cast<QChartView*>(panel.chart("step_time")->chartWidget());
+    QVERIFY(view);
+    QVERIFY2(view->chart()->title().contains("clipped") && view->chart()->title().contains("1 step(s) above"),
+             qPrintable(view->chart()->title()));
+    auto* y = qobject_cast<QValueAxis*>(view->chart()->axes(Qt::Vertical).value(0));
+    QVERIFY(y);
+    QVERIFY2(y->max() > 12 && y->max() < 30, qPrintable(QString::number(y->max())));
+    QVERIFY(panel.chart("step_time")->csv().contains("\n0,500"));  // the CSV keeps every value
+    // A steady run is not clipped.
+    r.steps.perStep[0].timeMs = 11;
+    panel.setResult(r);
+    view = qobject_cast<QChartView*>(panel.chart("step_time")->chartWidget());
+    QVERIFY(!view->chart()->title().contains("clipped"));
+  }
+
+  // Metadata as people read it: per-rank keys grouped with labels and units, logs counted.
+  void metadataIsReadable() {
+    const std::map<std::string, std::string> md = {
+        {"job_id", "j1"},
+        {"world_size", "4"},
+        {"clock_sync_error_ns.0", "1200"},
+        {"clock_sync_error_ns.1", "3400"},
+        {"clock_offset_log.0", "0.100:5 0.200:6"},
+        {"clock_offset_log.1", "0.100:7"},
+        {"dropped_events.0", "0"},
+        {"dropped_events.1", "0"},
+        {"some_custom_key", "x"},
+    };
+    std::map<QString, QString> v;
+    for (const auto& [k, val] : app::metadataRows(md)) {
+      QVERIFY2(!k.contains('.') && !k.contains('_'), qPrintable(k));
+      v[k] = val;
+    }
+    QCOMPARE(v.size(), size_t{6});
+    QCOMPARE(v["Job"], QString("j1"));
+    QCOMPARE(v["World size"], QString("4"));
+    QVERIFY2(v["Clock sync error bound"].contains("1.2 µs") && v["Clock sync error bound"].contains("3.4 µs") &&
+                 v["Clock sync error bound"].contains("rank 1"),
+             qPrintable(v["Clock sync error bound"]));
+    QCOMPARE(v["Clock offset log"], QString("3 entries over 2 ranks (in the session file)"));
+    QCOMPARE(v["Dropped events"], QString("0 (2 ranks)"));
+    QCOMPARE(v["Some custom key"], QString("x"));
+  }
+
+  // GPU stream rows with no event in view collapse to a thin line (issue #34): on a sampled
+  // PyTorch trace (HTA's test data: 5 streams a rank, two with a handful of kernels), a 30 ms
+  // window has less to scroll than the whole trace, and a paint in each does the relayout.
+  void emptyGpuStreamsCollapse() {
+    app::MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy loaded(&w, &app::MainWindow::loaded);
+    const QString dir = QString(TRAINSCOPE_TEST_DATA) + "/hta_sampled/";
+    w.openFiles({dir + "sampled_rank-0.json.gz", dir + "sampled_rank-1.json.gz"});
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 1, 20000);
+    plots::TimelineWidget* t = w.currentView()->timeline();
+    auto* bar = t->findChild<QScrollBar*>();
+    QVERIFY(bar);
+    t->fitAll();
+    (void)t->grab();
+    const int whole = bar->maximum();
+    const int64_t t0 = t->zoom().traceStart() + 1'500'000'000;
+    t->zoom().setWindow(t0, t0 + 30'000'000);
+    (void)t->grab();
+    const int narrow = bar->maximum();
+    QVERIFY2(narrow < whole, qPrintable(QString("scroll range %1 in 30 ms vs %2 over the whole trace").arg(narrow).arg(whole)));
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR")) {
+      bar->setValue(bar->maximum());
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-gpu-streams-collapsed.png");
+    }
   }
 
   void cleanupTestCase() { w_.reset(); }

@@ -181,6 +181,76 @@ class TstGuiLiveWindow : public QObject {
           memSteps, whole.steps.count);
   }
 
+  // Follow Live shows the last few steps (issue #34: not tens of ms of empty space, not the whole
+  // window); Zoom to Fit while following keeps following and shows everything held; zooming out
+  // while following keeps that width.
+  void followShowsTheLastStepsAndFitKeepsFollowing() {
+    app::MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    w.setLiveWindowSeconds(4);
+    QString error;
+    QVERIFY2(w.attachJob(job_.id, &error), qPrintable(error));
+    app::SessionView* v = w.currentView();
+    plots::TimelineWidget* t = v->timeline();
+    auto data = v->data();
+    QVERIFY(t->follow());
+    // Until the model holds step marks of at least five steps and the view has followed them.
+    auto marks = [&] {
+      std::shared_lock lock(data->mutex);
+      std::vector<plots::TimelineMark> m = data->model.steps();
+      return m;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          const auto m = marks();
+          std::set<int64_t> steps;
+          for (const auto& k : m) steps.insert(k.step);
+          return steps.size() >= 6;
+        }(),
+        30000);
+    QTest::qWait(300);  // a few updates
+    const auto m = marks();
+    // The start of the third newest step: the view begins at or a little before it (a 5 % margin),
+    // and long after the first step held.
+    std::vector<int64_t> order;
+    for (auto it = m.rbegin(); it != m.rend(); ++it)
+      if (std::find(order.begin(), order.end(), it->step) == order.end()) order.push_back(it->step);
+    QVERIFY(order.size() >= 6);
+    int64_t thirdStart = INT64_MAX, firstStart = INT64_MAX;
+    for (const auto& k : m) {
+      if (k.step == order[2]) thirdStart = std::min(thirdStart, k.start);
+      firstStart = std::min(firstStart, k.start);
+    }
+    const plots::ZoomControl& z = t->zoom();
+    QVERIFY2(t->follow(), "following stopped by itself");
+    QVERIFY2(z.end() >= thirdStart && z.start() > firstStart,
+             qPrintable(QString("view %1..%2, third newest step from %3, first held %4")
+                            .arg(z.start()).arg(z.end()).arg(thirdStart).arg(firstStart)));
+    QVERIFY2(z.width() < (z.traceEnd() - z.traceStart()) / 2,
+             qPrintable(QString("view %1 ns of %2 ns held").arg(z.width()).arg(z.traceEnd() - z.traceStart())));
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-follow-live.png");
+    // Zoom to Fit while following: still following, the whole span held, also after more data.
+    t->fitAll();
+    QVERIFY(t->follow());
+    QTest::qWait(500);
+    QVERIFY(t->follow());
+    QCOMPARE(t->zoom().start(), t->zoom().traceStart());
+    QCOMPARE(t->zoom().end(), t->zoom().traceEnd());
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-follow-fit.png");
+    // Following again, then zooming out: the width stays as chosen.
+    t->setFollow(true);
+    t->zoomBy(0.25);
+    const int64_t chosen = t->zoom().width();
+    QTest::qWait(500);
+    QVERIFY(t->follow());
+    QVERIFY2(std::llabs(t->zoom().width() - chosen) <= chosen / 100 + 1,
+             qPrintable(QString("width %1, chosen %2").arg(t->zoom().width()).arg(chosen)));
+    v->detach();
+  }
+
   void cleanupTestCase() {
     QVERIFY(live_test::stopDemo(job_));
   }

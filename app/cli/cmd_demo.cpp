@@ -11,6 +11,7 @@
 // `kill <pid>` (the printed launcher pid; SIGTERM is forwarded to mpirun, which stops the ranks),
 // or let it finish its --steps.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,8 +36,25 @@ struct DemoOptions {
   std::string mode = "dp";
   long long steps = 1000000;
   double waitSeconds = 0;  // 0: the mode's default (30 s; torch modes 90 s: importing torch is slow)
+  int nice = 10;           // the demo yields the CPU to the tool watching it (0: as any job)
   std::vector<std::string> trainerArgs;
 };
+
+// Lowers the detached launcher's session -- the launcher, mpirun and every rank -- to `nice`: a
+// demo on the machine that also runs the GUI must not take the cores the GUI wakes up on. Linux
+// schedules sessions against each other (autogroups, /proc/sys/kernel/sched_autogroup_enabled),
+// so a thread's own nice value does not weigh against another session's threads; the session's
+// autogroup gets the nice value too. On the 2-core VM, the 4 ranks of the pp demo (MPI ranks spin
+// while they wait) took 80 % of the CPU from the GUI's session before this (docs/BENCHMARKS.md).
+void lowerSessionPriority(int nice) {
+  if (nice <= 0) return;
+  (void)::setpriority(PRIO_PROCESS, 0, nice);
+  if (const int fd = ::open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    const std::string v = std::to_string(nice);
+    (void)!::write(fd, v.data(), v.size());
+    ::close(fd);
+  }
+}
 
 int ranksFound(const std::string& jobId) {
   int n = 0;
@@ -175,6 +193,7 @@ int startDetached(const DemoOptions& o, LaunchOptions& lo, const std::string& kn
   if (pid < 0) return fail(core::Status(core::ErrorCode::Io, "fork failed"));
   if (pid == 0) {  // the detached launcher
     ::setsid();
+    lowerSessionPriority(o.nice);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, 0);
@@ -222,6 +241,11 @@ void addDemoCommand(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--steps", opts->steps, "Training steps before the job ends by itself")
       ->capture_default_str();
+  cmd->add_option("--nice", opts->nice,
+                  "Run the demo job at this nice value, its whole session too (Linux autogroup), so that a "
+                  "GUI on the same machine keeps its cores; 0: as any job")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
   cmd->add_option("--wait", opts->waitSeconds,
                   "Seconds to wait for every rank to come up (default 30; torch 90)");
   cmd->add_option(

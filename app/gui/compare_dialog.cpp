@@ -155,7 +155,7 @@ void CompareDialog::recompute() {
   Source sa = sources_[static_cast<size_t>(ia)], sb = sources_[static_cast<size_t>(ib)];
   const int af = aFrom_->value(), at = aTo_->value(), bf = bFrom_->value(), bt = bTo_->value();
   status_->setText(tr("Measuring…"));
-  watcher_->setFuture(QtConcurrent::run(&workPool(), [=] {
+  watcher_->setFuture(runWork([=] {
     auto r = std::make_shared<Result>();
     r->a = measure(sa, af, at);
     r->b = measure(sb, bf, bt);

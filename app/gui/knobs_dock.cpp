@@ -10,6 +10,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QSplitter>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
@@ -128,8 +129,19 @@ KnobsDock::KnobsDock(QWidget* parent)
   changeTitle_->setVisible(false);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
-  lay->addWidget(table_, 1);
-  lay->addLayout(buttons);
+  // The knobs and their buttons above, the results below, in a splitter that never collapses a
+  // side: the knob table keeps room for its rows (fill() sets its minimum) when the What-if or
+  // change table appears, and the user can move the boundary.
+  auto* top = new QWidget;
+  auto* topLay = new QVBoxLayout(top);
+  topLay->setContentsMargins(0, 0, 0, 0);
+  topLay->addWidget(table_, 1);
+  topLay->addLayout(buttons);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->setObjectName("knobSplit");
+  split->setChildrenCollapsible(false);
+  split->addWidget(top);
+  lay->addWidget(split, 1);
   // Below: the ghost timeline and the last change's table, each a tab with the whole width.
   auto* changePage = new QWidget;
   auto* changeLay = new QVBoxLayout(changePage);
@@ -141,7 +153,9 @@ KnobsDock::KnobsDock(QWidget* parent)
   results_->addTab(ghost_, tr("What-if step"));
   results_->addTab(changePage, tr("Last change"));
   results_->setVisible(false);
-  lay->addWidget(results_, 2);
+  split->addWidget(results_);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
   connect(apply_, &QPushButton::clicked, this, &KnobsDock::apply);
   connect(whatIf_, &QPushButton::clicked, this, &KnobsDock::whatIf);
   connect(undo_, &QPushButton::clicked, this, &KnobsDock::undo);
@@ -192,7 +206,7 @@ void KnobsDock::whatIf() {
   }
   setStatus(tr("Predicting…"), false);
   auto td = view_->data();
-  whatIfWatcher_.setFuture(QtConcurrent::run(&workPool(), [td, changes]() -> WhatIfReply {
+  whatIfWatcher_.setFuture(runWork([td, changes]() -> WhatIfReply {
     WhatIfReply r;
     const auto snap = td->snapshot(kRecentSeconds);  // a const store: the engine and the painter go on
     auto model = core::WhatIfModel::fromSession(*snap);
@@ -313,6 +327,7 @@ void KnobsDock::apply() {
   }
   if (changes.empty()) {
     setStatus(tr("Nothing changed."), false);
+    emit applied(false, statusText());  // an answer to every Apply, also when there was nothing to do
     return;
   }
   applyChanges(std::move(changes), false);
@@ -360,7 +375,7 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
   auto live = live_;
   auto td = view_ ? view_->data() : nullptr;
   auto analysis = view_ ? view_->analysis() : nullptr;  // the tab's live analysis (every 2 s)
-  watcher_.setFuture(QtConcurrent::run(&workPool(), [live, td, analysis, changes, previous, isUndo] {
+  watcher_.setFuture(runWork([live, td, analysis, changes, previous, isUndo] {
     Reply r;
     r.isApply = true;
     r.isUndo = isUndo;
@@ -425,7 +440,7 @@ void KnobsDock::updateComparison() {
   auto analysis = view_->analysis();  // the tab's live analysis: the after-window's steps
   if (!analysis) return;
   const int64_t from = change_.appliedStep;
-  compareWatcher_.setFuture(QtConcurrent::run(&workPool(), [td, analysis, from]() -> std::pair<core::WindowMetrics, bool> {
+  compareWatcher_.setFuture(runWork([td, analysis, from]() -> std::pair<core::WindowMetrics, bool> {
     const auto snap = td->snapshot(kRecentSeconds);  // bytes and loss only
     core::WindowMetrics w = core::measureWindow(*analysis, *snap, from, from + kCompareSteps - 1);
     return {w, w.steps >= kCompareSteps};
@@ -572,6 +587,10 @@ void KnobsDock::fill() {
     table_->item(row, Description)->setToolTip(QString::fromStdString(desc));
   }
   table_->resizeColumnsToContents();
+  // Room for every knob up to eight rows (then it scrolls), also when the results are shown.
+  const int rows = std::min(knobCount(), 8);
+  table_->setMinimumHeight(table_->horizontalHeader()->height() + 2 * table_->frameWidth() +
+                           rows * table_->verticalHeader()->defaultSectionSize() + 2);
 }
 
 QString KnobsDock::editorValue(int row) const {

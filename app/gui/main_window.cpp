@@ -1,4 +1,5 @@
 #include "main_window.h"
+#include "metadata_view.h"
 #include "work_pool.h"
 
 #include <QPointer>
@@ -414,7 +415,7 @@ bool MainWindow::exportConfiguration(const QString& path, QString* error) {
   }
   auto td = v->data();
   const std::string source = windowTitle().toStdString();
-  auto f = QtConcurrent::run(&workPool(), [td, source, path] { return writeConfiguration(td, source, path); });
+  auto f = runWork([td, source, path] { return writeConfiguration(td, source, path); });
   const QString e = f.result();
   if (error) *error = e;
   return e.isEmpty();
@@ -429,7 +430,7 @@ void MainWindow::startExportConfiguration(const QString& path) {
   auto td = v->data();
   const std::string source = windowTitle().toStdString();
   QPointer<MainWindow> self(this);
-  (void)QtConcurrent::run(&workPool(), [td, source, path, self] {
+  (void)runWork([td, source, path, self] {
     const QString e = writeConfiguration(td, source, path);
     QMetaObject::invokeMethod(qApp, [self, path, e] {
       if (self) emit self->configurationExported(path, e);
@@ -632,8 +633,7 @@ QString MainWindow::overviewHtml(const core::SessionSummary& s) {
   html += QStringLiteral("</table>");
   if (!s.metadata.empty()) {
     html += tr("<h4>Metadata</h4><table cellspacing=3>");
-    for (const auto& [k, val] : s.metadata)
-      row(QString::fromStdString(k).toHtmlEscaped(), QString::fromStdString(val).toHtmlEscaped());
+    for (const auto& [k, val] : metadataRows(s.metadata)) row(k.toHtmlEscaped(), val.toHtmlEscaped());
     html += QStringLiteral("</table>");
   }
   return html;

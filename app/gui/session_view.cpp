@@ -31,9 +31,11 @@ SessionView::SessionView(QWidget* parent)
 }
 
 SessionView::~SessionView() {
-  cancelAnalysis_->store(true);  // a live analysis far behind stops at its next slice
+  // A live analysis far behind stops at its next slice; it is not waited for: it holds only
+  // shared state (the store, the analyser, its mutex), never this view, so closing a tab does not
+  // wait for an aggregation on a starved low-priority thread (it once took 27 s on the 2-core VM).
+  cancelAnalysis_->store(true);
   watcher_.waitForFinished();
-  analysisWatcher_.waitForFinished();
   if (live_) live_->detach();
   if (recorder_) (void)recorder_->close();
 }
@@ -51,7 +53,7 @@ QString SessionView::title() const {
 }
 
 void SessionView::startJob(std::function<Job()> fn) {
-  watcher_.setFuture(QtConcurrent::run(&workPool(), std::move(fn)));
+  watcher_.setFuture(runWork(std::move(fn)));
 }
 
 void SessionView::onJobDone() {
@@ -297,7 +299,7 @@ void SessionView::analyzeNow() {
   auto analyzer = analyzer_;
   auto analyzerMutex = analyzerMutex_;
   auto cancel = cancelAnalysis_;
-  analysisWatcher_.setFuture(QtConcurrent::run(&workPool(), [data, analyzer, analyzerMutex, cancel, live, gen] {
+  analysisWatcher_.setFuture(runWork([data, analyzer, analyzerMutex, cancel, live, gen] {
     Analysis a;
     a.generation = gen;
     QElapsedTimer clock;
@@ -325,6 +327,10 @@ void SessionView::analyzeNow() {
       analyzer->finish(data->store);
     }
     auto result = std::make_shared<core::AnalysisResult>(analyzer->result(data->store));  // reads no events
+    // The timeline draws overlays by start time: sorted here, not on the GUI thread (a live
+    // window holds tens of thousands; the GUI thread sorted a copy every round before).
+    std::stable_sort(result->overlays.begin(), result->overlays.end(),
+                     [](const core::Overlay& x, const core::Overlay& y) { return x.startNs < y.startNs; });
     data->yieldToOwner();
     std::shared_lock lock(data->mutex);  // the sources' events (no eviction while `own` is held)
     for (auto& [key, refs] : result->sources) {
@@ -348,7 +354,7 @@ void SessionView::onAnalysisDone() {
   analysisMs_ = a.ms;
   analysis_ = std::move(a.result);
   sources_ = std::move(a.sources);
-  timeline_->setOverlays(analysis_->overlays);
+  timeline_->setSortedOverlays(std::shared_ptr<const std::vector<core::Overlay>>(analysis_, &analysis_->overlays));
   emit analysisChanged();
 }
 

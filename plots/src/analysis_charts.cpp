@@ -12,6 +12,7 @@
 #include <QStackedBarSeries>
 #include <QValueAxis>
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 namespace trainscope::plots {
@@ -46,8 +47,26 @@ ChartTab* makeStepTimeChart(const core::AnalysisResult& r) {
   std::map<int64_t, const core::KnobChangeEntry*> knobs;
   for (const core::KnobChangeEntry& k : r.knobChanges) knobs[k.step] = &k;
   double yMax = 0;
+  // At most ~2,000 points: a live session accumulates tens of thousands of steps, and QtCharts
+  // lays out and paints every point on the GUI thread. Past 2,000 steps, each of 1,000 buckets
+  // contributes its fastest and its slowest step, in step order, so no spike is lost.
+  const auto& per = r.steps.perStep;
+  const size_t buckets = per.size() > 2000 ? 1000 : per.size();
+  for (size_t b = 0; b < buckets; ++b) {
+    const size_t lo = b * per.size() / buckets, hi = (b + 1) * per.size() / buckets;
+    if (hi - lo == 1) {
+      line->append(static_cast<double>(per[lo].step), per[lo].timeMs);
+      continue;
+    }
+    size_t mn = lo, mx = lo;
+    for (size_t i = lo; i < hi; ++i) {
+      if (per[i].timeMs < per[mn].timeMs) mn = i;
+      if (per[i].timeMs > per[mx].timeMs) mx = i;
+    }
+    for (size_t i : {std::min(mn, mx), std::max(mn, mx)})
+      line->append(static_cast<double>(per[i].step), per[i].timeMs);
+  }
   for (const core::StepStat& s : r.steps.perStep) {
-    line->append(static_cast<double>(s.step), s.timeMs);
     yMax = std::max(yMax, s.timeMs);
     auto it = knobs.find(s.step);
     csv += QStringLiteral("%1,%2,%3,%4,\"%5\"\n")
@@ -57,6 +76,31 @@ ChartTab* makeStepTimeChart(const core::AnalysisResult& r) {
                .arg(it == knobs.end() ? QString() : knobText(*it->second));
   }
   chart->addSeries(line);
+  // A robust scale: warm-up steps (allocation, first collectives, a schedule rebuilt) can be 10-100x
+  // the steady step and would flatten the curve. When the slowest step is more than 3x the 95th
+  // percentile, the axis stops at 1.5x that percentile and the title says how many steps lie
+  // above it (the CSV keeps every value).
+  {
+    std::vector<double> t;
+    t.reserve(r.steps.perStep.size());
+    for (const core::StepStat& s : r.steps.perStep) t.push_back(s.timeMs);
+    if (t.size() >= 10) {
+      const size_t k = static_cast<size_t>(0.95 * static_cast<double>(t.size() - 1));
+      std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(k), t.end());
+      const double p95 = t[k];
+      if (p95 > 0 && yMax > 3 * p95) {
+        const double clip = 1.5 * p95;
+        const auto above = std::count_if(r.steps.perStep.begin(), r.steps.perStep.end(),
+                                         [clip](const core::StepStat& s) { return s.timeMs > clip; });
+        chart->setTitle(QStringLiteral("Step time (mean over ranks) — axis clipped at %1 ms: %2 step(s) above, "
+                                       "slowest %3 ms")
+                            .arg(clip, 0, 'f', 2)
+                            .arg(above)
+                            .arg(yMax, 0, 'f', 1));
+        yMax = clip / 1.15;
+      }
+    }
+  }
   auto* x = new QValueAxis;
   x->setTitleText(QStringLiteral("step"));
   x->setLabelFormat(QStringLiteral("%d"));

@@ -14,6 +14,7 @@ inline constexpr int kLegendHeight = 22;  // colour legend at the bottom
 inline constexpr int kHeaderHeight = 22;  // rank header
 inline constexpr int kRowHeight = 18;
 inline constexpr int kCounterHeight = 34;
+inline constexpr int kThinRowHeight = 5;  // a GPU stream with no event in view
 inline constexpr double kMergePx = 2.0;  // events narrower than this many pixels are merged
 
 // "1.250 s", "12.5 ms", "350 µs", "80 ns" for a duration, with precision from `resolutionNs`.

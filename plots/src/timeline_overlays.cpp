@@ -65,10 +65,22 @@ QString kindName(core::OverlayKind k) {
 }  // namespace
 
 void TimelineWidget::setOverlays(std::vector<core::Overlay> overlays) {
-  overlays_ = std::move(overlays);
-  std::sort(overlays_.begin(), overlays_.end(),
+  std::sort(overlays.begin(), overlays.end(),
             [](const core::Overlay& a, const core::Overlay& b) { return a.startNs < b.startNs; });
+  setSortedOverlays(std::make_shared<const std::vector<core::Overlay>>(std::move(overlays)));
+}
+
+void TimelineWidget::setSortedOverlays(std::shared_ptr<const std::vector<core::Overlay>> sorted) {
+  overlays_ = sorted ? std::move(sorted) : std::make_shared<const std::vector<core::Overlay>>();
+  overlayMaxNs_ = 0;
+  for (const core::Overlay& o : *overlays_) overlayMaxNs_ = std::max(overlayMaxNs_, o.endNs - o.startNs);
   update();
+}
+
+std::vector<core::Overlay>::const_iterator TimelineWidget::firstOverlayFrom(int64_t from) const {
+  const int64_t startFrom = from - overlayMaxNs_;
+  return std::partition_point(overlays_->begin(), overlays_->end(),
+                              [startFrom](const core::Overlay& o) { return o.startNs < startFrom; });
 }
 
 void TimelineWidget::setOverlayMask(int mask) {
@@ -88,13 +100,14 @@ std::map<core::RankId, std::pair<int, int>> TimelineWidget::rankSpans(int top) c
 }
 
 void TimelineWidget::paintOverlays(QPainter& p, int top, int bottom) {
-  if (overlays_.empty() || overlayMask_ == 0) return;
+  if (overlays_->empty() || overlayMask_ == 0) return;
   const double w = dataWidth();
   const int x0 = dataLeft();
   const auto spans = rankSpans(top);
   p.save();
   p.setClipRect(QRect(x0, top, static_cast<int>(w), bottom - top));
-  for (const core::Overlay& o : overlays_) {
+  for (auto it = firstOverlayFrom(zoom_.start()); it != overlays_->end(); ++it) {
+    const core::Overlay& o = *it;
     if (o.startNs > zoom_.end()) break;
     if (o.endNs < zoom_.start() || !(overlayMask_ & flagOf(o.kind))) continue;
     auto s = spans.find(o.rank);
@@ -142,7 +155,8 @@ void TimelineWidget::paintHighlights(QPainter& p) {
 double TimelineWidget::paintOverlayLegend(QPainter& p, int y, double right) {
   // Right-aligned after the colours: the overlay kinds present and shown.
   int present = 0;
-  for (const core::Overlay& o : overlays_) present |= flagOf(o.kind);
+  for (auto it = firstOverlayFrom(zoom_.start()); it != overlays_->end() && it->startNs <= zoom_.end(); ++it)
+    present |= flagOf(it->kind);
   present &= overlayMask_;
   const QFontMetrics fm = p.fontMetrics();
   double x = right;
@@ -159,11 +173,12 @@ double TimelineWidget::paintOverlayLegend(QPainter& p, int y, double right) {
 }
 
 QString TimelineWidget::overlayAt(QPoint pos) const {
-  if (overlays_.empty() || overlayMask_ == 0 || pos.x() < dataLeft()) return {};
+  if (overlays_->empty() || overlayMask_ == 0 || pos.x() < dataLeft()) return {};
   const Lane* lane = laneAt(pos.y());
   if (!lane) return {};
   const int64_t t = zoom_.xToTime(pos.x() - dataLeft(), dataWidth());
-  for (const core::Overlay& o : overlays_) {
+  for (auto it = firstOverlayFrom(t); it != overlays_->end(); ++it) {
+    const core::Overlay& o = *it;
     if (o.startNs > t) break;
     if (o.endNs < t || o.rank != lane->rank || !(overlayMask_ & flagOf(o.kind))) continue;
     QString text = QStringLiteral("<b>%1</b> · rank %2").arg(kindName(o.kind)).arg(o.rank);

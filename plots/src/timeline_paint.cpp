@@ -54,7 +54,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       QTimer::singleShot(8, this, qOverload<>(&QWidget::update));
       return;
     }
-    if (data_->layoutGeneration.load() != seenLayout_) relayout();
+    const bool streamsChanged = updateEmptyStreams();
+    if (streamsChanged || data_->layoutGeneration.load() != seenLayout_) relayout();
     QPainter rec(&list);
     rec.setFont(font());
     render(rec);
@@ -111,6 +112,11 @@ void TimelineWidget::paintLane(QPainter& p, const Lane& lane, int y) {
     return;
   }
   const TimelineRow& row = data_->model.row(lane.row);
+  if (lane.thin) {  // an empty GPU stream: a hairline, so that the rows with work stay together
+    p.fillRect(QRect(x0, y, width() - x0, lane.h), kAltRow);
+    p.fillRect(QRect(x0, y + lane.h / 2, width() - x0, 1), kGrid);
+    return;
+  }
   p.fillRect(QRect(x0, y, width() - x0, lane.h), (lane.row % 2) ? kAltRow : kBackground);
   if (row.kind == core::TrackKind::Counter)
     paintCounterRow(p, lane, y);
@@ -500,6 +506,7 @@ void TimelineWidget::paintLabels(QPainter& p, int top) {
     }
     const TimelineRow& row = m.row(l.row);
     p.fillRect(QRect(0, y, lw, l.h), l.pinned ? QColor(0xe6, 0xee, 0xfa) : kLabelBg);
+    if (l.thin) return;  // an empty GPU stream: no room for a label
     QString text;
     if (row.kind == core::TrackKind::Counter)
       text = q(data_->store.str(row.counter));

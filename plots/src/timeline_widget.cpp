@@ -12,6 +12,7 @@
 #include <QTimer>
 #include <QToolTip>
 #include <QWheelEvent>
+#include <algorithm>
 #include <cmath>
 
 #include "timeline_layout.h"
@@ -61,20 +62,60 @@ void TimelineWidget::setColorMode(ColorMode mode) {
 void TimelineWidget::setFollow(bool on) {
   follow_ = on;
   if (on) {
-    zoom_.followEnd();
+    followMode_ = FollowMode::LastSteps;
+    followEnd();
     update();
   }
 }
 
 void TimelineWidget::fitAll() {
+  // Following, Zoom to Fit keeps following: every update shows all the data held (the live
+  // window), growing with it. Otherwise it shows the whole trace once.
+  if (follow_) followMode_ = FollowMode::Fit;
   zoom_.fit();
-  follow_ = false;
   update();
   emit viewChanged();
 }
 
+int64_t TimelineWidget::lastStepsWidth() const {
+  if (!data_) return 0;
+  // The start of the kFollowSteps-th most recent step (the one in progress counts) on any rank,
+  // from the step marks, which the model keeps ordered by start.
+  const auto& marks = data_->model.steps();
+  std::vector<int64_t> seen;
+  int64_t from = INT64_MAX;
+  for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
+    if (std::find(seen.begin(), seen.end(), it->step) == seen.end()) {
+      if (seen.size() == kFollowSteps) break;
+      seen.push_back(it->step);
+    }
+    from = std::min(from, it->start);
+  }
+  if (from == INT64_MAX || zoom_.traceEnd() <= from) return 0;
+  const int64_t w = zoom_.traceEnd() - from;
+  return w + w / 20;  // a margin on the left
+}
+
+void TimelineWidget::followEnd() {
+  switch (followMode_) {
+    case FollowMode::Fit:
+      zoom_.fit();
+      return;
+    case FollowMode::LastSteps:
+      if (const int64_t w = lastStepsWidth(); w > 0) {
+        zoom_.setWindow(zoom_.traceEnd() - w, zoom_.traceEnd());
+        return;
+      }
+      break;  // no step marked yet: the width the view has
+    case FollowMode::KeepWidth:
+      break;
+  }
+  zoom_.followEnd();
+}
+
 void TimelineWidget::zoomBy(double factor) {
   zoom_.zoomAt(zoom_.start() + zoom_.width() / 2, factor);
+  if (follow_) followMode_ = FollowMode::KeepWidth;  // following goes on at the width chosen
   update();
   emit viewChanged();
 }
@@ -156,12 +197,37 @@ void TimelineWidget::relayout() {
       py += h;
     }
     if (collapsed_.count(row.rank)) continue;
+    if (row.kind == core::TrackKind::CudaStream && emptyStreams_.count(row.track)) {
+      if (row.level == 0) {  // one thin line per empty stream; its deeper levels go
+        lanes_.push_back({false, row.rank, r, y, layout::kThinRowHeight, false, true});
+        y += layout::kThinRowHeight;
+      }
+      continue;
+    }
     lanes_.push_back({false, row.rank, r, y, h, false});
     y += h;
   }
   contentHeight_ = y + 8;
   seenLayout_ = data_->layoutGeneration.load();
   updateScrollBar();
+}
+
+bool TimelineWidget::updateEmptyStreams() {
+  const uint64_t lay = data_->layoutGeneration.load();
+  if (zoom_.start() == emptyFrom_ && zoom_.end() == emptyTo_ && lay == emptyLayout_) return false;
+  emptyFrom_ = zoom_.start();
+  emptyTo_ = zoom_.end();
+  emptyLayout_ = lay;
+  std::set<core::TrackId> empty;
+  const TimelineModel& m = data_->model;
+  for (size_t r = 0; r < m.rowCount(); ++r) {
+    const TimelineRow& row = m.row(r);
+    if (row.kind != core::TrackKind::CudaStream || row.level != 0) continue;
+    if (!data_->store.rawEvents(row.track).anyOverlapping(emptyFrom_, emptyTo_)) empty.insert(row.track);
+  }
+  if (empty == emptyStreams_) return false;
+  emptyStreams_ = std::move(empty);
+  return true;
 }
 
 void TimelineWidget::updateScrollBar() {
@@ -204,7 +270,7 @@ void TimelineWidget::onTick() {
   if (m.eventCount() == 0) return;
   zoom_.setTrace(m.spanStart(), m.spanEnd(), firstData_);
   firstData_ = false;
-  if (follow_) zoom_.followEnd();
+  if (follow_) followEnd();
   update();
 }
 
@@ -248,7 +314,8 @@ void TimelineWidget::wheelEvent(QWheelEvent* e) {
     const double w = dataWidth();
     const int64_t anchor = zoom_.xToTime(std::clamp<double>(e->position().x() - dataLeft(), 0, w), w);
     zoom_.zoomAt(anchor, std::pow(1.0015, d.y()));
-    if (d.y() > 0) follow_ = false;
+    if (d.y() > 0) follow_ = false;  // zooming in looks at a moment: following stops
+    else followMode_ = FollowMode::KeepWidth;  // zooming out while following keeps that width
     emit viewChanged();
   } else if (d.x() != 0) {
     zoom_.pan(static_cast<int64_t>(-d.x() * zoom_.nsPerPixel(dataWidth())));

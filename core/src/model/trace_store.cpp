@@ -35,6 +35,16 @@ IndexRange TrackEvents::candidates(int64_t t0, int64_t t1) const {
   return {static_cast<size_t>(firstIt - start_.begin()), static_cast<size_t>(lastIt - start_.begin())};
 }
 
+bool TrackEvents::anyOverlapping(int64_t t0, int64_t t1, size_t budget) const {
+  const IndexRange r = candidates(t0, t1);
+  for (size_t i = r.last; i > r.first; --i) {
+    const size_t k = i - 1;
+    if (start_[k] >= t0 || end_[k] > t0) return true;  // starts inside, or reaches into it
+    if (r.last - k > budget) return true;
+  }
+  return false;
+}
+
 size_t TrackEvents::memoryBytes() const {
   return start_.capacity() * sizeof(int64_t) + end_.capacity() * sizeof(int64_t) +
          name_.capacity() * sizeof(StringId) + kind_.capacity() * sizeof(uint8_t) +

@@ -70,7 +70,10 @@ class TimelineWidget : public QWidget {
   // bubbles, exposed communication, the critical path. The mask says which kinds are shown.
   enum OverlayFlag { BubbleOverlay = 1, ExposedCommOverlay = 2, CriticalPathOverlay = 4 };
   void setOverlays(std::vector<core::Overlay> overlays);
-  const std::vector<core::Overlay>& overlays() const { return overlays_; }
+  // The same without a copy: `sorted` is ordered by startNs (the analysis task sorts it off the
+  // GUI thread) and shared with the analysis result it belongs to.
+  void setSortedOverlays(std::shared_ptr<const std::vector<core::Overlay>> sorted);
+  const std::vector<core::Overlay>& overlays() const { return *overlays_; }
   void setOverlayMask(int mask);
   int overlayMask() const { return overlayMask_; }
   // The label of the shown overlay under pos ("" when none): what the tooltip says.
@@ -109,6 +112,7 @@ class TimelineWidget : public QWidget {
     int y = 0;       // top, in lane coordinates (scrolled part) or widget coordinates (pinned)
     int h = 0;
     bool pinned = false;
+    bool thin = false;  // a GPU stream with no event in view: a thin line, no label
   };
   using RowKey = std::tuple<core::TrackId, uint32_t, core::StringId>;
 
@@ -147,6 +151,19 @@ class TimelineWidget : public QWidget {
   ZoomControl zoom_;
   ColorMode mode_ = ColorMode::Kind;
   bool follow_ = false;
+  // GPU streams with nothing in the window collapse to a thin line (their tracks); recomputed
+  // when the window or the layout changes, under the frame's shared lock.
+  std::set<core::TrackId> emptyStreams_;
+  int64_t emptyFrom_ = 0, emptyTo_ = -1;
+  uint64_t emptyLayout_ = UINT64_MAX;
+  bool updateEmptyStreams();  // true when the set changed (relayout then)
+  // What following shows: the last few steps (the default), everything held (Zoom to Fit while
+  // following), or the width the user zoomed out to.
+  enum class FollowMode { LastSteps, Fit, KeepWidth };
+  FollowMode followMode_ = FollowMode::LastSteps;
+  static constexpr size_t kFollowSteps = 3;
+  int64_t lastStepsWidth() const;  // 0: no step marked yet
+  void followEnd();
   QScrollBar* vbar_;
   QTimer* tick_;
   QPixmap frame_;
@@ -174,7 +191,10 @@ class TimelineWidget : public QWidget {
   int64_t panStartT0_ = 0;
   int panStartScroll_ = 0;
 
-  std::vector<core::Overlay> overlays_;
+  std::shared_ptr<const std::vector<core::Overlay>> overlays_ = std::make_shared<std::vector<core::Overlay>>();
+  int64_t overlayMaxNs_ = 0;  // the longest overlay: where a search by start time begins
+  // The overlays that may reach [from, ...): a binary search by start, not a scan from the first.
+  std::vector<core::Overlay>::const_iterator firstOverlayFrom(int64_t from) const;
   int overlayMask_ = BubbleOverlay | ExposedCommOverlay;
   struct Highlight {
     core::TrackId track = 0;

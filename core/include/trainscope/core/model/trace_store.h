@@ -69,6 +69,10 @@ class TrackEvents {
     }
   }
 
+  // Whether any event overlaps [t0, t1), as forEachOverlapping would find one. Looks at no more
+  // than `budget` events that started before t0; past it, answers true (the caller collapses
+  // only what is surely empty). Requires isSorted().
+  bool anyOverlapping(int64_t t0, int64_t t1, size_t budget = 4096) const;
   // Bytes held by the columns (capacity, i.e. what the allocator gave us).
   size_t memoryBytes() const;
   // Appends one event; attributes are copied.
