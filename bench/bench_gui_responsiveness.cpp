@@ -1,5 +1,5 @@
 // bench_gui_responsiveness: the real main window (offscreen), (1) attached to a live 4-rank
-// pipeline demo (`trainscope-cli demo --mode pp --ranks 4`, its default event rate) and (2) over a
+// pipeline demo (`trainscope-cli demo --mode pp --ranks 4`, at the demo's default nice 10; --demo-nice 0: full rate) and (2) over a
 // 10 M-event session, drives What-if, Apply, Undo, Export Configuration, Compare Sessions and a
 // knob `set` (live only) N times each while a 4 ms timer measures how late the GUI's event loop
 // runs it. docs/BENCHMARKS.md, "GUI responsiveness".

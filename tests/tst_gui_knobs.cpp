@@ -247,7 +247,7 @@ class TstGuiKnobs : public QObject {
   // ran, the measured bubble and step time next to it.
   void pipelineWhatIfAndApply() {
     QProcess demo;
-    demo.start(bin("trainscope-cli"), {"demo", "--ranks", "2", "--mode", "pp", "--steps", "100000", "--",
+    demo.start(bin("trainscope-cli"), {"demo", "--nice", "0", "--ranks", "2", "--mode", "pp", "--steps", "100000", "--",
                                        "--step-delay-ms", "2"});
     QVERIFY(demo.waitForFinished(60000));
     const QString out = QString::fromUtf8(demo.readAllStandardOutput());

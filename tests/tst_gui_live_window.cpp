@@ -210,7 +210,11 @@ class TstGuiLiveWindow : public QObject {
         }(),
         30000);
     QTest::qWait(300);  // a few updates
-    const auto m = marks();
+    // The engine adds marks between the view's updates: only those the view has seen (up to the
+    // end of the trace it knows) count.
+    std::vector<plots::TimelineMark> m;
+    for (const auto& k : marks())
+      if (k.start <= t->zoom().traceEnd()) m.push_back(k);
     // The start of the third newest step: the view begins at or a little before it (a 5 % margin),
     // and long after the first step held.
     std::vector<int64_t> order;
@@ -229,6 +233,9 @@ class TstGuiLiveWindow : public QObject {
                             .arg(z.start()).arg(z.end()).arg(thirdStart).arg(firstStart)));
     QVERIFY2(z.width() < (z.traceEnd() - z.traceStart()) / 2,
              qPrintable(QString("view %1 ns of %2 ns held").arg(z.width()).arg(z.traceEnd() - z.traceStart())));
+    // The live analysis shows within a few rounds even behind a fast job (it publishes what it
+    // has after a second of slices).
+    QTRY_VERIFY_WITH_TIMEOUT(v->analysis() != nullptr && !v->analysis()->steps.perStep.empty(), 20000);
     if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
       w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-follow-live.png");
     // Zoom to Fit while following: still following, the whole span held, also after more data.
@@ -246,8 +253,14 @@ class TstGuiLiveWindow : public QObject {
     const int64_t chosen = t->zoom().width();
     QTest::qWait(500);
     QVERIFY(t->follow());
-    QVERIFY2(std::llabs(t->zoom().width() - chosen) <= chosen / 100 + 1,
-             qPrintable(QString("width %1, chosen %2").arg(t->zoom().width()).arg(chosen)));
+    // The width chosen -- narrower only where the live window let older events go and the view
+    // could not be wider than what is held (ZoomControl: the span + 5 % each side), and it stays
+    // that width after (the span comes and goes by a chunk of the window). Not a following of
+    // the last steps, which is 4x narrower.
+    const int64_t held = t->zoom().traceEnd() - t->zoom().traceStart();
+    const int64_t width = t->zoom().width();
+    QVERIFY2(width <= chosen + chosen / 100 + 1 && width >= std::min(chosen, held) * 9 / 10,
+             qPrintable(QString("width %1, chosen %2, held %3").arg(width).arg(chosen).arg(held)));
     v->detach();
   }
 

@@ -163,7 +163,7 @@ class TstTorchPp : public QObject {
   // one (runs everywhere: the interpreter named is one that cannot import it).
   void withoutPyTorch2TheDemoSaysHowToGetIt() {
     qputenv("TRAINSCOPE_TORCH2_PYTHON", "/bin/false");
-    const Run r = cli({"demo", "--mode", "torch-pp"});
+    const Run r = cli({"demo", "--nice", "0", "--mode", "torch-pp"});
     QVERIFY2(r.code != 0, qPrintable(r.out + r.err));
     QVERIFY2(r.err.contains("PyTorch >= 2.4") && r.err.contains("make torch2-venv"), qPrintable(r.err));
     QVERIFY2(!cli({"jobs", "--json"}).out.contains("job-"), "a job was started");

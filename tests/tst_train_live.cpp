@@ -109,7 +109,7 @@ class TstTrainLive : public QObject {
 
   void demoStartsAJob() {
     const Run r =
-        cli({"demo", "--ranks", QString::number(kRanks), "--steps", "100000", "--", "--step-delay-ms", "2"});
+        cli({"demo", "--nice", "0", "--ranks", QString::number(kRanks), "--steps", "100000", "--", "--step-delay-ms", "2"});
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
     const auto job = QRegularExpression("job (\\S+)").match(r.out);
     QVERIFY2(job.hasMatch(), qPrintable(r.out));

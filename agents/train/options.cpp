@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <charconv>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -217,6 +219,11 @@ bool parseOptions(int argc, char** argv, Options& o, int* exitCode) {
   app.add_option("--step-delay-ms", o.stepDelayMs, "Sleep this long at the end of every step")
       ->capture_default_str();
   app.add_option("--steps-file", o.stepsFile, "Rank 0 writes 'steptime <step> <us>' lines to FILE");
+  app.add_option("--inject", o.inject,
+                 "A fault, for tests and demos (--mode dp; repeatable): straggler:rank=R,ms=X[,every=N] (rank R "
+                 "computes X ms more every N-th step), hang:rank=R,step=S (rank R stops before step S's "
+                 "collectives and never comes back), slow-loader:rank=R,ms=X[,every=N] (rank R waits X ms for "
+                 "its batch)");
 
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
@@ -341,6 +348,58 @@ std::string validate(const Options& o, int world) {
     return why;
   if (o.evalEvery < 0 || o.heldOut < 1 || o.logEvery < 0 || o.stepDelayMs < 0)
     return "negative interval or delay";
+  for (const std::string& spec : o.inject) {
+    Injection inj;
+    if (std::string why = parseInjection(spec, &inj); !why.empty()) return why;
+    if (o.mode != "dp") return "--inject works with --mode dp only (not '" + o.mode + "')";
+    if (world > 1 && inj.rank >= world)
+      return "--inject " + spec + ": rank " + std::to_string(inj.rank) + " is not in a world of " +
+             std::to_string(world);
+  }
+  return {};
+}
+
+std::string parseInjection(const std::string& spec, Injection* out) {
+  const auto bad = [&](const std::string& why) { return "--inject '" + spec + "': " + why; };
+  const auto colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  Injection inj;
+  if (kind == "straggler")
+    inj.kind = Injection::Kind::Straggler;
+  else if (kind == "hang")
+    inj.kind = Injection::Kind::Hang;
+  else if (kind == "slow-loader")
+    inj.kind = Injection::Kind::SlowLoader;
+  else
+    return bad("the kind must be straggler, hang or slow-loader");
+  if (colon == std::string::npos) return bad("no parameters (rank=R, ...)");
+  std::string rest = spec.substr(colon + 1);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string kv = rest.substr(0, comma);
+    rest = comma == std::string::npos ? std::string() : rest.substr(comma + 1);
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) return bad("'" + kv + "' is not key=value");
+    const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    long long n = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || n < 0 || n > 1'000'000'000)
+      return bad("'" + k + "' must be a whole number >= 0, not '" + v + "'");
+    if (k == "rank")
+      inj.rank = static_cast<int>(n);
+    else if (k == "ms" && inj.kind != Injection::Kind::Hang)
+      inj.ms = static_cast<int>(std::min<long long>(n, 3'600'000));
+    else if (k == "every" && inj.kind != Injection::Kind::Hang)
+      inj.every = static_cast<int>(std::max<long long>(n, 1));
+    else if (k == "step" && inj.kind == Injection::Kind::Hang)
+      inj.step = n;
+    else
+      return bad("unknown key '" + k + "' for " + kind);
+  }
+  if (inj.rank < 0) return bad("rank=R is required");
+  if (inj.kind == Injection::Kind::Hang && inj.step < 0) return bad("step=S is required");
+  if (inj.kind != Injection::Kind::Hang && inj.ms <= 0) return bad("ms=X (> 0) is required");
+  *out = inj;
   return {};
 }
 

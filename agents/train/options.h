@@ -60,7 +60,26 @@ struct Options {
   int stepDelayMs = 0;
   bool calibrate = true;  // what-if calibration after each change of the gradient sync
   std::string stepsFile;  // rank 0 writes "steptime <step> <us>" per step
+  // Faults to inject (docs/TRAINER.md, "Faults to inject"): "straggler:rank=R,ms=X[,every=N]",
+  // "hang:rank=R,step=S", "slow-loader:rank=R,ms=X[,every=N]"; --mode dp (the ranks of the world).
+  std::vector<std::string> inject;
 };
+
+// One --inject, parsed.
+struct Injection {
+  enum class Kind { Straggler, Hang, SlowLoader };
+  Kind kind = Kind::Straggler;
+  int rank = -1;
+  int ms = 0;
+  int every = 1;
+  int64_t step = -1;
+  // Whether it acts on `rank` at `step`.
+  bool at(int r, int64_t s) const {
+    return r == rank && (kind == Kind::Hang ? s == step : every > 0 && s % every == 0);
+  }
+};
+// Parses one --inject spec; an error message (naming the spec) when it is not one.
+std::string parseInjection(const std::string& spec, Injection* out);
 
 // Parses argv (and --config FILE). Returns false when the program should stop, with *exitCode
 // set: 0 after --help, 2 after a usage error (already reported on stderr).

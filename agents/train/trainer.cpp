@@ -32,6 +32,10 @@ Trainer::Trainer(Backend& be, const Options& o, Communicator& dpComm, const Mode
   task_ = o.model == "transformer" ? makeSequenceTask(o.seed, o.seqLen, o.vocab)
                                    : makeTeacherTask(o.seed, o.inputDim, o.classes);
   data_ = std::make_unique<DataLoader>(*task_, o.prefetch);
+  for (const std::string& spec : o.inject) {
+    Injection inj;
+    if (parseInjection(spec, &inj).empty()) injections_.push_back(inj);
+  }
   model_ = makeModel(compute_);
   velocity_.assign(model_->params().size(), 0.0f);
   act_.resize(static_cast<size_t>(model_->layerCount()) + 1);
@@ -182,6 +186,39 @@ void Trainer::calibrateCompute() {
   if (L > 0) layerPaceUs_ = std::clamp(std::accumulate(fastest.begin(), fastest.end(), 0.0) / L / 2, 1.0, 1000.0);
 }
 
+// --inject (docs/TRAINER.md, "Faults to inject"). A straggler computes: a CPU spin inside a
+// Kernel event named "inject straggler" on the step's thread, so the analysis sees compute. A slow
+// loader waits (sleeps) inside a range "inject slow data loader": host time. A hang stops this rank
+// before the step's collectives; the other ranks then wait in them, and this rank's agent goes on
+// serving its clients. Each prints once on stderr, so a test or a user sees what was injected.
+void Trainer::injectFaults(int64_t step) {
+  for (const Injection& inj : injections_) {
+    if (!inj.at(rank_, step)) continue;
+    switch (inj.kind) {
+      case Injection::Kind::Straggler: {
+        static const uint32_t name = ts_name("inject straggler");
+        KernelScope k(name, -1);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(inj.ms);
+        volatile uint64_t spin = 0;
+        while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+        break;
+      }
+      case Injection::Kind::SlowLoader: {
+        static const uint32_t name = ts_name("inject slow data loader");
+        ts_range_push(name);
+        std::this_thread::sleep_for(std::chrono::milliseconds(inj.ms));
+        ts_range_pop();
+        break;
+      }
+      case Injection::Kind::Hang:
+        std::fprintf(stderr, "trainscope-train: rank %d hangs before step %lld (--inject); kill the job to end it\n",
+                     rank_, static_cast<long long>(step));
+        std::fflush(stderr);
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+}
+
 void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
   const uint32_t nLoss = ts_name("loss"), nAcc = ts_name("accuracy"), nStepMs = ts_name("step_time_ms"),
                  nWire = ts_name("dp_wire_bytes"), nPayload = ts_name("dp_payload_bytes");
@@ -209,6 +246,7 @@ void Trainer::runSteps(const DpKnobs* knobs, int64_t first, int64_t end) {
         std::printf("step %lld: %zu bucket(s), %s\n", static_cast<long long>(s), sync_.buckets().size(),
                     opName(sync_.config().algorithm, sync_.config().codec.kind).c_str());
     }
+    injectFaults(s);
     lastLoss_ = step(s);
     ts_counter(nLoss, lastLoss_);
     ts_counter(nWire, static_cast<double>(sync_.wireBytesThisStep()));

@@ -75,6 +75,8 @@ class Trainer {
 
   Backend& be_;
   Options o_;
+  std::vector<Injection> injections_;  // --inject, parsed (validate() refused bad ones)
+  void injectFaults(int64_t step);
   Communicator& dp_;
   int rank_ = 0, world_ = 1;  // world_: data-parallel replicas (dp_'s size)
   std::unique_ptr<Task> task_;

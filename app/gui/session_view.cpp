@@ -314,14 +314,18 @@ void SessionView::analyzeNow() {
     // analyser reads events, not while it aggregates.
     std::unique_lock own(*analyzerMutex);
     if (live) {
+      // Behind a fast job the analyser may not catch up within a round: after a second of slices
+      // it shows what it has (the next round goes on from there), so the tab never stays at
+      // "No analysis yet" while events pour in.
       for (;;) {
         {
           std::shared_lock slice(data->mutex);
           analyzer->update(data->store, 20'000'000);
-          if (analyzer->caughtUp() || cancel->load()) break;
+          if (analyzer->caughtUp() || cancel->load() || clock.elapsed() > 1000) break;
         }
         data->yieldToOwner();
       }
+      if (!analyzer->caughtUp()) a.generation = UINT64_MAX;  // partial: the next round runs even if no event came
     } else {
       std::shared_lock lock(data->mutex);
       analyzer->finish(data->store);

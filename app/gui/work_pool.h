@@ -3,12 +3,10 @@
 // that one, so a task of ours that waits (for a snapshot's lock, for a knob call) must never sit
 // where a paint waits for its helpers (docs/ARCHITECTURE.md, "Who owns what").
 //
-// The work runs below the GUI thread and the engine (nice 10 on Linux, per thread): a live
-// analysis that keeps a core busy must not take the core the event loop, the raster engine's
-// helpers or the ingest thread wake up on. On the 2-core VM with a 4-rank demo, the GUI thread
-// waited 14 s on the run queue in 15 s of wall time before this (docs/BENCHMARKS.md, "GUI
-// responsiveness"); a low-priority thread still gets ~10 % of a contended core, so a slice that
-// holds a lock is not starved for long.
+// The pool's threads run at the process's priority (kWorkNice = 0). Measured on the 2-core VM
+// (docs/BENCHMARKS.md, "GUI responsiveness"): at nice 10 the GUI thread gained nothing once the
+// demo yields (`demo --nice`), and with a full-rate demo the live analysis never caught up; the
+// GUI thread's stalls there were the machine's cores taken by the job, not by this pool.
 #pragma once
 
 #include <QThreadPool>
@@ -33,11 +31,16 @@ inline QThreadPool& workPool() {
   return *pool;
 }
 
+// The work pool's nice value above the process's own (see above); 0: none.
+inline constexpr int kWorkNice = 0;
+
 // Lowers the calling thread below the interactive ones, once per thread.
 inline void lowerWorkThreadPriority() {
 #ifdef __linux__
+  if constexpr (kWorkNice <= 0) return;  // never raises a thread above the process it runs in
   thread_local const bool lowered = [] {
-    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10) == 0;
+    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+    return ::setpriority(PRIO_PROCESS, tid, ::getpriority(PRIO_PROCESS, tid) + kWorkNice) == 0;
   }();
   (void)lowered;
 #endif

@@ -1,0 +1,112 @@
+// Faults injected into real trainscope-train ranks (issue #36, item 4; docs/TRAINER.md, "Faults to
+// inject"): a bad --inject is a clear usage error; a straggler on rank 2 of 4 (20 ms of compute
+// every step) is in the recording as compute on rank 2 only; a hang on rank 3 of 4
+// stops the job before that step while every rank's agent still answers. Timings are never
+// asserted.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QtTest>
+
+#include <map>
+
+#include "live_test_support.h"
+#include "trainscope/core/session/tsdb.h"
+
+using namespace live_test;
+
+class TstTrainInject : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!QFileInfo::exists(bin("trainscope-train"))) QSKIP("trainscope-train not built (MPI or OpenBLAS missing)");
+    live_test::usePrivateRuntimeDir(dir_);
+    qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  }
+
+  void badSpecIsAUsageError() {
+    struct Case {
+      const char* spec;
+      const char* says;
+    } cases[] = {
+        {"straggler:rank=1", "ms=X (> 0) is required"},
+        {"hang:rank=1", "step=S is required"},
+        {"slow:rank=1,ms=3", "the kind must be straggler, hang or slow-loader"},
+        {"straggler:rank=x,ms=3", "'rank' must be a whole number"},
+        {"hang:rank=1,step=3,ms=2", "unknown key 'ms' for hang"},
+    };
+    for (const Case& c : cases) {
+      QProcess p;
+      p.start(bin("trainscope-train"), {"--no-agent", "--steps", "1", "--inject", c.spec});
+      QVERIFY(p.waitForFinished(60000));
+      const QString err = QString::fromUtf8(p.readAllStandardError());
+      QVERIFY2(p.exitCode() == 2 && err.contains(c.says) && err.contains(c.spec),
+               qPrintable(QString("%1: exit %2: %3").arg(c.spec).arg(p.exitCode()).arg(err)));
+    }
+  }
+
+  // What must hold at any load: the injected compute is in the recording, on rank 2 only, at
+  // every step, each at least 20 ms. Which rank the analysis names is reported, not asserted:
+  // the offline attribution ("the rank with the most compute") counts wall time, so on 2 cores
+  // with 4 ranks a descheduled rank's compute looks long too -- it named rank 2 on 78 % of the
+  // steps alone, and rank 1 as the slowest once under make test's load. Naming the straggler
+  // right is issue #36's last-arrival attribution, not this test.
+  void stragglerIsRecorded() {
+    DemoJob job = startDemo({"--ranks", "4", "--steps", "1000000", "--", "--inject", "straggler:rank=2,ms=20"},
+                            "dp.bucket_bytes");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    const QString file = dir_.filePath("straggler.tsdb");
+    const Run rec = cli({"record", "--job", job.id, "--seconds", "3", "--out", file});
+    QVERIFY(stopDemo(job));
+    QVERIFY2(rec.code == 0, qPrintable(rec.out + rec.err));
+    auto session = trainscope::core::loadSession(file.toStdString());
+    QVERIFY2(session.isOk(), session.status().message().c_str());
+    const trainscope::core::TraceStore& st = session.value();
+    std::map<int, int> perRank;
+    int64_t shortest = INT64_MAX;
+    for (size_t t = 0; t < st.trackCount(); ++t) {
+      const auto& ev = st.rawEvents(static_cast<trainscope::core::TrackId>(t));
+      for (size_t i = 0; i < ev.size(); ++i)
+        if (st.str(ev.name(i)) == "inject straggler") {
+          ++perRank[static_cast<int>(st.track(static_cast<trainscope::core::TrackId>(t)).rank)];
+          shortest = std::min(shortest, ev.end(i) - ev.start(i));
+        }
+    }
+    QVERIFY2(perRank.size() == 1 && perRank.count(2) && perRank[2] >= 10,
+             qPrintable(QString("injected compute on %1 rank(s), %2 event(s) on rank 2").arg(perRank.size()).arg(perRank[2])));
+    QVERIFY2(shortest >= 20'000'000, qPrintable(QString("shortest injected compute %1 ns").arg(shortest)));
+    const Run an = cli({"analyze", file, "--json"});
+    QVERIFY2(an.code == 0, qPrintable(an.err));
+    const QJsonObject s = QJsonDocument::fromJson(an.out.toUtf8()).object()["stragglers"].toObject();
+    int steps = 0, named = 0;
+    for (const auto& v : s["per_step"].toArray()) {
+      ++steps;
+      named += v.toObject()["straggler"].toInt(-1) == 2;
+    }
+    qInfo("analyze: slowest rank %d; %d of %d steps name rank 2", s["slowest_rank"].toInt(-1), named, steps);
+  }
+
+  void hangStopsTheJobAndTheAgentsAnswer() {
+    DemoJob job = startDemo({"--ranks", "4", "--steps", "1000000", "--", "--inject", "hang:rank=3,step=30"},
+                            "dp.bucket_bytes");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    auto logText = [&] {
+      QFile f(job.log);
+      return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(logText().contains("rank 3 hangs before step 30"), 60000);
+    // Hung, and every rank's agent still lists the knobs (the hung rank's too).
+    const Run knobs = cli({"knobs", "--job", job.id, "--json"});
+    const bool stopped = stopDemo(job);
+    QVERIFY2(knobs.code == 0 && knobs.out.contains("dp.bucket_bytes"), qPrintable(knobs.out + knobs.err));
+    QVERIFY(stopped);
+  }
+};
+
+QTEST_MAIN(TstTrainInject)
+#include "tst_train_inject.moc"
