@@ -63,7 +63,14 @@ void TimelineWidget::setFollow(bool on) {
   follow_ = on;
   if (on) {
     followMode_ = FollowMode::LastSteps;
-    followEnd();
+    // The step marks are the engine's to change: read them under the shared lock if it is free
+    // now, else the next tick (which holds it) brings the last steps in.
+    std::shared_lock<std::shared_mutex> lock;
+    if (data_) lock = std::shared_lock(data_->mutex, std::try_to_lock);
+    if (lock.owns_lock())
+      followEnd();
+    else
+      zoom_.followEnd();
     update();
   }
 }
