@@ -33,7 +33,7 @@ SessionView::SessionView(QWidget* parent)
 SessionView::~SessionView() {
   // A live analysis far behind stops at its next slice; it is not waited for: it holds only
   // shared state (the store, the analyser, its mutex), never this view, so closing a tab does not
-  // wait for an aggregation on a starved low-priority thread (it once took 27 s on the 2-core VM).
+  // wait for an aggregation on a starved machine (it once took 27 s on the 2-core VM).
   cancelAnalysis_->store(true);
   watcher_.waitForFinished();
   if (live_) live_->detach();
