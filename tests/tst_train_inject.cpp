@@ -77,7 +77,8 @@ class TstTrainInject : public QObject {
           shortest = std::min(shortest, ev.end(i) - ev.start(i));
         }
     }
-    QVERIFY2(perRank.size() == 1 && perRank.count(2) && perRank[2] >= 10,
+    // At least two: 3 s hold ~100 steps here, but a loaded machine may run few (no speed assumed).
+    QVERIFY2(perRank.size() == 1 && perRank.count(2) && perRank[2] >= 2,
              qPrintable(QString("injected compute on %1 rank(s), %2 event(s) on rank 2").arg(perRank.size()).arg(perRank[2])));
     QVERIFY2(shortest >= 20'000'000, qPrintable(QString("shortest injected compute %1 ns").arg(shortest)));
     const Run an = cli({"analyze", file, "--json"});
