@@ -30,10 +30,10 @@ if [[ -x "$BIN/trainscope-train" ]] && command -v mpirun >/dev/null; then
     "$BIN/trainscope" --attach "$JOB"
     exit 0
   fi
-  "$BIN/trainscope-cli" record --job "$JOB" --seconds 6 --out "$SESSION"
+  "$BIN/trainscope-cli" record --job "$JOB" --seconds 6 --force --out "$SESSION"
   wait
 else
-  "$BIN/trainscope-cli" synth --ranks 4 --steps 20 --out "$SESSION"
+  "$BIN/trainscope-cli" synth --ranks 4 --steps 20 --force --out "$SESSION"
 fi
 "$BIN/trainscope-cli" info "$SESSION" | head -24
 echo

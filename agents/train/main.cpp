@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 
 #include "disco.h"
 #include "disco_bench.h"
@@ -114,9 +116,24 @@ void flushDenormals() {
 #endif
 }
 
-}  // namespace
+// After an exception escaped the trainer (issue 40: an allocation the size checks let through
+// failed on a small machine): remove the agent's discovery file, and end MPI -- the whole job
+// when it has other ranks, which would otherwise wait for this one forever.
+int exitAfterException() {
+  ts_shutdown();
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
+  }
+  return 1;
+}
 
-int main(int argc, char** argv) {
+int trainMain(int argc, char** argv) {
   Options o;
   int code = 0;
   if (!parseOptions(argc, argv, o, &code)) return code;  // before MPI: --help needs no mpirun
@@ -160,4 +177,20 @@ int main(int argc, char** argv) {
   ts_shutdown();
   MPI_Finalize();
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return trainMain(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "trainscope-train: rank %d: out of memory (std::bad_alloc): the model, batch or held-out set "
+                 "is too large for this machine; lower --batch, --width, --layers or --held-out\n",
+                 g_rank);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trainscope-train: rank %d: %s\n", g_rank, e.what());
+  }
+  return exitAfterException();
 }

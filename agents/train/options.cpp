@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "collectives.h"
 #include "compress.h"
 #include "segments.h"
+#include "trainscope/core/base/json_depth.h"
 #include "trainscope/core/sched/schedule.h"
 
 namespace trainscope::train {
@@ -97,9 +99,16 @@ bool configArgs(const std::string& path, std::vector<std::string>& out, const CL
     err = "cannot read config file " + path;
     return false;
   }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Before the parser: nlohmann recurses once per level when it walks or frees a document, and
+  // a config nested 70,000 deep overflowed the stack (issue 40; core/base/json_depth.h).
+  if (core::jsonNestedDeeperThan(text)) {
+    err = path + ": JSON nested deeper than " + std::to_string(core::kMaxJsonNesting) + " levels";
+    return false;
+  }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     err = "config file " + path + " is not valid JSON: " + e.what();
     return false;
@@ -285,6 +294,63 @@ std::string validatePipeline(const Options& o, int world) {
   return {};
 }
 
+// Options that size buffers (issue 40: --batch 1000000000 died of an uncaught std::bad_alloc).
+// Each is bounded alone, then the largest buffer they make (float32 elements) and the
+// activations every layer keeps for the backward pass, so that a typo is a usage error instead
+// of an allocation of many GiB. The bounds are far above anything this CPU/GPU reference job
+// runs in a useful time (docs/TRAINER.md).
+inline constexpr int64_t kMaxBufferElements = int64_t{1} << 28;      // 1 GiB of float32
+inline constexpr int64_t kMaxActivationElements = int64_t{1} << 31;  // 8 GiB of float32
+
+std::string validateSizes(const Options& o) {
+  struct Bound {
+    const char* name;
+    int64_t value, lo, hi;
+  };
+  const Bound bounds[] = {
+      {"--batch", o.batch, 1, int64_t{1} << 24},        {"--input-dim", o.inputDim, 1, int64_t{1} << 16},
+      {"--classes", o.classes, 2, int64_t{1} << 16},    {"--seq-len", o.seqLen, 2, int64_t{1} << 14},
+      {"--vocab", o.vocab, 2, int64_t{1} << 20},        {"--heads", o.heads, 1, 1024},
+      {"--held-out", o.heldOut, 1, int64_t{1} << 24},   {"--bench-batch", o.benchBatch, 1, int64_t{1} << 24},
+      {"--microbatches", o.microbatches, 0, 1 << 16},   {"--segments", o.segments, 1, 1 << 14},
+      {"--virtual-stages", o.virtualStages, 1, 1024},   {"--bench-reps", o.benchReps, 1, 1'000'000},
+      {"--finetune-steps", o.finetuneSteps, 0, int64_t{1} << 30},
+  };
+  for (const Bound& b : bounds)
+    if (b.value < b.lo || b.value > b.hi)
+      return std::string(b.name) + " must be in " + std::to_string(b.lo) + ".." + std::to_string(b.hi) +
+             ", not " + std::to_string(b.value);
+  // The largest single buffers: inputs, activations and outputs of a batch (or of the held-out
+  // set), the weight matrices, the transformer's attention scores and embeddings.
+  const bool tf = o.model == "transformer";
+  const int64_t rows = std::max<int64_t>(o.batch, o.heldOut) * (tf ? o.seqLen : 1);
+  const int64_t cols = std::max<int64_t>({o.width, o.inputDim, o.classes, tf ? o.vocab : 1}) * (tf ? 4 : 1);
+  const struct {
+    const char* what;
+    double elements;
+  } buffers[] = {
+      {"a batch's activations (--batch or --held-out x --width/--input-dim/--classes; transformer: x --seq-len, "
+       "--vocab)",
+       static_cast<double>(rows) * static_cast<double>(cols)},
+      {"a weight matrix (--width x --width/--input-dim/--classes/--vocab)",
+       static_cast<double>(o.width) * static_cast<double>(std::max<int64_t>({o.width, o.inputDim, o.classes, tf ? o.vocab : 1}))},
+      {"the attention scores (--batch x --heads x --seq-len^2)",
+       tf ? static_cast<double>(std::max(o.batch, o.heldOut)) * o.heads * o.seqLen * o.seqLen : 0.0},
+  };
+  for (const auto& b : buffers)
+    if (b.elements > static_cast<double>(kMaxBufferElements))
+      return "sizes too large: " + std::string(b.what) + " would hold " +
+             std::to_string(static_cast<long long>(b.elements)) + " values; the limit is " +
+             std::to_string(kMaxBufferElements) + " (1 GiB of float32) per buffer";
+  // What the backward pass keeps: a batch's activations per layer.
+  const double kept = static_cast<double>(o.batch) * (tf ? o.seqLen : 1) * o.width * (tf ? 8 : 1) * (o.layers + 2);
+  if (kept > static_cast<double>(kMaxActivationElements))
+    return "sizes too large: --batch x --width x --layers" + std::string(tf ? " x --seq-len" : "") + " keeps " +
+           std::to_string(static_cast<long long>(kept)) + " activation values; the limit is " +
+           std::to_string(kMaxActivationElements) + " (8 GiB of float32)";
+  return {};
+}
+
 std::string validateDiscoBench(const Options& o) {
   if (o.discoBench.empty()) return {};
   if (o.discoSparsity != 0) return "--disco-bench trains the dense model first: leave --sparsity at 0";
@@ -324,6 +390,7 @@ std::string validate(const Options& o, int world) {
   if (o.layers < 1 || o.layers > 64) return "--layers must be in 1..64";
   if (o.width < 1 || o.width > 8192) return "--width must be in 1..8192";
   if (o.batch < 1) return "--batch must be >= 1";
+  if (std::string e = validateSizes(o); !e.empty()) return e;
   if (const int replicas = std::max(1, world / std::max(1, pipelineStages(o, world)));
       o.batch % replicas != 0)
     return "--batch " + std::to_string(o.batch) + " does not split evenly over " + std::to_string(replicas) +
@@ -391,7 +458,7 @@ std::string parseInjection(const std::string& spec, Injection* out) {
       inj.ms = static_cast<int>(std::min<long long>(n, 3'600'000));
     else if (k == "every" && inj.kind != Injection::Kind::Hang)
       inj.every = static_cast<int>(std::max<long long>(n, 1));
-    else if (k == "step" && inj.kind == Injection::Kind::Hang)
+    else if (k == "step")  // a hang's step; a straggler's or slow loader's one step (instead of every)
       inj.step = n;
     else
       return bad("unknown key '" + k + "' for " + kind);

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "live.h"
 #include "load.h"
+#include "out_path.h"
 #include "trainscope/core/interop/chrome_trace.h"
 #include "trainscope/core/tune/config.h"
 
@@ -24,6 +25,7 @@ struct ExportOptions {
   std::string job;
   std::string format = "chrome";
   std::string out;
+  bool force = false;
   std::optional<int64_t> fromNs, toNs;
   double seconds = 3;
   std::string dtype = "fp32";
@@ -79,7 +81,17 @@ core::Result<core::TunedConfig> liveConfig(const std::string& jobId, double seco
 
 namespace {
 
+// The input file (if any): --out may not be it, nor any existing file, without --force.
+core::Result<OutputFile> outputFor(const ExportOptions& o) {
+  std::vector<std::string> inputs;
+  if (!o.file.empty()) inputs.push_back(o.file);
+  return OutputFile::create(o.out, inputs, o.force);
+}
+
 int runConfigExport(const ExportOptions& o) {
+  // Refused before the (maybe long) work: an output that would replace an input or a file.
+  auto output = outputFor(o);
+  if (!output) return fail(output.status());
   core::Result<core::TunedConfig> cfg = core::Status(core::ErrorCode::InvalidArgument, "no input");
   if (!o.job.empty()) {
     cfg = liveConfig(o.job, o.seconds);
@@ -98,10 +110,7 @@ int runConfigExport(const ExportOptions& o) {
   ep.globalBatch = o.globalBatch;
   auto text = core::exportConfig(cfg.value(), o.format, ep);
   if (!text) return fail(text.status());
-  std::ofstream out(o.out, std::ios::binary);
-  out << text.value();
-  out.close();
-  if (!out) return fail({core::ErrorCode::Io, o.out + ": cannot write the file"});
+  if (core::Status st = output->writeText(text.value()); !st) return fail(st);
   std::printf("wrote %s: %s, %zu knobs", o.out.c_str(), o.format.c_str(), cfg->knobs.size());
   if (cfg->measured.stepTimeMs >= 0)
     std::printf(", measured step time %.3f ms over %d steps", cfg->measured.stepTimeMs, cfg->measured.steps);
@@ -116,16 +125,25 @@ int runExport(const ExportOptions& o) {
   if (!o.job.empty())
     return fail(
         {core::ErrorCode::InvalidArgument, "--format chrome exports a session file: record the job first"});
+  auto output = outputFor(o);
+  if (!output) return fail(output.status());
   auto store = loadTrace(o.file);
   if (!store) return fail(store.status());
   core::ChromeExportOptions eo;
   eo.fromNs = o.fromNs;
   eo.toNs = o.toNs;
-  auto stats = core::exportChromeTraceFile(store.value(), o.out, eo);
+  // Into the temporary file, renamed over --out once complete (the input is read by then).
+  auto stats = core::exportChromeTraceFile(store.value(), output->writePath(), eo);
   if (!stats) return fail(stats.status());
+  if (core::Status st = output->commit(); !st) return fail(st);
   std::printf("wrote %s: %s events, %s flows, %s extra lanes\n", o.out.c_str(),
               withThousands(stats->events).c_str(), withThousands(stats->flows).c_str(),
               withThousands(stats->lanes).c_str());
+  if (stats->endBeforeStart > 0)
+    std::fprintf(stderr,
+                 "note: %s events of %s end before they start (a damaged or hand-made session): written as "
+                 "instants at their start\n",
+                 withThousands(stats->endBeforeStart).c_str(), o.file.c_str());
   return kExitOk;
 }
 
@@ -151,7 +169,10 @@ void addExportCommand(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--global-batch", opts->globalBatch,
                   "Global batch size (megatron/deepspeed micro-batch settings)");
-  cmd->add_option("--out,-o", opts->out, "Output file")->required();
+  cmd->add_option("--out,-o", opts->out, "Output file (not an existing file, unless --force)")->required();
+  cmd->add_flag("--force", opts->force,
+                "Replace --out when it exists (also when it is the input: written beside it, renamed over it "
+                "once complete)");
   cmd->add_option("--from-ns", opts->fromNs, "Only events overlapping [from, to) (session clock, ns)");
   cmd->add_option("--to-ns", opts->toNs, "End of the exported window (ns)");
   cmd->callback([opts, &run] { run = [opts] { return runExport(*opts); }; });

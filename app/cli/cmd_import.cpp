@@ -1,13 +1,11 @@
 // `trainscope-cli import IN... --out FILE.tsdb [--partial]`: Chrome trace / Kineto (PyTorch
 // profiler) JSON, plain or .gz, or Nsight Systems SQLite exports, one file per rank or a
 // directory of them, into one session file.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
-#include <system_error>
 
 #include "commands.h"
+#include "out_path.h"
 #include "trainscope/core/interop/trace_import.h"
 #include "trainscope/core/session/tsdb.h"
 
@@ -18,9 +16,14 @@ struct ImportOptions {
   std::vector<std::string> in;
   std::string out;
   bool partial = false;
+  bool force = false;
 };
 
 int runImport(const ImportOptions& o) {
+  // Refused before reading: --out may not be an input (import X.json --out X.json replaced its
+  // input) nor any existing session, without --force.
+  auto output = OutputFile::create(o.out, o.in, o.force, {.session = true});
+  if (!output) return fail(output.status());
   std::vector<std::filesystem::path> inputs(o.in.begin(), o.in.end());
   auto imported = core::importTraceFiles(inputs, core::TraceImportOptions{.partial = o.partial});
   if (!imported) return fail(imported.status());
@@ -28,22 +31,10 @@ int runImport(const ImportOptions& o) {
   std::string from;
   for (const auto& s : o.in) from += (from.empty() ? "" : " ") + s;
   store.metadata()["imported_from"] = from;
-  // Written beside the target and renamed into place: a failed save leaves nothing half written.
-  const std::filesystem::path out(o.out);
-  const std::filesystem::path tmp = out.string() + ".importing-" + std::to_string(::getpid());
-  if (auto st = core::saveSession(store, tmp); !st) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    std::filesystem::remove(tmp.string() + "-wal", ec);
-    std::filesystem::remove(tmp.string() + "-shm", ec);
-    return fail(st);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, out, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return fail(core::Status(core::ErrorCode::Io, o.out + ": cannot write: " + ec.message()));
-  }
+  // Written beside the target and renamed into place: a failed save leaves nothing half written
+  // (OutputFile removes the temporary file on the way out).
+  if (auto st = core::saveSession(store, output->writePath()); !st) return fail(st);
+  if (auto st = output->commit(); !st) return fail(st);
   for (const auto& f : imported->files)
     std::printf("  %s -> rank %u (from %s), %s events\n", f.path.c_str(), f.rank, f.rankFrom.c_str(),
                 withThousands(f.events).c_str());
@@ -71,7 +62,9 @@ void addImportCommand(CLI::App& app, Runner& run) {
                   "Trace files (.json, .json.gz, nsys .sqlite) or directories of them; a .nsys-rep "
                   "must be exported first (nsys export --type sqlite)")
       ->required();
-  cmd->add_option("--out,-o", opts->out, "Session file to write (.tsdb)")->required();
+  cmd->add_option("--out,-o", opts->out, "Session file to write (.tsdb; not an existing file, unless --force)")
+      ->required();
+  cmd->add_flag("--force", opts->force, "Replace --out when it exists (also when it is one of the inputs)");
   cmd->add_flag("--partial", opts->partial,
                 "Import what is valid: skip events (nsys: rows) that break the format, the damaged tail "
                 "of a file, and files that cannot be read; say what was skipped");

@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "live.h"
+#include "out_path.h"
 #include "trainscope/core/live/live_session.h"
 #include "trainscope/core/session/tsdb.h"
 
@@ -28,6 +29,7 @@ struct RecordOptions {
   std::string job;
   double seconds = 0;  // 0: until the job ends or Ctrl-C
   std::string out;
+  bool force = false;
   int pings = 32;
   double resyncSeconds = 2;  // 0: measure the offsets only at the start (and the drift at the end)
 };
@@ -38,13 +40,18 @@ void onSignal(int) {
 }
 
 int runRecord(const RecordOptions& o) {
+  // An existing file is not replaced without --force; with it, the recording goes beside it and
+  // replaces it at the end (a failed start leaves the old session as it was). A new file is
+  // written in place, so that a killed recorder leaves its committed events where asked.
+  auto output = OutputFile::create(o.out, {}, o.force, {.session = true, .directWhenNew = true});
+  if (!output) return fail(output.status());
   // A job that is still coming up: wait for its first rank; the others join as they register.
   auto entries = core::LiveSession::waitForEntries(o.job, 5000);
   if (!entries) return fail(entries.status());
   // Committed at least every second: a kill or a full disk loses about a second of events.
   core::SessionWriter::Options wo;
   wo.commitMs = 1000;
-  auto writer = core::SessionWriter::create(o.out, wo);
+  auto writer = core::SessionWriter::create(output->writePath(), wo);
   if (!writer) return fail(writer.status());
   core::SessionWriter& w = *writer.value();
   core::LiveOptions lo;
@@ -85,6 +92,7 @@ int runRecord(const RecordOptions& o) {
     // Writing failed (a full disk above all): what was committed stays readable; say how much.
     const uint64_t kept = w.eventsCommitted();
     (void)w.close();
+    (void)output->commit();  // what was committed is worth more than the old file --force replaces
     (void)fail(wf);
     std::fprintf(stderr,
                  "note: %s holds the %s events committed before the error and opens as it is; the %s "
@@ -95,6 +103,7 @@ int runRecord(const RecordOptions& o) {
   }
   if (st.state == core::LiveState::Failed) return fail(core::Status(core::ErrorCode::NotFound, st.message));
   if (core::Status s = w.close(); !s.isOk()) return fail(s);
+  if (core::Status s = output->commit(); !s.isOk()) return fail(s);
   if (st.state == core::LiveState::Ended)
     std::fprintf(stderr, "note: the job ended during the recording (after %.1f s); saved what arrived\n",
                  st.seconds);
@@ -120,7 +129,10 @@ void addRecordCommand(CLI::App& app, Runner& run) {
       "record", "Attach to a running job (flight-recorder history, then live) and save a session");
   cmd->add_option("--job", opts->job, "Job id (see `jobs`)")->required();
   cmd->add_option("--seconds", opts->seconds, "How long to record (default: until the job ends or Ctrl-C)");
-  cmd->add_option("--out", opts->out, "Session file to write (.tsdb)")->required();
+  cmd->add_option("--out", opts->out, "Session file to write (.tsdb; not an existing file, unless --force)")
+      ->required();
+  cmd->add_flag("--force", opts->force,
+                "Replace --out when it exists (the recording goes beside it and replaces it at the end)");
   cmd->add_option("--pings", opts->pings, "Clock-sync round trips per rank")->capture_default_str();
   cmd->add_option("--resync-seconds", opts->resyncSeconds,
                   "Measure clock offsets again this often while recording (0: only at the start)")

@@ -38,11 +38,13 @@ int runSet(const SetOptions& o) {
     std::fprintf(stderr, "trainscope-cli: set needs NAME=VALUE pairs or --from FILE (one of them)\n");
     return kExitUsage;
   }
+  // The file first: a configuration that cannot be read is refused before any job is touched.
+  core::Result<core::TunedConfig> cfg = core::TunedConfig{};
+  if (!o.from.empty()) cfg = core::readConfigFile(o.from);
+  if (!cfg) return fail(cfg.status());
   auto js = connectJob(o.job, true, 5000);
   if (!js) return fail(js.status());
   if (!o.from.empty()) {
-    auto cfg = core::readConfigFile(o.from);
-    if (!cfg) return fail(cfg.status());
     auto list = js.value()->knobList();
     if (!list) return fail(list.status());
     auto same = [](const std::string& a, const std::string& b) {

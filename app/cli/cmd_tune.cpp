@@ -3,7 +3,6 @@
 // writes the tuned configuration (docs/FORMATS.md) and leaves the job at the best setting.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
@@ -11,6 +10,7 @@
 
 #include "commands.h"
 #include "live.h"
+#include "out_path.h"
 #include "trainscope/core/tune/tuner.h"
 
 namespace trainscope::cli {
@@ -24,7 +24,7 @@ struct TuneCliOptions {
   int warmup = 2, measure = 6;
   double z = 2;
   int repeats = 2;
-  bool noSimulator = false, json = false;
+  bool noSimulator = false, json = false, force = false;
 };
 
 int runTune(const TuneCliOptions& o) {
@@ -61,6 +61,9 @@ int runTune(const TuneCliOptions& o) {
     std::fprintf(stderr, "trainscope-cli: tune needs --budget-steps N or --budget-seconds S\n");
     return kExitUsage;
   }
+  // Refused before the tuning (which changes the job): --out may not replace a file without --force.
+  auto output = OutputFile::create(o.out, {}, o.force);
+  if (!output) return fail(output.status());
   auto entries = core::LiveSession::entriesOf(o.job, true);
   if (!entries) return fail(entries.status());
   core::LiveOptions lo;
@@ -82,10 +85,7 @@ int runTune(const TuneCliOptions& o) {
   res->config.createdBy = std::string("trainscope-cli tune ") + TRAINSCOPE_VERSION;
   auto text = core::exportConfig(res->config, "config");
   if (!text) return fail(text.status());
-  std::ofstream out(o.out, std::ios::binary);
-  out << text.value();
-  out.close();
-  if (!out) return fail({core::ErrorCode::Io, o.out + ": cannot write the file"});
+  if (core::Status st = output->writeText(text.value()); !st) return fail(st);
   if (o.json) {
     nlohmann::ordered_json j;
     j["initial_step_time_ms"] = res->initialMs;
@@ -153,7 +153,9 @@ void addTuneCommand(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0, 100));
   cmd->add_flag("--no-simulator", opts->noSimulator,
                 "Measure every candidate (no what-if ranking or skipping)");
-  cmd->add_option("--out,-o", opts->out, "Tuned configuration (JSON)")->required();
+  cmd->add_option("--out,-o", opts->out, "Tuned configuration (JSON; not an existing file, unless --force)")
+      ->required();
+  cmd->add_flag("--force", opts->force, "Replace --out when it exists");
   cmd->add_flag("--json", opts->json, "Print the trials as JSON");
   cmd->callback([opts, &run] { run = [opts] { return runTune(*opts); }; });
 }

@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   // --save-session records the attached tab from the start (every event, also those the live
   // window lets go), as `trainscope-cli record` does.
   if (parser.isSet("save-session")) window.setRecordPathForNextAttach(parser.value("save-session"));
+  // A batch run never waits for a click: errors go to stderr and the exit code (issue 40).
+  window.setNonInteractive(parser.isSet("screenshot") || parser.isSet("save-session"));
   window.show();
   const QStringList files = parser.positionalArguments();
   const QString shotPath = parser.value("screenshot");
@@ -155,7 +157,8 @@ int main(int argc, char** argv) {
                          v->finishRecording();  // closes the recording: saved() or failed()
                        });
                    });
-  if (!shotPath.isEmpty())
+  const bool batch = window.nonInteractive();
+  if (batch)  // a file that does not load, no job to attach to: say so and exit 1
     QObject::connect(&window, &trainscope::app::MainWindow::failed, &window,
                      [](const QString&, const QString& msg) {
                        std::fprintf(stderr, "trainscope: %s\n", msg.toUtf8().constData());
@@ -165,7 +168,7 @@ int main(int argc, char** argv) {
     QString error;
     if (!window.attachJob(parser.value("attach"), &error)) {
       std::fprintf(stderr, "trainscope: %s\n", error.toUtf8().constData());
-      if (!shotPath.isEmpty()) return 1;
+      if (batch) return 1;
     }
   } else if (parser.isSet("attach-first")) {
     window.attachFirst(static_cast<int>(parser.value("wait").toDouble() * 1000));

@@ -21,6 +21,7 @@
 #include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -399,9 +400,11 @@ QString writeConfiguration(const std::shared_ptr<plots::TimelineData>& td, const
   if (!cfg) return QString::fromStdString(cfg.status().message());
   cfg->createdBy = std::string("trainscope (GUI) ") + TRAINSCOPE_VERSION;
   auto text = core::exportConfig(cfg.value(), "config");
-  QFile f(path);
-  if (!text || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-      f.write(QByteArray::fromStdString(text.value())) < 0)
+  // QSaveFile: written beside the target and renamed over it once complete (issue 40), so a
+  // failed write never leaves the old file cut short.
+  QSaveFile f(path);
+  if (!text || !f.open(QIODevice::WriteOnly) || f.write(QByteArray::fromStdString(text.value())) < 0 ||
+      !f.commit())
     return QObject::tr("Could not write %1").arg(path);
   return {};
 }
@@ -564,7 +567,7 @@ void MainWindow::attachFirst(int timeoutMs) {
 
 void MainWindow::reportError(const QString& title, const QString& message) {
   statusBar()->showMessage(message, 10000);
-  if (!offscreen()) QMessageBox::warning(this, title, message);
+  if (!offscreen() && !nonInteractive_) QMessageBox::warning(this, title, message);
 }
 
 void MainWindow::onTabChanged() {

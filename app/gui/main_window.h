@@ -54,6 +54,10 @@ class MainWindow : public QMainWindow {
   double liveWindowSeconds() const { return liveWindowSeconds_; }
   // The next attached tab also records every event into this .tsdb (trainscope --save-session).
   void setRecordPathForNextAttach(const QString& path) { nextRecordPath_ = path; }
+  // Batch runs (--screenshot, --save-session): errors go to the status bar and the failed()
+  // signal, never to a modal dialog (under a real X server one waited for a click forever).
+  void setNonInteractive(bool on) { nonInteractive_ = on; }
+  bool nonInteractive() const { return nonInteractive_; }
   SessionView* currentView() const;
   // File → Export Configuration: the current tab's knob values in force at the end and their
   // measurements as a tuned configuration (docs/FORMATS.md). False and a message on failure.
@@ -127,6 +131,7 @@ class MainWindow : public QMainWindow {
   QTimer* statusTimer_;
   int treeTicks_ = 0;
   bool liveReadySent_ = false;
+  bool nonInteractive_ = false;
   double liveWindowSeconds_ = 600;  // SessionView::kDefaultLiveWindowSeconds
   QString nextRecordPath_;
   SessionView* endedShown_ = nullptr;

@@ -1,11 +1,15 @@
 #include "session_view.h"
 #include "work_pool.h"
 
+#include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+#include <filesystem>
+#include <string>
+#include <system_error>
 
 #include "trainscope/core/interop/chrome_trace.h"
 #include "trainscope/core/interop/nsys/nsys_import.h"
@@ -257,6 +261,37 @@ core::LiveSnapshot SessionView::liveStats() const {
   return live_ ? live_->snapshot() : core::LiveSnapshot{};
 }
 
+namespace {
+// Writes through a temporary file beside `path` and renames it over `path` once `write` succeeded
+// (issue 40): saving over the session a tab came from, or a failed write (disk full), never
+// leaves the old file destroyed. `write` gets the temporary path; the error text, empty on success.
+template <typename Write>
+QString writeThenRename(const QString& path, Write&& write, bool session) {
+  namespace fs = std::filesystem;
+  const std::string target = path.toStdString();
+  const std::string tmp = target + ".writing-" + std::to_string(QCoreApplication::applicationPid());
+  std::error_code ec;
+  auto removeTmp = [&] {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(tmp + suffix, ec);
+  };
+  removeTmp();
+  if (QString e = write(tmp); !e.isEmpty()) {
+    removeTmp();
+    return e;
+  }
+  if (const auto old = fs::status(target, ec); !ec && fs::exists(old)) fs::permissions(tmp, old.permissions(), ec);
+  ec.clear();
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    removeTmp();
+    return QString::fromStdString(target + ": cannot write: " + ec.message());
+  }
+  if (session)  // the old session's side files would be replayed into the new one
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) fs::remove(target + suffix, ec);
+  return {};
+}
+}  // namespace
+
 void SessionView::saveAs(const QString& path) {
   if (watcher_.isRunning() || !data_) return;
   auto data = data_;
@@ -264,8 +299,13 @@ void SessionView::saveAs(const QString& path) {
     Job j;
     j.path = path;
     const auto snap = data->snapshot();  // a const store: the engine and the painter go on
-    if (core::Status s = core::saveSession(*snap, path.toStdString()); !s.isOk())
-      j.error = QString::fromStdString(s.message());
+    j.error = writeThenRename(
+        path,
+        [&](const std::string& tmp) {
+          const core::Status s = core::saveSession(*snap, tmp);
+          return s.isOk() ? QString() : QString::fromStdString(s.message());
+        },
+        true);
     return j;
   });
 }
@@ -280,8 +320,13 @@ void SessionView::exportVisibleJson(const QString& path) {
     Job j;
     j.path = path;
     const auto snap = data->snapshot();
-    auto r = core::exportChromeTraceFile(*snap, path.toStdString(), o);
-    if (!r) j.error = QString::fromStdString(r.status().message());
+    j.error = writeThenRename(
+        path,
+        [&](const std::string& tmp) {
+          auto r = core::exportChromeTraceFile(*snap, tmp, o);
+          return r ? QString() : QString::fromStdString(r.status().message());
+        },
+        false);
     return j;
   });
 }

@@ -2,6 +2,7 @@
 // session_writer.cpp; the schema and the raw-file checks in session_schema.cpp.
 #include "trainscope/core/session/tsdb.h"
 
+#include "trainscope/core/base/json_depth.h"
 #include "trainscope/core/base/saturating.h"
 
 #include <algorithm>
@@ -439,8 +440,13 @@ Result<SessionSummary> SessionReader::summary() {
       ++s.segments;
       lo = std::min(lo, tsdb::col64(q, 1));
       hi = std::max(hi, tsdb::col64(q, 2));
-      const auto kinds = nlohmann::json::parse(tsdb::columnText(q, 3), nullptr, false);
-      const auto tracks = nlohmann::json::parse(tsdb::columnText(q, 4), nullptr, false);
+      const std::string kindsText(tsdb::columnText(q, 3)), tracksText(tsdb::columnText(q, 4));
+      // A crafted file's counts nested 70,000 deep would overflow the stack (json_depth.h).
+      if (jsonNestedDeeperThan(kindsText) || jsonNestedDeeperThan(tracksText))
+        return d.corrupt("a segment's counts are JSON nested deeper than " + std::to_string(kMaxJsonNesting) +
+                         " levels");
+      const auto kinds = nlohmann::json::parse(kindsText, nullptr, false);
+      const auto tracks = nlohmann::json::parse(tracksText, nullptr, false);
       if (!kinds.is_object() || !tracks.is_object()) return d.corrupt("a segment's counts are not JSON objects");
       for (const auto& [name, n] : kinds.items()) {
         std::optional<EventKind> k = eventKindFromName(name);

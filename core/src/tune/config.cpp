@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/base/json_depth.h"
 
 namespace trainscope::core {
 namespace {
@@ -311,6 +312,8 @@ std::string configToJson(const TunedConfig& c) {
 }
 
 Result<TunedConfig> configFromJson(const std::string& text, const std::string& what) {
+  // Before the parser: walking a document recurses once per level (json_depth.h).
+  if (Status st = checkJsonNesting(text, what); !st) return st;
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);

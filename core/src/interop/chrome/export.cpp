@@ -12,6 +12,7 @@
 #include "interop/chrome/flows.h"
 #include "interop/chrome/format.h"
 #include "interop/chrome/json_writer.h"
+#include "trainscope/core/base/saturating.h"
 #include "trainscope/core/interop/chrome_trace.h"
 
 namespace trainscope::core {
@@ -190,6 +191,7 @@ void Exporter::writeTrack(TrackId t) {
     const int64_t start = ev.start(i);
     const int64_t end = std::max(start, ev.end(i));  // a negative duration is written as an instant
     if (filtered && !(end > t0 || (end == start && start >= t0))) continue;
+    if (ev.end(i) < start) ++stats_.endBeforeStart;
     // Instants (counters included) never break nesting: they stay on lane 0.
     const size_t lane = end == start ? 0 : laneFor(start, end);
     const uint32_t tid = lanes_[lane].tid;
@@ -212,10 +214,11 @@ void Exporter::writeEvent(const TrackEvents& ev, size_t i, RankId rank, uint32_t
 
   beginEvent();
   w_.raw("{\"ts\":");
-  w_.micros(start - origin_);
+  // Saturating: a session may hold INT64_MIN..INT64_MAX, whose difference wraps to a negative.
+  w_.micros(saturatingSub(start, origin_));
   if (end != start) {
     w_.raw(",\"dur\":");
-    w_.micros(end - start);
+    w_.micros(saturatingSub(end, start));
     w_.raw(",\"ph\":\"X\"");
   } else if (value) {
     w_.raw(",\"ph\":\"C\"");
@@ -306,7 +309,7 @@ void Exporter::writeFlows() {
       prevTs = ts;
       beginEvent();
       w_.raw("{\"ts\":");
-      w_.micros(ts - origin_);
+      w_.micros(saturatingSub(ts, origin_));
       w_.raw(k == 0                 ? ",\"ph\":\"s\""
              : k + 1 < chain.size() ? ",\"ph\":\"t\""
                                     : ",\"ph\":\"f\",\"bp\":\"e\"");

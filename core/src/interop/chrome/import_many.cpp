@@ -6,6 +6,7 @@
 #include <string>
 
 #include "interop/merge/rank_merge.h"
+#include "trainscope/core/base/json_depth.h"
 #include "trainscope/core/interop/chrome_trace.h"
 
 namespace trainscope::core {
@@ -19,7 +20,7 @@ bool isTraceFileName(const std::string& n) {
 
 std::optional<RankId> rankFromDistributedInfo(const TraceStore& s) {
   auto it = s.metadata().find("distributedInfo");
-  if (it == s.metadata().end()) return std::nullopt;
+  if (it == s.metadata().end() || jsonNestedDeeperThan(it->second)) return std::nullopt;
   auto j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("rank") || !j["rank"].is_number_integer()) return std::nullopt;
   const int64_t r = j["rank"].get<int64_t>();

@@ -30,6 +30,10 @@ struct ChromeExportStats {
   uint64_t events = 0;  // trace events written (slices, instants, counters)
   uint64_t flows = 0;   // flow arrows written
   uint64_t lanes = 0;   // extra threads created for overlapping events
+  // Events that end before they start (a damaged or crafted session): written as instants at
+  // their start, never with a negative "dur" (issue 40). Durations and timestamps past what
+  // int64 ns can hold saturate instead of wrapping around.
+  uint64_t endBeforeStart = 0;
 };
 
 Result<ChromeExportStats> exportChromeTrace(const TraceStore& store, std::ostream& out,
