@@ -412,6 +412,50 @@ class TstTorchLive : public QObject {
     }
   }
 
+  // doctor on the torch-ddp demo (issue #36): a straggler injected into rank 1 (30 ms of Python
+  // spinning in a range "inject straggler" every step) is the rank that arrives last at DDP's
+  // bucket allreduces -- host time, since the package traces no compute on CPU; a hang injected
+  // into rank 1 at step 20 is named with its collective (rank 0 waits in step 20's bucket
+  // allreduce) and rank 1 inside "inject hang".
+  void doctorNamesStragglerAndHang() {
+    {
+      DemoJob job = startDemo({"--mode", "torch-ddp", "--steps", "100000", "--", "--inject",
+                               "straggler:rank=1,ms=30"},
+                              "dp.compression");
+      QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+      const Run doc = cli({"doctor", "--job", job.id, "--seconds", "3", "--json"});
+      QVERIFY(stopDemo(job));
+      QVERIFY2(doc.code == 0, qPrintable(doc.out + doc.err));
+      const QJsonObject j = QJsonDocument::fromJson(doc.out.toUtf8()).object();
+      const QJsonArray st = j["stragglers"].toArray();
+      QVERIFY2(!st.isEmpty(), qPrintable(doc.out));
+      const QJsonObject top = st[0].toObject();
+      QVERIFY2(top["rank"].toInt(-1) == 1 && top["cause"].toString() == "host" &&
+                   top["what"].toString() == "inject straggler" && top["late_ms"].toDouble() >= 15,
+               qPrintable(doc.out));
+      QVERIFY2(j["hang"].isNull(), qPrintable(doc.out));
+    }
+    DemoJob job = startDemo({"--mode", "torch-ddp", "--steps", "100000", "--", "--inject", "hang:rank=1,step=20"},
+                            "dp.compression");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    auto logText = [&] {
+      QFile f(job.log);
+      return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(logText().contains("rank 1 hangs before step 20"), 120000);
+    const Run doc = cli({"doctor", "--job", job.id, "--seconds", "2", "--hang-after", "1", "--json"});
+    QVERIFY(stopDemo(job));
+    QVERIFY2(doc.code == 0, qPrintable(doc.out + doc.err));
+    const QJsonObject hang = QJsonDocument::fromJson(doc.out.toUtf8()).object()["hang"].toObject();
+    QCOMPARE(hang["missing_ranks"].toArray(), QJsonArray({1}));
+    QCOMPARE(hang["waiting_ranks"].toArray(), QJsonArray({0}));
+    QVERIFY2(hang["op"].toString().startsWith("bucket allreduce") && hang["step"].toInt(-1) == 20,
+             qPrintable(doc.out));
+    const QJsonArray ranks = hang["ranks"].toArray();
+    QVERIFY2(ranks.size() == 1 && QJsonDocument(ranks[0].toObject()["stacks"].toArray()).toJson().contains("inject hang"),
+             qPrintable(doc.out));
+  }
+
   // `launch` starts a Python command torch-style (no mpirun): both ranks rendezvous, train with
   // the agent and exit 0, and launch returns 0.
   void launchStartsPythonRanksTorchStyle() {

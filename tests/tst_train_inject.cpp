@@ -90,6 +90,44 @@ class TstTrainInject : public QObject {
       named += v.toObject()["straggler"].toInt(-1) == 2;
     }
     qInfo("analyze: slowest rank %d; %d of %d steps name rank 2", s["slowest_rank"].toInt(-1), named, steps);
+    // Last-arrival attribution on the same recording (offline): rank 2, its compute.
+    const QJsonObject at = s["attribution"].toObject();
+    const QJsonArray offline = at["stragglers"].toArray();
+    QVERIFY2(!offline.isEmpty() && offline[0].toObject()["rank"].toInt(-1) == 2 &&
+                 offline[0].toObject()["cause"].toString() == "compute",
+             qPrintable(QJsonDocument(at).toJson()));
+  }
+
+  // `doctor` on the live job: the rank that arrives last at the collectives is rank 2, late by
+  // about the injected 20 ms, and the cause is its compute ("inject straggler"). Which rank and
+  // why must hold at any load; the lateness is only bounded below loosely (a rank descheduled
+  // on 2 cores may add to it, never take the 20 ms away).
+  void doctorNamesTheStraggler() {
+    DemoJob job = startDemo({"--ranks", "4", "--steps", "1000000", "--", "--inject", "straggler:rank=2,ms=20"},
+                            "dp.bucket_bytes");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    const Run doc = cli({"doctor", "--job", job.id, "--seconds", "3", "--json"});
+    const Run text = cli({"doctor", "--job", job.id, "--seconds", "1"});
+    QVERIFY(stopDemo(job));
+    QVERIFY2(doc.code == 0, qPrintable(doc.out + doc.err));
+    const QJsonObject j = QJsonDocument::fromJson(doc.out.toUtf8()).object();
+    const QJsonArray stragglers = j["stragglers"].toArray();
+    QVERIFY2(!stragglers.isEmpty(), qPrintable(doc.out));
+    const QJsonObject top = stragglers[0].toObject();
+    QVERIFY2(top["rank"].toInt(-1) == 2 && top["cause"].toString() == "compute" &&
+                 top["what"].toString() == "inject straggler" && top["late_ms"].toDouble() >= 10 &&
+                 !top["steps"].toArray().isEmpty(),
+             qPrintable(doc.out));
+    // Most steps of the window name rank 2 (each step with a late arrival names one rank).
+    int named = 0, steps = 0;
+    for (const auto& v : j["per_step"].toArray()) {
+      ++steps;
+      named += v.toObject()["rank"].toInt(-1) == 2;
+    }
+    QVERIFY2(steps > 0 && named * 2 > steps, qPrintable(QString("%1 of %2 steps name rank 2").arg(named).arg(steps)));
+    QVERIFY2(j["hang"].isNull(), qPrintable(doc.out));
+    QVERIFY2(text.code == 0 && text.out.contains("rank 2") && text.out.contains("hang: none"),
+             qPrintable(text.out + text.err));
   }
 
   void hangStopsTheJobAndTheAgentsAnswer() {
@@ -103,9 +141,26 @@ class TstTrainInject : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(logText().contains("rank 3 hangs before step 30"), 60000);
     // Hung, and every rank's agent still lists the knobs (the hung rank's too).
     const Run knobs = cli({"knobs", "--job", job.id, "--json"});
+    // doctor: the collective of step 30 that ranks 0-2 wait in, rank 3 never entered it, and
+    // rank 3's thread is in the range "inject hang".
+    const Run doc = cli({"doctor", "--job", job.id, "--seconds", "2", "--hang-after", "1", "--json"});
     const bool stopped = stopDemo(job);
     QVERIFY2(knobs.code == 0 && knobs.out.contains("dp.bucket_bytes"), qPrintable(knobs.out + knobs.err));
     QVERIFY(stopped);
+    QVERIFY2(doc.code == 0, qPrintable(doc.out + doc.err));
+    const QJsonObject hang = QJsonDocument::fromJson(doc.out.toUtf8()).object()["hang"].toObject();
+    QVERIFY2(!hang.isEmpty(), qPrintable(doc.out));
+    QCOMPARE(hang["missing_ranks"].toArray(), QJsonArray({3}));
+    QCOMPARE(hang["waiting_ranks"].toArray(), QJsonArray({0, 1, 2}));
+    QVERIFY2(hang["op"].toString().startsWith("bucket allreduce") && hang["step"].toInt(-1) == 30 &&
+                 hang["seq"].toInt(-1) >= 0,
+             qPrintable(doc.out));
+    const QJsonArray ranks = hang["ranks"].toArray();
+    QVERIFY2(ranks.size() == 1 && ranks[0].toObject()["rank"].toInt(-1) == 3, qPrintable(doc.out));
+    const QJsonObject r3 = ranks[0].toObject();
+    const QString stacks = QJsonDocument(r3["stacks"].toArray()).toJson();
+    QVERIFY2(stacks.contains("inject hang") && stacks.contains("step 30"), qPrintable(doc.out));
+    QVERIFY2(!r3["last_events"].toArray().isEmpty(), qPrintable(doc.out));
   }
 };
 

@@ -93,6 +93,14 @@ std::vector<Message> allMessages() {
   v.push_back(Stats{1, 2, 3, 4, 5, 6, 7, 8, -9});
   v.push_back(Bye{});
   v.push_back(Unsubscribe{});
+  v.push_back(InspectRequest{});
+  Inspect in;
+  in.agentNs = 123456789;
+  in.currentStep = 7;
+  in.open.push_back({42, EventKind::Collective, "bucket allreduce", 1000, 7, 0, 4096, 21});
+  in.open.push_back({43, EventKind::Range, "inject hang", 900, 7, -1, -1, -1});
+  in.threads.push_back({42, "trainscope-trai", "S", "futex_wait_queue", "futex"});
+  v.push_back(in);
   return v;
 }
 
@@ -147,6 +155,13 @@ std::vector<Message> fullMessages() {
   v.push_back(Stats{1, 2, 3, 4, 5, 6, 0x01020304, 8, -9});
   v.push_back(Bye{});
   v.push_back(Unsubscribe{});
+  v.push_back(InspectRequest{});
+  Inspect in;
+  in.agentNs = -0x0102030405060708;
+  in.currentStep = -11;
+  in.open.push_back({-1, EventKind::P2PRecv, "r", -2, -3, -4, -5, -6});
+  in.threads.push_back({-7, "n", "S", "w", "s"});
+  v.push_back(in);
   return v;
 }
 
@@ -181,6 +196,11 @@ const char* const kGoldenFrames[] = {
     "000000000600000000000000040302010800000000000000f7ffffffffffffff",
     "54535750020010000000000000000000",
     "54535750020011000000000000000000",
+    // InspectRequest and Inspect (doctor), added in protocol version 2 as new message types.
+    "54535750020012000000000000000000",
+    "54535750020013006a00000000000000f8f8f9fafbfcfdfef5ffffffffffffff01000000ffffffffffffffff050100000072fefffffff"
+    "ffffffffdfffffffffffffffcfffffffffffffffbfffffffffffffffaffffffffffffff01000000f9ffffffffffffff010000006e01"
+    "0000005301000000770100000073",
 };
 
 std::vector<uint8_t> unhex(std::string_view h) {
@@ -243,7 +263,7 @@ class TstWire : public QObject {
  private slots:
   void roundTripEveryType() {
     const auto msgs = allMessages();
-    QCOMPARE(msgs.size(), size_t{17});
+    QCOMPARE(msgs.size(), size_t{19});
     std::vector<uint8_t> stream;
     for (const auto& m : msgs) encode(m, stream);
     std::string err;
@@ -394,7 +414,7 @@ class TstWire : public QObject {
   }
 
   void unknownType() {
-    for (uint16_t t : {0, 18, 999, 65535}) {
+    for (uint16_t t : {0, 20, 999, 65535}) {
       const auto h = header(kMagic, kProtocolVersion, t, 0, 0);
       const std::string e = errorOf(h);
       QVERIFY2(e.find("unknown message type") != std::string::npos, e.c_str());

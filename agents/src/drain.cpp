@@ -90,6 +90,10 @@ void Drain::run() {
         // few records at a time.
         busy = n >= kPassRecords;
         sinceSleep += n;
+        if (n > 0) openDirty_ = true;
+        // What is open changes with every record; snapshot it at most every 50 ms while records
+        // flow, and at once when they stop (a hung rank's last state is the one that matters).
+        if (openDirty_ && (n == 0 || nowNs() - openPublishedNs_ >= 50'000'000)) publishOpen(nowNs());
       }
       const int64_t now = nowNs();
       if (!batch_.events.empty() &&
@@ -405,6 +409,9 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       bb.bytes = r.a ? r.a : q.readyBytes;
       bb.algorithm = r.name;
       bb.track = commTrack(ring, st);
+      bb.tid = ring.tid;
+      bb.step = st.steps.empty() ? -1 : static_cast<int64_t>(st.steps.back().a);
+      bb.seq = bucketSeq_++;
       q.readyNs = -1;
       q.readyBytes = 0;
       if (q.begins.size() >= kMaxOpenBucketOps) q.begins.pop_front();
@@ -472,6 +479,68 @@ void Drain::handle(ThreadRing& ring, ThreadState& st, const Record& r) {
       break;
     }
   }
+}
+
+void Drain::publishOpen(int64_t now) {
+  openDirty_ = false;
+  openPublishedNs_ = now;
+  std::vector<OpenSnap>& v = openScratch_;
+  v.clear();
+  auto push = [&v](const OpenSnap& o) {
+    if (v.size() < kMaxOpenSnap) v.push_back(o);
+  };
+  for (const auto& [ring, st] : states_) {
+    const int64_t step = st.steps.empty() ? -1 : static_cast<int64_t>(st.steps.back().a);
+    for (const Open& o : st.steps) push({ring->tid, EventKind::Step, sStep_, o.ts, static_cast<int64_t>(o.a)});
+    for (const Open& o : st.phases) push({ring->tid, EventKind::Phase, o.name, o.ts, step});
+    for (const Open& o : st.ranges) push({ring->tid, EventKind::Range, o.name, o.ts, step});
+    for (const Open& o : st.mbs) {
+      static constexpr EventKind kinds[3] = {EventKind::MicroBatchF, EventKind::MicroBatchB, EventKind::MicroBatchW};
+      push({ring->tid, kinds[(o.sub & 3) % 3], o.name, o.ts, step});
+    }
+    for (const Open& o : st.kernels) push({ring->tid, EventKind::Kernel, o.name, o.ts, step});
+    for (const Open& o : st.comms) {
+      static constexpr EventKind kinds[3] = {EventKind::Collective, EventKind::P2PSend, EventKind::P2PRecv};
+      push({ring->tid, kinds[(o.sub & 3) % 3], o.name, o.ts, step, -1, static_cast<int64_t>(o.a)});
+    }
+  }
+  for (const auto& [id, o] : openById_) push({0, EventKind::Range, o.name, o.ts, -1});
+  for (const auto& [bucket, q] : buckets_) {
+    // Begins still waiting for their end; paired ones left the queue.
+    for (size_t i = q.ends.size(); i < q.begins.size(); ++i) {
+      const BucketBegin& b = q.begins[i];
+      push({b.tid, EventKind::Collective, sBucketComm_, b.commNs, b.step, bucket, static_cast<int64_t>(b.bytes),
+            static_cast<int64_t>(b.seq)});
+    }
+  }
+  std::sort(v.begin(), v.end(), [](const OpenSnap& a, const OpenSnap& b) { return a.ts < b.ts; });
+  std::lock_guard lock(openMu_);
+  openSnap_.swap(v);
+}
+
+std::vector<core::wire::OpenOp> Drain::openOps() const {
+  std::vector<OpenSnap> snap;
+  {
+    std::lock_guard lock(openMu_);
+    snap = openSnap_;
+  }
+  std::vector<core::wire::OpenOp> out;
+  out.reserve(snap.size());
+  const StringTable& strings = StringTable::instance();
+  for (const OpenSnap& o : snap) {
+    core::wire::OpenOp op;
+    op.tid = o.tid;
+    op.kind = o.kind;
+    op.name = strings.text(o.name);
+    if (op.name.size() > 256) op.name.resize(256);
+    op.startNs = o.ts;
+    op.step = o.step;
+    op.bucket = o.bucket;
+    op.bytes = o.bytes;
+    op.seq = o.seq;
+    out.push_back(std::move(op));
+  }
+  return out;
 }
 
 void Drain::resetBatch() {

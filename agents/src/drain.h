@@ -38,6 +38,10 @@ class Drain {
   void flushNow();
   // TSC calibration pairs taken since start (0 in monotonic mode).
   uint64_t calibrations() const { return calibrations_.load(std::memory_order_relaxed); }
+  // The operations begun and not ended, as of the drain's last pass that saw a change (at most
+  // ~50 ms old while records flow; current once they stop), oldest first, names resolved: what
+  // `doctor` asks a hung rank (Inspect). Called by the server thread; a mutex held for a copy.
+  std::vector<core::wire::OpenOp> openOps() const;
 
  private:
   struct Open {
@@ -60,6 +64,8 @@ class Drain {
   // per-bucket FIFOs and pair in time order (bucketPair), never "the latest begin".
   struct BucketBegin {
     int64_t readyNs = -1, commNs = -1;
+    int64_t tid = 0, step = -1;
+    uint64_t seq = 0;  // bucket collectives this process began before it
     uint64_t bytes = 0;
     uint32_t track = 0;
     uint32_t algorithm = 0;  // string id, 0: none
@@ -95,6 +101,7 @@ class Drain {
   core::wire::WireEvent& add(uint32_t track, core::EventKind kind, int64_t start, int64_t end,
                              uint32_t name);
   void resetBatch();
+  void publishOpen(int64_t now);  // snapshot of what is open, for openOps() (under flushMu_)
   void waitForNudge(uint32_t seen, std::chrono::milliseconds timeout);
   void publish();
 
@@ -139,6 +146,20 @@ class Drain {
   int64_t newestNs_ = 0;
   int64_t batchStartedNs_ = 0;
   core::wire::EventBatch batch_;
+  // What is open, for Inspect: written by the drain under openMu_, copied by the server thread.
+  struct OpenSnap {
+    int64_t tid = 0;
+    core::EventKind kind = core::EventKind::Range;
+    uint32_t name = 0;
+    int64_t ts = 0, step = -1, bucket = -1, bytes = -1, seq = -1;
+  };
+  static constexpr size_t kMaxOpenSnap = 512;
+  mutable std::mutex openMu_;
+  std::vector<OpenSnap> openSnap_;
+  std::vector<OpenSnap> openScratch_;
+  bool openDirty_ = false;
+  int64_t openPublishedNs_ = 0;
+  uint64_t bucketSeq_ = 0;
   // Names the drain gives events itself.
   uint32_t sStep_, sPhase_[3], sMb_[3], sBucket_, sBucketComm_, sBytesSent_, sBytesReceived_;
 };

@@ -1,10 +1,15 @@
 #include "runtime.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <string>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -90,6 +95,92 @@ void disarmTermCleanup() {
 }
 }  // namespace
 
+namespace {
+// The name of a system call number, for the ones a blocked training process sits in.
+std::string syscallName(long nr) {
+#if defined(__x86_64__)
+  switch (nr) {
+    case 0: return "read";
+    case 1: return "write";
+    case 7: return "poll";
+    case 17: return "pread64";
+    case 23: return "select";
+    case 24: return "sched_yield";
+    case 35: return "nanosleep";
+    case 43: return "accept";
+    case 44: return "sendto";
+    case 45: return "recvfrom";
+    case 46: return "sendmsg";
+    case 47: return "recvmsg";
+    case 61: return "wait4";
+    case 202: return "futex";
+    case 230: return "clock_nanosleep";
+    case 232: return "epoll_wait";
+    case 270: return "pselect6";
+    case 271: return "ppoll";
+    case 281: return "epoll_pwait";
+    case 288: return "accept4";
+    case 441: return "epoll_pwait2";
+    default: break;
+  }
+#elif defined(__aarch64__)
+  switch (nr) {
+    case 63: return "read";
+    case 64: return "write";
+    case 73: return "ppoll";
+    case 98: return "futex";
+    case 101: return "nanosleep";
+    case 115: return "clock_nanosleep";
+    case 22: return "epoll_pwait";
+    case 207: return "recvfrom";
+    case 206: return "sendto";
+    default: break;
+  }
+#endif
+  return "syscall " + std::to_string(nr);
+}
+
+std::string readSmallFile(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "re")) {
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof buf, f);
+    std::fclose(f);
+    out.assign(buf, n);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\0')) out.pop_back();
+  return out;
+}
+
+// This process's threads as the kernel shows them (at most 256). Reading /proc of our own
+// threads stops nobody: no signal, no ptrace.
+std::vector<wire::ThreadInfo> readThreads() {
+  std::vector<wire::ThreadInfo> out;
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    if (out.size() >= 256) break;
+    const std::string dir = std::string("/proc/self/task/") + e->d_name;
+    wire::ThreadInfo t;
+    t.tid = std::atoll(e->d_name);
+    t.name = readSmallFile(dir + "/comm");
+    // stat: "tid (comm) S ..." -- the state follows the last ')'.
+    const std::string stat = readSmallFile(dir + "/stat");
+    if (const size_t p = stat.rfind(')'); p != std::string::npos && p + 2 < stat.size()) t.state = stat.substr(p + 2, 1);
+    t.wchan = readSmallFile(dir + "/wchan");
+    if (t.wchan == "0") t.wchan.clear();
+    const std::string sc = readSmallFile(dir + "/syscall");  // "nr args...", "running" or "-1 ..."
+    if (!sc.empty() && sc[0] >= '0' && sc[0] <= '9') t.syscall = syscallName(std::atol(sc.c_str()));
+    out.push_back(std::move(t));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const wire::ThreadInfo& a, const wire::ThreadInfo& b) { return a.tid < b.tid; });
+  return out;
+}
+
+}  // namespace
+
 Runtime::Runtime(Config cfg)
     : cfg_(std::move(cfg)), hub_(hubConfig(cfg_)), drain_(hub_, DrainConfig{}),
       server_(hub_, cfg_, ServerHooks{
@@ -101,7 +192,8 @@ Runtime::Runtime(Config cfg)
                               [](const wire::SetKnob& s) {
                                 return KnobRegistry::instance().receive(
                                     s, globals().worldSize.load(), globals().agreeFn.load() != nullptr);
-                              }}) {}
+                              },
+                              [this] { return inspect(); }}) {}
 
 Runtime::~Runtime() { stop(); }
 
@@ -170,6 +262,19 @@ wire::JobInfo Runtime::jobInfo() const {
   j.agentVersion = TRAINSCOPE_VERSION;
   j.clockDomain = "monotonic";
   return j;
+}
+
+wire::Inspect Runtime::inspect() {
+  const int64_t now = nowNs();
+  if (inspectAtNs_ != 0 && now - inspectAtNs_ < 100'000'000) return lastInspect_;
+  wire::Inspect in;
+  in.agentNs = now;
+  in.currentStep = globals().currentStep.load();
+  in.open = drain_.openOps();
+  in.threads = readThreads();
+  lastInspect_ = in;
+  inspectAtNs_ = now;
+  return in;
 }
 
 wire::Stats Runtime::stats() const {

@@ -27,6 +27,9 @@ class Runtime {
   Hub& hub() { return hub_; }
   Server& server() { return server_; }
   core::wire::Stats stats() const;
+  // What the rank is doing now (doctor): open operations and its threads' kernel states; the
+  // answer is reused for 100 ms, so a client that floods requests costs the server little.
+  core::wire::Inspect inspect();
 
  private:
   core::wire::JobInfo jobInfo() const;
@@ -38,6 +41,8 @@ class Runtime {
   Server server_;
   core::discovery::Entry entry_;
   bool entryWritten_ = false;
+  core::wire::Inspect lastInspect_;  // the server thread's, reused for 100 ms
+  int64_t inspectAtNs_ = 0;
 };
 
 // Process-wide state shared by the C API and the runtime.

@@ -460,6 +460,8 @@ bool Server::handle(Client& c, wire::Message& m) {
     send(c, wire::Pong{p->clientSendNs, nowNs()});
   } else if (std::holds_alternative<wire::StatsRequest>(m)) {
     send(c, hooks_.stats());
+  } else if (std::holds_alternative<wire::InspectRequest>(m)) {
+    send(c, hooks_.inspect ? hooks_.inspect() : wire::Inspect{});
   } else if (auto* sub = std::get_if<wire::Subscribe>(&m)) {
     if (!c.subscribed) hub_.subscribe(c.out, sub->history);
     c.subscribed = true;

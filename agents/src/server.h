@@ -25,6 +25,7 @@ struct ServerHooks {
   std::function<core::wire::Stats()> stats;
   std::function<core::wire::KnobList()> knobList;
   std::function<core::wire::KnobAck(const core::wire::SetKnob&)> setKnob;
+  std::function<core::wire::Inspect()> inspect;  // empty: InspectRequest is answered with an empty Inspect
 };
 
 class Server {

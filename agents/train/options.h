@@ -75,7 +75,8 @@ struct Injection {
   int64_t step = -1;
   // Whether it acts on `rank` at `step`.
   bool at(int r, int64_t s) const {
-    return r == rank && (kind == Kind::Hang ? s == step : every > 0 && s % every == 0);
+    // A hang, or a straggler / slow loader with step=S, acts at that one step; else every N steps.
+    return r == rank && (kind == Kind::Hang || step >= 0 ? s == step : every > 0 && s % every == 0);
   }
 };
 // Parses one --inject spec; an error message (naming the spec) when it is not one.

@@ -210,11 +210,16 @@ void Trainer::injectFaults(int64_t step) {
         ts_range_pop();
         break;
       }
-      case Injection::Kind::Hang:
+      case Injection::Kind::Hang: {
+        // Inside a range, as a real stall (a data loader, a deadlock) would be: `doctor` shows it
+        // open on this rank's thread.
+        static const uint32_t name = ts_name("inject hang");
+        ts_range_push(name);
         std::fprintf(stderr, "trainscope-train: rank %d hangs before step %lld (--inject); kill the job to end it\n",
                      rank_, static_cast<long long>(step));
         std::fflush(stderr);
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
     }
   }
 }

@@ -6,7 +6,10 @@
 
 #include "commands.h"
 #include "load.h"
+#include <nlohmann/json.hpp>
+
 #include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/analysis/stragglers.h"
 
 namespace trainscope::cli {
 namespace {
@@ -98,14 +101,31 @@ void printText(const core::AnalysisResult& r) {
   }
 }
 
+void printAttribution(const core::StragglerReport& s) {
+  if (s.matchedCollectives == 0) return;
+  std::printf("\nlast arrivals  %d collectives matched over %d steps; late = more than %s ms after the others\n",
+              s.matchedCollectives, s.steps, fmt(s.thresholdMs).c_str());
+  for (const core::Straggler& g : s.stragglers)
+    std::printf("  rank %-4d last in %zu step(s), late %s ms (max %s), cause %s%s%s\n", g.rank, g.steps.size(),
+                fmt(g.lateMs).c_str(), fmt(g.maxLateMs).c_str(), g.cause.c_str(), g.what.empty() ? "" : ": ",
+                g.what.c_str());
+}
+
 int runAnalyze(const AnalyzeOptions& o) {
   auto store = loadTrace(o.file);
   if (!store) return fail(store.status());
   const core::AnalysisResult result = core::analyzeStore(store.value());
-  if (o.json)
-    std::cout << core::analysisToJson(result) << "\n";
-  else
+  // Who arrived last at the collectives, per step, and why (the same attribution as `doctor`).
+  const core::StragglerReport attribution = core::findStragglers(store.value());
+  if (o.json) {
+    using J = nlohmann::ordered_json;
+    J j = J::parse(core::analysisToJson(result));
+    j["stragglers"]["attribution"] = J::parse(core::stragglerReportJson(attribution));
+    std::cout << j.dump(2, ' ', false, J::error_handler_t::replace) << "\n";
+  } else {
     printText(result);
+    printAttribution(attribution);
+  }
   return kExitOk;
 }
 

@@ -30,6 +30,8 @@ void addJobsCommand(CLI::App& app, Runner& run);
 void addRecordCommand(CLI::App& app, Runner& run);
 void addKnobsCommand(CLI::App& app, Runner& run);
 void addSetCommand(CLI::App& app, Runner& run);
+// Stragglers and hangs of a running job (core/analysis/stragglers.h, core/live/hang.h).
+void addDoctorCommand(CLI::App& app, Runner& run);
 void addLaunchCommand(CLI::App& app, Runner& run);
 void addDemoCommand(CLI::App& app, Runner& run);
 // What-if, autotune (docs/TUNING.md).

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   addRecordCommand(app, run);
   addKnobsCommand(app, run);
   addSetCommand(app, run);
+  addDoctorCommand(app, run);
   addWhatIfCommand(app, run);
   addTuneCommand(app, run);
   addCompareCommand(app, run);

@@ -83,7 +83,73 @@ def parse(argv=None):
                    help="rank 0 writes bytes per step sent/received on its TCP sockets (measured) and as the hook "
                         "computes them, over steps --wire-from .. the end")
     p.add_argument("--wire-from", type=int, default=20)
-    return p.parse_args(argv)
+    p.add_argument("--inject", action="append", default=[], metavar="SPEC",
+                   help="a fault, as trainscope-train's --inject: straggler:rank=R,ms=X[,every=N], "
+                        "slow-loader:rank=R,ms=X[,every=N] or hang:rank=R,step=S (repeatable)")
+    a = p.parse_args(argv)
+    try:
+        a.inject = [parse_injection(x) for x in a.inject]
+    except ValueError as e:
+        p.error(str(e))
+    return a
+
+
+def parse_injection(spec):
+    """trainscope-train's --inject grammar (docs/TRAINER.md, "Faults to inject")."""
+    kind, _, rest = spec.partition(":")
+    if kind not in ("straggler", "slow-loader", "hang"):
+        raise ValueError("--inject '%s': the kind must be straggler, hang or slow-loader" % spec)
+    allowed = {"straggler": ("rank", "ms", "every", "step"), "slow-loader": ("rank", "ms", "every", "step"),
+               "hang": ("rank", "step")}[kind]
+    inj = {"kind": kind, "rank": None, "ms": 0, "every": 1, "step": -1}
+    for kv in filter(None, rest.split(",")):
+        k, _, v = kv.partition("=")
+        if k not in allowed:
+            raise ValueError("--inject '%s': unknown key '%s' for %s" % (spec, k, kind))
+        try:
+            inj[k] = int(v)
+        except ValueError:
+            raise ValueError("--inject '%s': '%s' must be a whole number" % (spec, k))
+    if inj["rank"] is None or inj["rank"] < 0:
+        raise ValueError("--inject '%s': rank=R (>= 0) is required" % spec)
+    if kind != "hang" and inj["ms"] <= 0:
+        raise ValueError("--inject '%s': ms=X (> 0) is required" % spec)
+    if kind == "hang" and inj["step"] < 0:
+        raise ValueError("--inject '%s': step=S is required" % spec)
+    if inj["every"] <= 0:
+        raise ValueError("--inject '%s': every=N must be > 0" % spec)
+    return inj
+
+
+def inject_faults(injections, rank, step, ts):
+    """Runs the faults due at this rank and step, inside the step (after step_begin), as
+    trainscope-train does: a straggler spins the CPU, a slow loader sleeps, a hang sleeps forever;
+    each inside a range of its own name, so that traces and `doctor` show it."""
+    for inj in injections:
+        if inj["rank"] != rank:
+            continue
+        if inj["kind"] == "hang":
+            if step != inj["step"]:
+                continue
+            if ts is not None:
+                ts.range_push("inject hang")
+            print("torch-ddp demo: rank %d hangs before step %d (--inject); kill the job to end it" % (rank, step),
+                  file=sys.stderr, flush=True)
+            while True:
+                time.sleep(1)
+        if (inj["step"] >= 0 and step != inj["step"]) or (inj["step"] < 0 and step % inj["every"]):
+            continue
+        name = "inject straggler" if inj["kind"] == "straggler" else "inject slow data loader"
+        if ts is not None:
+            ts.range_push(name)
+        until = time.perf_counter() + inj["ms"] / 1000.0
+        if inj["kind"] == "straggler":
+            while time.perf_counter() < until:
+                pass
+        else:
+            time.sleep(inj["ms"] / 1000.0)
+        if ts is not None:
+            ts.range_pop()
 
 
 def main(argv=None):
@@ -160,6 +226,8 @@ def main(argv=None):
         c0 = time.process_time()
         if ts is not None:
             ts.step_begin(s)
+        if a.inject:
+            inject_faults(a.inject, rank, s, ts)
         x = torch.randn(a.batch, a.inputs, generator=gen, device=dev)
         with torch.no_grad():
             y = teacher(x).argmax(dim=1)

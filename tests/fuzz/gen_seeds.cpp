@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
       wire::JobInfo{"job", 0, 4, 0, "host", 42, 1000, -1, "0.1.0", "monotonic"}, wire::ErrorMsg{3, "bad"},
       wire::Subscribe{true}, batch, wire::KnobListRequest{}, kl, wire::SetKnob{1, "dp.algorithm", "tree"},
       wire::KnobAck{1, true, true, 10, ""}, wire::Ping{123}, wire::Pong{123, 456}, wire::StatsRequest{},
-      wire::Stats{1, 2, 3, 4, 5, 6, 7, 8, 9}, wire::Bye{}, wire::Unsubscribe{}};
+      wire::Stats{1, 2, 3, 4, 5, 6, 7, 8, 9}, wire::Bye{}, wire::Unsubscribe{}, wire::InspectRequest{},
+      wire::Inspect{1, 2, {{3, EventKind::Collective, "c", 4, 5, 6, 7, 8}}, {{9, "t", "S", "futex_wait", "futex"}}}};
   for (size_t i = 0; i < all.size(); ++i)
     writeFile(out / "wire" / ("gen-" + std::to_string(static_cast<int>(wire::typeOf(all[i])))), frames({all[i]}));
 
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     return b;
   };
   writeFile(out / "agent_server" / "gen-unix-hello",
-            session(0, {hello, wire::KnobListRequest{}, wire::StatsRequest{}, wire::Ping{1}, wire::Bye{}}));
+            session(0, {hello, wire::KnobListRequest{}, wire::StatsRequest{}, wire::InspectRequest{}, wire::Ping{1}, wire::Bye{}}));
   writeFile(out / "agent_server" / "gen-unix-set",
             session(1, {wire::SetKnob{1, "dp.algorithm", "tree"}, wire::SetKnob{2, "dp.bucket_bytes", "4096"},
                         wire::SetKnob{3, "opt.lr_scale", "0.5"}, wire::SetKnob{4, "dp.overlap", "false"},

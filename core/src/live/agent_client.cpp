@@ -255,6 +255,13 @@ Result<Stats> AgentClient::stats() {
   return std::get<Stats>(std::move(m).value());
 }
 
+Result<Inspect> AgentClient::inspect() {
+  if (Status s = send(InspectRequest{}); !s.isOk()) return s;
+  auto m = waitFor([](const Message& x) { return std::holds_alternative<Inspect>(x); }, timeoutMs_, "Inspect");
+  if (!m) return m.status();
+  return std::get<Inspect>(std::move(m).value());
+}
+
 Result<ClockSync> AgentClient::estimateClockOffset(int pings) {
   // NTP-style: the agent's reading is assumed to lie at the midpoint of the round trip, which
   // is off by at most rtt/2; the fastest round trip gives the tightest bound.

@@ -103,7 +103,7 @@ void putHeader(std::vector<uint8_t>& out, size_t at, MsgType type, uint32_t leng
 
 MsgType typeOf(const Message& m) {
   // The variant's alternatives are declared in MsgType order (JobInfo is the Welcome payload).
-  static_assert(std::variant_size_v<Message> == static_cast<size_t>(MsgType::Unsubscribe));
+  static_assert(std::variant_size_v<Message> == static_cast<size_t>(MsgType::Inspect));
   static_assert(std::is_same_v<std::variant_alternative_t<3, Message>, JobInfo>);
   static_assert(std::is_same_v<std::variant_alternative_t<6, Message>, EventBatch>);
   return static_cast<MsgType>(m.index() + 1);

@@ -161,6 +161,32 @@ void fields(V& v, Of<Stats> auto& m) {
   v(m.batchesDroppedForSlowClients);
   v(m.currentStep);
 }
+template <class V>
+void fields(V& v, Of<OpenOp> auto& m) {
+  v(m.tid);
+  v(m.kind);
+  v(m.name);
+  v(m.startNs);
+  v(m.step);
+  v(m.bucket);
+  v(m.bytes);
+  v(m.seq);
+}
+template <class V>
+void fields(V& v, Of<ThreadInfo> auto& m) {
+  v(m.tid);
+  v(m.name);
+  v(m.state);
+  v(m.wchan);
+  v(m.syscall);
+}
+template <class V>
+void fields(V& v, Of<Inspect> auto& m) {
+  v(m.agentNs);
+  v(m.currentStep);
+  v(m.open, "open operations");
+  v(m.threads, "threads");
+}
 
 // The values the decoder accepts for each enum (all are one byte on the wire).
 struct EnumSpec {
@@ -284,7 +310,7 @@ constexpr auto decoders = makeDecoders(std::make_index_sequence<std::variant_siz
 }  // namespace
 
 bool isKnownType(uint16_t type) {
-  return type >= static_cast<uint16_t>(MsgType::Hello) && type <= static_cast<uint16_t>(MsgType::Unsubscribe);
+  return type >= static_cast<uint16_t>(MsgType::Hello) && type <= static_cast<uint16_t>(MsgType::Inspect);
 }
 
 void encodePayload(const Message& m, std::vector<uint8_t>& out) {

@@ -63,6 +63,8 @@ class AgentClient {
   // Waits for the KnobAck of changeSeq with applied = true (or a refusal).
   Result<wire::KnobAck> waitForApplied(uint64_t changeSeq, int timeoutMs);
   Result<wire::Stats> stats();
+  // What the rank is doing now: its open operations and its threads' states (doctor).
+  Result<wire::Inspect> inspect();
   Result<ClockSync> estimateClockOffset(int pings = 32);
 
   Status subscribe(bool history);

@@ -55,6 +55,8 @@ enum class MsgType : uint16_t {
   Stats = 15,
   Bye = 16,
   Unsubscribe = 17,
+  InspectRequest = 18,  // client -> agent: what is this rank doing right now (doctor)
+  Inspect = 19,         // agent -> client: the operations begun and not ended, the threads' states
 };
 
 struct Hello {
@@ -241,9 +243,47 @@ struct Bye {
   bool operator==(const Bye&) const = default;
 };
 
+struct InspectRequest {
+  bool operator==(const InspectRequest&) const = default;
+};
+// An operation a thread of the rank began and has not ended (a step, phase, range, kernel,
+// collective, point-to-point transfer, micro-batch op or bucket collective), as the agent's drain
+// thread last saw it: what `doctor` reads to name the collective a hung job waits in.
+struct OpenOp {
+  int64_t tid = 0;  // the thread that began it
+  EventKind kind = EventKind::Range;
+  std::string name;
+  int64_t startNs = 0;  // agent clock
+  int64_t step = -1;    // the rank's step when it began (-1: none)
+  int64_t bucket = -1;  // bucket collectives
+  int64_t bytes = -1;
+  int64_t seq = -1;  // bucket collectives: how many this process began before it (all ranks alike)
+
+  bool operator==(const OpenOp&) const = default;
+};
+// One thread of the rank as the kernel shows it (/proc/self/task/TID): read by the agent's own
+// server thread; the job's threads are never stopped or signalled.
+struct ThreadInfo {
+  int64_t tid = 0;
+  std::string name;
+  std::string state;    // R running, S sleeping, D disk wait, ...
+  std::string wchan;    // the kernel function it sleeps in ("" when running or unknown)
+  std::string syscall;  // the system call it is blocked in ("futex", "clock_nanosleep", ...; "" when none)
+
+  bool operator==(const ThreadInfo&) const = default;
+};
+struct Inspect {
+  int64_t agentNs = 0;  // the agent clock when the answer was made
+  int64_t currentStep = -1;
+  std::vector<OpenOp> open;  // oldest first; at most a few hundred
+  std::vector<ThreadInfo> threads;  // at most 256
+
+  bool operator==(const Inspect&) const = default;
+};
+
 using Message =
     std::variant<Hello, Challenge, Auth, JobInfo, ErrorMsg, Subscribe, EventBatch, KnobListRequest, KnobList,
-                 SetKnob, KnobAck, Ping, Pong, StatsRequest, Stats, Bye, Unsubscribe>;
+                 SetKnob, KnobAck, Ping, Pong, StatsRequest, Stats, Bye, Unsubscribe, InspectRequest, Inspect>;
 
 MsgType typeOf(const Message& m);
 
