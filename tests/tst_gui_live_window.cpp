@@ -6,6 +6,7 @@
 // model and the analysis stay consistent with what is in memory; the status bar says so.
 #include <QLabel>
 #include <QStatusBar>
+#include <QTreeWidget>
 #include <QtTest>
 
 #include <algorithm>
@@ -261,6 +262,58 @@ class TstGuiLiveWindow : public QObject {
     const int64_t width = t->zoom().width();
     QVERIFY2(width <= chosen + chosen / 100 + 1 && width >= std::min(chosen, held) * 9 / 10,
              qPrintable(QString("width %1, chosen %2, held %3").arg(width).arg(chosen).arg(held)));
+    v->detach();
+  }
+
+  // Issue #36 in the GUI: on a 4-rank job with a straggler on rank 2 (20 ms of compute every
+  // step) that hangs on rank 3 at step 150, the Analysis dock's "who is slow" names rank 2
+  // (compute, "inject straggler"), and once the job is hung a banner above the timeline names
+  // step 150's collective and rank 3 as the rank that never entered it; its link shows rank 3.
+  void whoIsSlowAndTheHangBanner() {
+    live_test::DemoJob job = live_test::startDemo(
+        {"--ranks", "4", "--steps", "1000000", "--", "--inject", "straggler:rank=2,ms=20", "--inject",
+         "hang:rank=3,step=150"},
+        "dp.bucket_bytes");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    struct Stop {
+      live_test::DemoJob& j;
+      ~Stop() { live_test::stopDemo(j); }
+    } stop{job};
+    app::MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QString error;
+    QVERIFY2(w.attachJob(job.id, &error), qPrintable(error));
+    app::SessionView* v = w.currentView();
+    QVERIFY(v);
+    auto topIsRank2 = [v] {
+      auto s = v->stragglers();
+      return s && !s->stragglers.empty() && s->stragglers.front().rank == 2;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(topIsRank2(), 120000);
+    QCOMPARE(QString::fromStdString(v->stragglers()->stragglers.front().cause), QString("compute"));
+    QCOMPARE(QString::fromStdString(v->stragglers()->stragglers.front().what), QString("inject straggler"));
+    auto* list = w.findChild<QTreeWidget*>("whoIsSlow");
+    QVERIFY(list);
+    QTRY_VERIFY_WITH_TIMEOUT(list->topLevelItemCount() > 0 && list->topLevelItem(0)->text(0) == "rank 2", 30000);
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-who-is-slow.png");
+    // The hang: events stop, the ranks are asked, the banner names the collective and rank 3.
+    QTRY_VERIFY_WITH_TIMEOUT(v->hang().has_value(), 180000);
+    const core::HangReport& h = *v->hang();
+    QCOMPARE(h.missingRanks, std::vector<core::RankId>({3}));
+    QCOMPARE(h.waitingRanks, std::vector<core::RankId>({0, 1, 2}));
+    QCOMPARE(h.step, int64_t{150});
+    auto* banner = v->findChild<QLabel*>("hangBanner");
+    QVERIFY(banner && banner->isVisible());
+    QVERIFY2(banner->text().contains("bucket allreduce") && banner->text().contains("rank:3:150") &&
+                 banner->text().contains("inject hang"),
+             qPrintable(banner->text()));
+    emit banner->linkActivated("rank:3:150");
+    QVERIFY(!v->timeline()->follow());
+    QVERIFY(!v->timeline()->rankCollapsed(3));
+    if (qEnvironmentVariableIsSet("TRAINSCOPE_SCREENSHOT_DIR"))
+      w.grab().save(qEnvironmentVariable("TRAINSCOPE_SCREENSHOT_DIR") + "/screenshot-hang-banner.png");
     v->detach();
   }
 

@@ -1,7 +1,9 @@
 #include "analysis_dock.h"
 
 #include <QElapsedTimer>
+#include <QHeaderView>
 #include <QLabel>
+#include <QTreeWidget>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -11,7 +13,7 @@
 namespace trainscope::app {
 
 AnalysisDock::AnalysisDock(QWidget* parent)
-    : QWidget(parent), summary_(new QLabel), panel_(new plots::AnalysisPanel) {
+    : QWidget(parent), summary_(new QLabel), slow_(new QTreeWidget), panel_(new plots::AnalysisPanel) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
   lay->setSpacing(4);
@@ -19,7 +21,20 @@ AnalysisDock::AnalysisDock(QWidget* parent)
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   summary_->setStyleSheet("QLabel { padding: 3px 6px; background: #eef1f6; border-radius: 3px; }");
   panel_->setObjectName("analysisPanel");
+  slow_->setObjectName("whoIsSlow");
+  slow_->setHeaderLabels({tr("Who is slow"), tr("Late in"), tr("By"), tr("Cause")});
+  slow_->setRootIsDecorated(false);
+  slow_->setUniformRowHeights(true);
+  slow_->setMaximumHeight(110);
+  slow_->header()->setStretchLastSection(true);
+  slow_->setToolTip(tr("The ranks that arrived last at their collectives, late enough to hold the step back "
+                       "(docs/ANALYSIS.md, \"Straggler attribution\"). Double-click: show that rank's step."));
+  connect(slow_, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* item, int) {
+    if (!view_ || !item) return;
+    view_->focusRank(item->data(0, Qt::UserRole).toInt(), item->data(0, Qt::UserRole + 1).toLongLong());
+  });
   lay->addWidget(summary_);
+  lay->addWidget(slow_);
   lay->addWidget(panel_, 1);
 }
 
@@ -73,9 +88,31 @@ void AnalysisDock::refresh() {
     summary_->setText(view_ ? (view_->isAnalyzing() ? tr("Analysing…") : tr("No analysis yet"))
                             : tr("Open a session or attach to a job to see its analysis."));
     panel_->setResult({});
+    slow_->clear();
+    slow_->hide();
     return;
   }
   summary_->setText(summaryText(*r));
+  slow_->clear();
+  if (auto s = view_->stragglers()) {
+    for (const core::Straggler& g : s->stragglers) {
+      auto* item = new QTreeWidgetItem(slow_);
+      item->setText(0, tr("rank %1").arg(g.rank));
+      item->setText(1, tr("%1 of %2 steps").arg(g.steps.size()).arg(s->steps));
+      item->setText(2, tr("%1 ms").arg(g.lateMs, 0, 'f', 1));
+      item->setText(3, g.what.empty() ? QString::fromStdString(g.cause)
+                                      : QString::fromStdString(g.cause + ": " + g.what));
+      item->setData(0, Qt::UserRole, g.rank);
+      item->setData(0, Qt::UserRole + 1, static_cast<qlonglong>(g.steps.empty() ? -1 : g.steps.back()));
+    }
+    if (s->stragglers.empty()) {
+      auto* item = new QTreeWidgetItem(slow_);
+      item->setText(0, s->matchedCollectives ? tr("nobody: every rank within %1 ms").arg(s->thresholdMs, 0, 'f', 1)
+                                             : tr("no collectives to compare"));
+      item->setFlags(Qt::ItemIsEnabled);
+    }
+  }
+  slow_->setVisible(slow_->topLevelItemCount() > 0);
   QElapsedTimer clock;
   clock.start();
   panel_->setResult(*r);

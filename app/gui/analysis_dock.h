@@ -1,5 +1,6 @@
 // AnalysisDock: the Analysis dock's contents -- a one-line summary (steps, step time, bubble,
-// overlap) over plots::AnalysisPanel, for the current tab's analysis (SessionView::analysis()).
+// overlap), "who is slow" (the ranks that held steps back, by last arrival), and
+// plots::AnalysisPanel, for the current tab's analysis (SessionView::analysis()).
 #pragma once
 
 #include <QPointer>
@@ -8,6 +9,7 @@
 #include "trainscope/core/analysis/analysis.h"
 
 class QLabel;
+class QTreeWidget;
 
 namespace trainscope::plots {
 class AnalysisPanel;
@@ -26,6 +28,9 @@ class AnalysisDock : public QWidget {
   void setView(SessionView* v);
   plots::AnalysisPanel* panel() const { return panel_; }
   QString summary() const;
+  // "Who is slow": the ranks that arrived last at their collectives (SessionView::stragglers()),
+  // one row each; activating a row shows that rank's latest late step in the timeline.
+  QTreeWidget* whoIsSlow() const { return slow_; }
   // "12 steps · step 45.20 ms · bubble 33.1 % (theory 30.0 %) · DP overlap 72 %".
   static QString summaryText(const core::AnalysisResult& r);
 
@@ -38,6 +43,7 @@ class AnalysisDock : public QWidget {
   QPointer<SessionView> view_;
   QMetaObject::Connection conn_;
   QLabel* summary_;
+  QTreeWidget* slow_;
   plots::AnalysisPanel* panel_;
 };
 

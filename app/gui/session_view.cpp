@@ -4,10 +4,12 @@
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QLabel>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <system_error>
 
@@ -19,6 +21,9 @@ namespace trainscope::app {
 
 namespace {
 constexpr int kLiveAnalysisMs = 2000;
+constexpr int64_t kStragglersEveryNs = 10'000'000'000;  // live: who is slow, over the last 10 s
+constexpr double kHangAfterS = 10;   // a collective open this long on some rank is a hang
+constexpr int64_t kStillNs = 5'000'000'000;  // no event for this long: ask the ranks (Inspect)
 }
 
 SessionView::SessionView(QWidget* parent)
@@ -28,7 +33,27 @@ SessionView::SessionView(QWidget* parent)
       windowNs_(std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(kDefaultLiveWindowSeconds * 1e9))) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(0, 0, 0, 0);
-  lay->addWidget(timeline_);
+  lay->setSpacing(0);
+  hangBanner_ = new QLabel(this);
+  hangBanner_->setObjectName("hangBanner");
+  hangBanner_->setWordWrap(true);
+  hangBanner_->setTextFormat(Qt::RichText);
+  hangBanner_->setTextInteractionFlags(Qt::LinksAccessibleByMouse);
+  hangBanner_->setStyleSheet("QLabel#hangBanner { background: #b3261e; color: white; padding: 6px 10px; }"
+                             "QLabel#hangBanner a { color: #ffe08a; }");
+  hangBanner_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Maximum);
+  hangBanner_->hide();
+  connect(hangBanner_, &QLabel::linkActivated, this, [this](const QString& link) {
+    // "rank:R:S"
+    const QStringList parts = link.split(':');
+    if (parts.size() >= 2) focusRank(parts[1].toInt(), parts.size() >= 3 ? parts[2].toLongLong() : -1);
+  });
+  lay->addWidget(hangBanner_);
+  lay->addWidget(timeline_, 1);
+  hangTimer_ = new QTimer(this);
+  connect(hangTimer_, &QTimer::timeout, this, &SessionView::checkHang);
+  connect(&hangWatcher_, &QFutureWatcher<std::optional<core::HangReport>>::finished, this,
+          &SessionView::onHangChecked);
   connect(&watcher_, &QFutureWatcher<Job>::finished, this, &SessionView::onJobDone);
   connect(&analysisWatcher_, &QFutureWatcher<Analysis>::finished, this, &SessionView::onAnalysisDone);
   connect(analysisTimer_, &QTimer::timeout, this, &SessionView::analyzeNow);
@@ -142,6 +167,13 @@ void SessionView::attach(std::vector<core::discovery::Entry> entries, const QStr
   analyzer_ = std::make_shared<core::Analyzer>();
   analysedGeneration_ = UINT64_MAX;
   analysisTimer_->start(kLiveAnalysisMs);
+  stragglers_.reset();
+  stragglersAtNs_->store(0);
+  hang_.reset();
+  hangBanner_->hide();
+  hangEvents_ = 0;
+  stillSinceNs_ = core::monotonicNowNs();
+  hangTimer_->start(1000);
   core::LiveOptions o;
   o.client.clientName = "trainscope";
   o.client.timeoutMs = 3000;
@@ -232,6 +264,12 @@ void SessionView::detach() {
   if (live_) live_->detach();
   if (data_) data_->live = false;  // the engine stopped: nobody writes any more
   analysisTimer_->stop();
+  hangTimer_->stop();
+  if (hang_) {
+    hang_.reset();
+    hangBanner_->hide();
+    emit hangChanged();
+  }
   analyzeNow();  // what arrived last
   timeline_->setFollow(false);
 }
@@ -344,7 +382,8 @@ void SessionView::analyzeNow() {
   auto analyzer = analyzer_;
   auto analyzerMutex = analyzerMutex_;
   auto cancel = cancelAnalysis_;
-  analysisWatcher_.setFuture(runWork([data, analyzer, analyzerMutex, cancel, live, gen] {
+  auto stragglersAt = stragglersAtNs_;
+  analysisWatcher_.setFuture(runWork([data, analyzer, analyzerMutex, cancel, live, gen, stragglersAt] {
     Analysis a;
     a.generation = gen;
     QElapsedTimer clock;
@@ -391,6 +430,24 @@ void SessionView::analyzeNow() {
       }
       refs.clear();  // indices die with the lock; sourcesOf() re-resolves
     }
+    lock.unlock();
+    // Who held the steps back: the whole file, or live the last 10 s at most every 10 s, on a copy
+    // (the owner goes on publishing while the report is computed).
+    const int64_t now = core::monotonicNowNs();
+    if (!live || now - stragglersAt->load() >= kStragglersEveryNs) {
+      stragglersAt->store(now);
+      if (live) {
+        data->yieldToOwner();
+        const core::TraceStore recent = [&] {
+          std::shared_lock l(data->mutex);
+          return data->store.copyRecent(data->store.timeSpan().second - kStragglersEveryNs);
+        }();
+        a.stragglers = std::make_shared<const core::StragglerReport>(core::findStragglers(recent));
+      } else {
+        std::shared_lock l(data->mutex);
+        a.stragglers = std::make_shared<const core::StragglerReport>(core::findStragglers(data->store));
+      }
+    }
     a.result = std::move(result);
     a.ms = static_cast<double>(clock.nsecsElapsed()) / 1e6;
     return a;
@@ -403,8 +460,149 @@ void SessionView::onAnalysisDone() {
   analysisMs_ = a.ms;
   analysis_ = std::move(a.result);
   sources_ = std::move(a.sources);
+  if (a.stragglers) stragglers_ = std::move(a.stragglers);
   timeline_->setSortedOverlays(std::shared_ptr<const std::vector<core::Overlay>>(analysis_, &analysis_->overlays));
   emit analysisChanged();
+}
+
+void SessionView::checkHang() {
+  if (!live_ || entries_.empty() || hangWatcher_.isRunning()) return;
+  const core::LiveSnapshot st = live_->snapshot();
+  const int64_t now = core::monotonicNowNs();
+  if (st.events != hangEvents_ || st.state != core::LiveState::Live) {
+    hangEvents_ = st.events;
+    stillSinceNs_ = now;
+    if (hang_) {  // events flow again: not hung (any more)
+      hang_.reset();
+      hangBanner_->hide();
+      emit hangChanged();
+    }
+    return;
+  }
+  if (now - stillSinceNs_ < kStillNs) return;
+  stillSinceNs_ = now;  // at most one check per 5 s while still
+  auto entries = entries_;
+  hangWatcher_.setFuture(runWork([entries]() -> std::optional<core::HangReport> {
+    // Own connections (as `doctor` and `knobs` do): the engine's loop is never held up by this.
+    core::AgentClient::Options o;
+    o.timeoutMs = 3000;
+    o.clientName = "trainscope (hang check)";
+    auto session = core::LiveSession::connect(entries, o);
+    if (!session) return std::nullopt;
+    std::vector<core::RankInspection> in;
+    std::set<core::RankId> seen;
+    for (core::AgentClient* c : session.value()->clients()) {
+      core::RankInspection ri;
+      ri.rank = c->job().rank;
+      auto r = c->inspect();
+      ri.answered = r.isOk();
+      if (r) ri.inspect = std::move(r).value();
+      seen.insert(ri.rank);
+      in.push_back(std::move(ri));
+    }
+    for (const core::discovery::Entry& e : entries)
+      if (!seen.count(e.rank)) {
+        core::RankInspection ri;
+        ri.rank = e.rank;
+        in.push_back(std::move(ri));
+        seen.insert(e.rank);
+      }
+    std::sort(in.begin(), in.end(),
+              [](const core::RankInspection& a, const core::RankInspection& b) { return a.rank < b.rank; });
+    return core::findHang(in, kHangAfterS);
+  }));
+}
+
+void SessionView::onHangChecked() {
+  std::optional<core::HangReport> h = hangWatcher_.result();
+  // Events flowed again while the ranks were asked: whatever they said is over.
+  if (live_ && live_->snapshot().events != hangEvents_) h.reset();
+  if (!h && !hang_) return;
+  hang_ = std::move(h);
+  if (hang_) {
+    hangBanner_->setText(hangBannerText());
+    hangBanner_->show();
+  } else {
+    hangBanner_->hide();
+  }
+  emit hangChanged();
+}
+
+QString SessionView::hangBannerText() const {
+  if (!hang_) return {};
+  const core::HangReport& h = *hang_;
+  auto ranks = [](const std::vector<core::RankId>& v) {
+    QStringList out;
+    for (core::RankId r : v) out << QString::number(r);
+    return out.isEmpty() ? tr("none") : out.join(", ");
+  };
+  QString t = h.op == "none" ? tr("<b>Hung</b>: no rank has finished a step for %1 s")
+                                   .arg(h.waitedS, 0, 'f', 0)
+                             : tr("<b>Hung</b> in %1%2%3 for %4 s")
+                                   .arg(QString::fromStdString(h.op).toHtmlEscaped())
+                                   .arg(h.seq >= 0 ? tr(" (seq %1)").arg(h.seq) : QString())
+                                   .arg(h.step >= 0 ? tr(" of step %1").arg(h.step) : QString())
+                                   .arg(h.waitedS, 0, 'f', 0);
+  t += tr(". Waiting in it: ranks %1.").arg(ranks(h.waitingRanks));
+  if (!h.missingRanks.empty()) {
+    t += tr(" <b>Never entered it:</b>");
+    for (const core::HangRank& r : h.ranks) {
+      if (r.entered) continue;
+      // Its innermost open operation and what its thread is blocked in (the first thread that has one open).
+      QString what;
+      for (const std::string& line : r.stacks) {
+        const auto open = line.find("; open: ");
+        if (open == std::string::npos) continue;
+        what = QString::fromStdString(line.substr(open + 8));
+        const auto in = line.find(", in ");
+        if (in != std::string::npos && in < open)
+          what += tr(", blocked in %1").arg(QString::fromStdString(line.substr(in + 5, line.find_first_of(" ;", in + 5) - in - 5)));
+        break;
+      }
+      t += QString(" <a href=\"rank:%1:%2\">rank %1</a>").arg(r.rank).arg(r.step);
+      if (!what.isEmpty()) t += " (" + what.toHtmlEscaped() + ")";
+    }
+    t += ".";
+  } else {
+    t += tr(" Every rank is in it: the collective itself does not complete (link or transport).");
+  }
+  if (!h.silentRanks.empty()) t += tr(" Did not answer: ranks %1.").arg(ranks(h.silentRanks));
+  return t;
+}
+
+void SessionView::focusRank(core::RankId rank, int64_t step) {
+  if (!data_) return;
+  timeline_->setRankCollapsed(rank, false);
+  plots::EventRef exact, newest;
+  {
+    std::shared_lock lock(data_->mutex, std::try_to_lock);  // the GUI thread never waits for the owner
+    if (!lock.owns_lock()) return;
+    const core::TraceStore& st = data_->store;
+    int64_t newestStep = -1;
+    for (core::TrackId t = 0; t < st.trackCount() && !exact.valid(); ++t) {
+      if (st.track(t).rank != rank) continue;
+      const core::TrackEvents& ev = st.rawEvents(t);
+      for (size_t i = ev.size(); i-- > 0;) {
+        if (ev.kind(i) != core::EventKind::Step) continue;
+        const core::Attr* a = ev.findAttr(i, core::AttrKey::Step);
+        const int64_t s = a ? a->asInt() : -1;
+        if (s == step && step >= 0) {
+          exact = {t, static_cast<uint32_t>(i)};
+          break;
+        }
+        if (s > newestStep) {
+          newestStep = s;
+          newest = {t, static_cast<uint32_t>(i)};
+        }
+        if (step < 0 || s < step) break;  // steps only go back from here on this track
+      }
+    }
+  }
+  // A hung rank never finished the step it hangs in: its newest step then.
+  const plots::EventRef ref = exact.valid() ? exact : newest;
+  if (!ref.valid()) return;
+  timeline_->setFollow(false);
+  timeline_->selectEvent(ref, true);
 }
 
 std::vector<plots::EventRef> SessionView::sourcesOf(const QString& key) const {

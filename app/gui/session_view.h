@@ -9,12 +9,16 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 
+class QLabel;
 class QTimer;
 #include <map>
 #include <memory>
 
 #include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/analysis/stragglers.h"
+#include "trainscope/core/live/hang.h"
 #include "trainscope/core/wire/discovery.h"
 #include "trainscope/core/session/tsdb.h"
 #include "trainscope/core/live/live_session.h"
@@ -85,6 +89,18 @@ class SessionView : public QWidget {
   // The events behind a metric key of the last result, resolved against the store as it is now.
   std::vector<plots::EventRef> sourcesOf(const QString& key) const;
 
+  // Who held the steps back (core/analysis/stragglers.h), computed with the analysis: over the
+  // whole file, or live over the last 10 s at most every 10 s. Null until the first one.
+  std::shared_ptr<const core::StragglerReport> stragglers() const { return stragglers_; }
+  // The hang a live job is in (core/live/hang.h), shown in a banner above the timeline: checked
+  // off the GUI thread (Inspect on every rank) once no event has arrived for 5 s, and cleared as
+  // soon as events flow again. Empty when not hung.
+  const std::optional<core::HangReport>& hang() const { return hang_; }
+  QString hangBannerText() const;
+  // Shows rank's step in the timeline (uncollapsed, its step window selected and in view); the
+  // rank's newest step when step < 0.
+  void focusRank(core::RankId rank, int64_t step = -1);
+
   // A summary for the tree (ranks, tracks, per-track counts), cheap enough for a timer.
   core::SessionSummary quickSummary() const;
 
@@ -93,6 +109,7 @@ class SessionView : public QWidget {
   void saved(const QString& path);
   void failed(const QString& what, const QString& message);
   void analysisChanged();
+  void hangChanged();
 
  private:
   struct Job {
@@ -110,6 +127,7 @@ class SessionView : public QWidget {
   struct Analysis {
     std::shared_ptr<const core::AnalysisResult> result;
     std::map<std::string, std::vector<StableRef>> sources;
+    std::shared_ptr<const core::StragglerReport> stragglers;  // null: not computed this round
     uint64_t generation = 0;
     double ms = 0;  // worker time, lock held
   };
@@ -135,6 +153,17 @@ class SessionView : public QWidget {
   double analysisMs_ = 0;
   QFutureWatcher<Analysis> analysisWatcher_;
   QTimer* analysisTimer_;
+  std::shared_ptr<const core::StragglerReport> stragglers_;
+  std::shared_ptr<std::atomic<int64_t>> stragglersAtNs_ = std::make_shared<std::atomic<int64_t>>(0);
+  // Hang watch (live): events still for 5 s -> Inspect every rank off the GUI thread.
+  void checkHang();
+  void onHangChecked();
+  QLabel* hangBanner_;
+  QTimer* hangTimer_;
+  QFutureWatcher<std::optional<core::HangReport>> hangWatcher_;
+  std::optional<core::HangReport> hang_;
+  uint64_t hangEvents_ = 0;
+  int64_t stillSinceNs_ = 0;
   std::shared_ptr<std::atomic<int64_t>> windowNs_;
   std::unique_ptr<core::SessionWriter> recorder_;
   QString recordPath_;

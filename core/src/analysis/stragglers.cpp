@@ -352,7 +352,11 @@ StragglerReport findStragglers(const TraceStore& store, const StragglerOptions& 
       }
     return best;
   };
+  // A rank late once is noise or a blip (per_step keeps it); one that holds back at least 2 steps
+  // and 5 % of them is a straggler now.
+  const size_t minSteps = std::max<size_t>(2, static_cast<size_t>(std::ceil(0.05 * out.steps)));
   for (auto& [rank, s] : byRank) {
+    if (s.steps.size() < minSteps) continue;
     s.lateMs /= static_cast<double>(s.steps.size());
     s.cause = mostCommon(causes[rank]);
     s.what = mostCommon(whats[rank]);

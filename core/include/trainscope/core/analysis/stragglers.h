@@ -41,7 +41,8 @@ struct LateArrival {
   int ranks = 0;          // ranks that took part
 };
 
-// One rank that held the job back: the steps where it arrived last, late enough to report.
+// One rank that held the job back: the steps where it arrived last, late enough to report, in at
+// least 2 steps and 5 % of the steps seen (a single late step stays in perStep only).
 struct Straggler {
   RankId rank = -1;
   std::vector<int64_t> steps;
