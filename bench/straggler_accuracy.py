@@ -11,7 +11,8 @@ last-arrival attribution as `doctor` (stragglers.attribution). Counted:
   false         steps named that had no injection (OS noise, the machine's other load)
 
   bench/straggler_accuracy.py [--build build] [--np 8] [--steps 400] [--inject 100] [--seed 1]
-                              [--min-ms 20] [--max-ms 40] [--json]
+                              [--min-ms 20] [--max-ms 40] [--width 128] [--json]
+  A clean run (false reports only): --inject 0.
 """
 import argparse
 import json
@@ -24,8 +25,7 @@ import sys
 import tempfile
 import time
 
-MODEL = ["--mode", "dp", "--model", "mlp", "--layers", "4", "--width", "128", "--batch", "32", "--eval-every", "0",
-         "--log-every", "0"]
+MODEL = ["--mode", "dp", "--model", "mlp", "--layers", "4", "--batch", "32", "--eval-every", "0", "--log-every", "0"]
 
 
 def env_for(rt):
@@ -56,6 +56,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-ms", type=float, default=20)
     ap.add_argument("--max-ms", type=float, default=40)
+    ap.add_argument("--width", type=int, default=128, help="the MLP's width (a wider one: longer steps)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     b = os.path.join(a.build, "bin")
@@ -71,7 +72,7 @@ def main():
     job = f"straggler-acc-{os.getpid()}"
     env = env_for(rt)
     cmd = [os.path.join(b, "trainscope-cli"), "launch", "--ranks", str(a.np), "--job-id", job, "--",
-           os.path.join(b, "trainscope-train"), "--steps", str(a.steps)] + MODEL
+           os.path.join(b, "trainscope-train"), "--steps", str(a.steps)] + MODEL + ["--width", str(a.width)]
     for x in inj:
         cmd += ["--inject", "%s:rank=%d,ms=%d,step=%d" % (x["kind"], x["rank"], x["ms"], x["step"])]
     t0 = time.time()
@@ -112,10 +113,11 @@ def main():
             cause += n["cause"] == ("compute" if x["kind"] == "straggler" else "host")
     injected_steps = {x["step"] for x in inj}
     false = [s for s in named if s not in injected_steps]
-    res = {"ranks": a.np, "steps": a.steps, "steps_matched": at["steps"], "injected": len(inj),
+    false_late = sorted((round(named[s]["late_ms"], 1) for s in false), reverse=True)
+    res = {"ranks": a.np, "width": a.width, "steps": a.steps, "steps_matched": at["steps"], "injected": len(inj),
            "named_right": right, "accuracy_pct": round(100.0 * right / max(1, len(inj)), 1), "cause_right": cause,
-           "false_reports": len(false), "false_report_steps": false[:20], "threshold_ms": at["threshold_ms"],
-           "median_step_ms": at["median_step_ms"], "job_s": round(job_s, 1)}
+           "false_reports": len(false), "false_report_steps": false[:20], "false_report_late_ms": false_late[:20], "threshold_ms": at["threshold_ms"],
+           "median_step_ms": at["median_step_ms"], "noise_ms": at.get("noise_ms"), "job_s": round(job_s, 1)}
     if a.json:
         print(json.dumps(res))
     else:
@@ -124,7 +126,7 @@ def main():
         print("  named with the right rank and step: %d (%.1f %%), right cause: %d" % (right, res["accuracy_pct"],
                                                                                     cause))
         print("  steps named without an injection: %d %s" % (len(false), false[:20]))
-        print("  threshold %.3f ms, median step %.3f ms, job %.0f s" % (at["threshold_ms"], at["median_step_ms"],
+        print("  threshold %.3f ms (noise floor %.3f ms), median step %.3f ms, job %.0f s" % (at["threshold_ms"], at.get("noise_ms") or 0, at["median_step_ms"],
                                                                       job_s))
 
 

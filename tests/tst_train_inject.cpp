@@ -111,6 +111,9 @@ class TstTrainInject : public QObject {
     QVERIFY(stopDemo(job));
     QVERIFY2(doc.code == 0, qPrintable(doc.out + doc.err));
     const QJsonObject j = QJsonDocument::fromJson(doc.out.toUtf8()).object();
+    const QJsonObject sum = j["straggler_summary"].toObject();
+    qInfo("doctor: %d steps, threshold %.3f ms (noise floor %.3f ms), median step %.3f ms", sum["steps"].toInt(),
+          sum["threshold_ms"].toDouble(), sum["noise_ms"].toDouble(), sum["median_step_ms"].toDouble());
     const QJsonArray stragglers = j["stragglers"].toArray();
     QVERIFY2(!stragglers.isEmpty(), qPrintable(doc.out));
     const QJsonObject top = stragglers[0].toObject();

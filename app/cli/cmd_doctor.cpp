@@ -36,6 +36,7 @@ struct DoctorOptions {
   double hangAfter = 10;
   bool json = false;
   int lastEvents = 8;
+  core::StragglerOptions stragglers;
 };
 
 const char* kindWord(core::EventKind k) {
@@ -172,7 +173,7 @@ int runDoctor(const DoctorOptions& o) {
   }
   std::unique_lock lock(mutex);
   store.flush();
-  const core::StragglerReport stragglers = core::findStragglers(store);
+  const core::StragglerReport stragglers = core::findStragglers(store, o.stragglers);
 
   // 2. What every rank is doing now.
   std::vector<core::RankInspection> inspections;
@@ -217,7 +218,8 @@ int runDoctor(const DoctorOptions& o) {
     j["straggler_summary"] = {{"steps", s["steps"]},
                               {"matched_collectives", s["matched_collectives"]},
                               {"median_step_ms", s["median_step_ms"]},
-                              {"threshold_ms", s["threshold_ms"]}};
+                              {"threshold_ms", s["threshold_ms"]},
+                              {"noise_ms", s["noise_ms"]}};
     j["hang"] = J::parse(core::hangReportJson(hang));
     std::cout << j.dump(2, ' ', false, J::error_handler_t::replace) << "\n";
   } else {
@@ -244,6 +246,14 @@ void addDoctorCommand(CLI::App& app, Runner& run) {
   cmd->add_option("--last-events", opts->lastEvents, "Last events shown per rank in a hang report")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option("--min-late-ms", opts->stragglers.minLateMs,
+                  "Report a last arrival only when it is this much later than the others' median")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--noise-factor", opts->stragglers.noiseFactor,
+                  "... and this many times the noise floor (p95 of the second-to-last arrival; 0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opts->json, "Print JSON (keys in docs/ANALYSIS.md, \"Doctor\")");
   cmd->callback([opts, &run] { run = [opts] { return runDoctor(*opts); }; });
 }

@@ -232,6 +232,28 @@ StragglerReport findStragglers(const TraceStore& store, const StragglerOptions& 
     double lateMs;
     int64_t medianEnter;
   };
+  // The noise floor: how late the second-to-last rank arrives (the others' own jitter: descheduled
+  // threads, OS noise), p95 over the operations with at least 3 ranks. A last arrival is reported
+  // only when it stands out of that too.
+  {
+    std::vector<int64_t> second;
+    for (const Op* op : matched) {
+      if (op->ranks.size() < 3) continue;
+      std::vector<int64_t> enters;
+      for (const Arrival& a : op->ranks) enters.push_back(a.enter);
+      std::sort(enters.begin(), enters.end());
+      const int64_t secondLast = enters[enters.size() - 2];
+      enters.pop_back();
+      enters.pop_back();
+      enters.push_back(secondLast);  // the others of the last: all but the last
+      second.push_back(secondLast - medianOf(enters));
+    }
+    if (!second.empty()) {
+      std::sort(second.begin(), second.end());
+      out.noiseMs = ms(second[std::min(second.size() - 1, second.size() * 95 / 100)]);
+      if (options.noiseFactor > 0) out.thresholdMs = std::max(out.thresholdMs, options.noiseFactor * out.noiseMs);
+    }
+  }
   std::map<int64_t, std::vector<Candidate>> byStep;
   std::map<int64_t, bool> stepsSeen;
   for (const Op* op : matched) {
@@ -378,6 +400,7 @@ std::string stragglerReportJson(const StragglerReport& r, int indent) {
   j["matched_collectives"] = r.matchedCollectives;
   j["median_step_ms"] = num(r.medianStepMs);
   j["threshold_ms"] = num(r.thresholdMs);
+  j["noise_ms"] = num(r.noiseMs);
   J list = J::array();
   for (const Straggler& s : r.stragglers)
     list.push_back({{"rank", s.rank},

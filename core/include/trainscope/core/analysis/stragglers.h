@@ -27,6 +27,10 @@ struct StragglerOptions {
   // least minLateMs and by at least minLateFraction of the median step time.
   double minLateMs = 2.0;
   double minLateFraction = 0.05;
+  // ... and, when > 0, by at least noiseFactor times the noise floor (StragglerReport::noiseMs).
+  // Off by default: on an oversubscribed machine (4-32 ranks on 2 cores) the floor measured
+  // 8-80 ms and hid a 20 ms straggler; on a core per rank it is well under a millisecond.
+  double noiseFactor = 0;
 };
 
 // One matched collective whose last rank arrived late.
@@ -58,6 +62,7 @@ struct StragglerReport {
   int matchedCollectives = 0;
   double medianStepMs = 0;
   double thresholdMs = 0;
+  double noiseMs = 0;  // p95 of how late the second-to-last rank arrives (0: fewer than 3 ranks)
   std::vector<LateArrival> perStep;  // the latest arrival of each step over the threshold, step order
   std::vector<Straggler> stragglers; // by number of steps, then lateness
 };
