@@ -252,6 +252,31 @@ class TstTrainLive : public QObject {
     QCOMPARE(lines, kRanks);
   }
 
+  // A pair the job refuses at the step it applies it (hierarchical allreduce has no int8 path:
+  // trainscope-train keeps what runs and restores both, every rank alike) is not reported as
+  // applied: `set` reads the values back, names the ranks and what they run, exits 1 (issue 40).
+  void refusedPairIsNotReportedApplied() {
+    QVERIFY(!jobId_.isEmpty());
+    const Run before = cli({"set", "--job", jobId_, "dp.algorithm=allreduce", "dp.compression=none"});
+    QVERIFY2(before.code == 0, qPrintable(before.out + before.err));
+    const Run r = cli({"set", "--job", jobId_, "dp.algorithm=hierarchical", "dp.compression=int8", "--json"});
+    QVERIFY2(r.code == 1, qPrintable(QString::number(r.code) + r.out + r.err));
+    QVERIFY2(r.err.contains("dp.algorithm = hierarchical was refused by the job") &&
+                 r.err.contains("dp.compression = int8 was refused by the job"),
+             qPrintable(r.err));
+    const QJsonArray out = QJsonDocument::fromJson(r.out.toUtf8()).array();
+    QCOMPARE(out.size(), 2);
+    for (const auto& v : out) {
+      const QJsonObject a = v.toObject();
+      QVERIFY2(!a["kept"].toBool(true) && a["refused_by"].toObject().size() == kRanks,
+               qPrintable(QJsonDocument(a).toJson()));
+    }
+    // A change the job keeps still exits 0.
+    const Run ok = cli({"set", "--job", jobId_, "dp.compression=fp16"});
+    QVERIFY2(ok.code == 0 && ok.out.contains("applied at step"), qPrintable(ok.out + ok.err));
+    QVERIFY(cli({"set", "--job", jobId_, "dp.compression=none"}).code == 0);
+  }
+
   void cleanupTestCase() {
     if (launcher_ <= 0) return;
     ::kill(static_cast<pid_t>(launcher_), SIGTERM);  // the documented way to stop a demo job

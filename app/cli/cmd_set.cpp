@@ -1,12 +1,15 @@
 // `trainscope-cli set --job ID NAME=VALUE...`: change knobs live on every rank (JobSession's
 // protocol) and print the step at which every rank applied them. Exit 1 with the reason when a
-// value is refused or not applied in time.
+// value is refused or not applied in time -- or when the job, having applied it, runs another
+// value (it refused the combination at that step and restored the old one): every rank's values
+// are read back after the change.
 // `set --job ID --from tuned.json`: the knobs of a tuned configuration (docs/FORMATS.md) that the
 // job has and that differ from its current values, in one change; knobs the job does not have
 // are named on stderr (skipped), never dropped silently.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -23,6 +26,14 @@ struct SetOptions {
   double timeoutS = 60;
   bool json = false;
 };
+
+// Equal knob values: the same text, or the same number ("65536" and "65536.0").
+bool sameValue(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char *ea = nullptr, *eb = nullptr;
+  const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+  return ea && *ea == 0 && eb && *eb == 0 && !a.empty() && !b.empty() && x == y;
+}
 
 int runSet(const SetOptions& o) {
   std::vector<std::pair<std::string, std::string>> changes;
@@ -47,12 +58,7 @@ int runSet(const SetOptions& o) {
   if (!o.from.empty()) {
     auto list = js.value()->knobList();
     if (!list) return fail(list.status());
-    auto same = [](const std::string& a, const std::string& b) {
-      if (a == b) return true;
-      char *ea = nullptr, *eb = nullptr;
-      const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
-      return ea && *ea == 0 && eb && *eb == 0 && !a.empty() && !b.empty() && x == y;
-    };
+    auto same = sameValue;
     int unchanged = 0;
     for (const auto& [name, value] : cfg->knobs) {
       const core::wire::KnobDescriptor* d = nullptr;
@@ -80,6 +86,22 @@ int runSet(const SetOptions& o) {
   }
   auto res = js.value()->setKnobs(changes, static_cast<int>(o.timeoutS * 1000));
   if (!res) return fail(res.status());
+  // Applied is not kept: a job may refuse a combination at the step it applies it and restore
+  // the old values there (trainscope-train keeps what runs when dp.algorithm=hierarchical and
+  // dp.compression=int8 arrive together). Read every rank's values back and report what each
+  // rank runs now (issue 40).
+  std::map<std::string, std::map<int32_t, std::string>> keptOther;  // name -> rank -> value it runs
+  std::map<std::string, std::string> requested(changes.begin(), changes.end());  // the last value of a name wins
+  if (auto lists = js.value()->knobLists(); lists) {
+    const std::vector<core::AgentClient*> clients = js.value()->clients();  // by rank, as the lists
+    for (size_t i = 0; i < lists.value().size() && i < clients.size(); ++i)
+      for (const auto& k : lists.value()[i].knobs)
+        if (auto it = requested.find(k.name); it != requested.end() && !sameValue(k.currentValue, it->second))
+          keptOther[k.name][clients[i]->job().rank] = k.currentValue;
+  } else {
+    std::fprintf(stderr, "trainscope-cli: warning: could not read the values back: %s\n",
+                 lists.status().message().c_str());
+  }
   nlohmann::json out = nlohmann::json::array();
   for (const auto& a : res.value()) {
     int64_t lo = INT64_MAX, hi = INT64_MIN;
@@ -87,15 +109,24 @@ int runSet(const SetOptions& o) {
       lo = std::min(lo, step);
       hi = std::max(hi, step);
     }
+    const auto refused = keptOther.find(a.name);
     if (o.json) {
       nlohmann::json steps = nlohmann::json::object();
       for (const auto& [rank, step] : a.stepPerRank) steps[std::to_string(rank)] = step;
+      nlohmann::json refusedBy = nlohmann::json::object();  // rank -> the value it runs instead
+      if (refused != keptOther.end())
+        for (const auto& [rank, value] : refused->second) refusedBy[std::to_string(rank)] = value;
       out.push_back({{"name", a.name},
                      {"value", a.value},
                      {"change_seq", a.changeSeq},
                      {"step", lo},
                      {"same_step", lo == hi},
-                     {"steps_per_rank", steps}});
+                     {"steps_per_rank", steps},
+                     {"kept", refused == keptOther.end()},
+                     {"refused_by", refusedBy}});
+    } else if (refused != keptOther.end()) {
+      std::printf("%s = %s reached every rank at step %lld and was refused there (see below)\n", a.name.c_str(),
+                  a.value.c_str(), static_cast<long long>(lo));
     } else if (lo == hi) {
       std::printf("%s = %s applied at step %lld on all %zu ranks\n", a.name.c_str(), a.value.c_str(),
                   static_cast<long long>(lo), a.stepPerRank.size());
@@ -108,6 +139,21 @@ int runSet(const SetOptions& o) {
     }
   }
   if (o.json) std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  if (!keptOther.empty()) {
+    for (const auto& [name, byRank] : keptOther) {
+      std::string ranks;
+      std::map<std::string, int> values;
+      for (const auto& [rank, value] : byRank) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+        ++values[value];
+      }
+      std::fprintf(stderr, "trainscope-cli: %s = %s was refused by the job: rank(s) %s run %s = %s (the job restored it "
+                           "where it applied it)\n",
+                   name.c_str(), requested[name].c_str(), ranks.c_str(), name.c_str(),
+                   values.size() == 1 ? values.begin()->first.c_str() : "other values");
+    }
+    return kExitFailed;
+  }
   return kExitOk;
 }
 

@@ -430,6 +430,25 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
     }
     r.message = (isUndo ? tr("Undone: ") : QString()) + parts.join(QStringLiteral("; "));
     if (auto list = live->knobList()) r.knobs = std::move(list.value().knobs);
+    // Applied is not kept: the job may refuse the combination at that step and restore the old
+    // values (as `set` reports it, issue 40): read back, and say so.
+    QStringList refused;
+    for (const auto& [name, value] : changes)
+      for (const auto& k : r.knobs)
+        if (k.name == name && k.currentValue != value) {
+          char* end = nullptr;
+          const double x = std::strtod(k.currentValue.c_str(), &end);
+          const bool numEqual = end && *end == 0 && !value.empty() && x == std::strtod(value.c_str(), nullptr);
+          if (!numEqual)
+            refused << tr("%1=%2 (it runs %3)").arg(QString::fromStdString(name), QString::fromStdString(value),
+                                                   QString::fromStdString(k.currentValue));
+        }
+    if (!refused.isEmpty()) {
+      r.ok = false;
+      r.message = tr("Refused by the job at step %1, which restored the old values: %2")
+                      .arg(r.appliedStep)
+                      .arg(refused.join(QStringLiteral("; ")));
+    }
     return r;
   }));
 }
