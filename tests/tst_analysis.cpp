@@ -765,6 +765,54 @@ class TstAnalysis : public QObject {
     QCOMPARE(bad.exitCode(), 1);
     QVERIFY(bad.readAllStandardError().contains("trainscope-cli:"));
   }
+  // Issue 38. Rank 0 (CPU, like a gloo job): the main thread's op [0,60) us contains a
+  // collective call [20,50) (c10d::allreduce_ inside AccumulateGrad); the gloo worker thread
+  // runs the bucket's all-reduce [25,80). The thread inside the call is not computing:
+  // C = [0,20) u [50,60) (30), M = [20,80) (60), C & M = [50,60): compute 20, overlapped 10,
+  // exposed 50, idle 20; gradient overlap 10 / 55. Rank 1 (GPU, no buckets marked): an NCCL
+  // all-reduce recorded as a Kernel (HTA's ^nccl.*Kernel) on stream 13 [40,90), a gemm [0,50)
+  // on stream 7: communication, not compute, and the step's gradient communication: compute
+  // 40, overlapped 10, exposed 40, idle 10; overlap 10 / 50.
+  void collectiveCallsAreNotCompute() {
+    TraceStore s;
+    const StringId step = s.intern("ProfilerStep#1"), op = s.intern("autograd::engine::evaluate_function: AccumulateGrad"),
+                   call = s.intern("c10d::allreduce_"), gloo = s.intern("gloo:all_reduce"),
+                   gemm = s.intern("sgemm"), nccl = s.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    constexpr int64_t us = 1000;
+    const Attr stepAttr = Attr::ofInt(AttrKey::Step, 1);
+    const Attr bucket = Attr::ofInt(AttrKey::Bucket, 0);
+    for (int r = 0; r < 2; ++r) {
+      RankInfo ri;
+      ri.rank = r;
+      s.setRank(ri);
+    }
+    const TrackId main0 = s.addTrack({0, TrackKind::CpuThread, "main", 1});
+    const TrackId worker0 = s.addTrack({0, TrackKind::CpuThread, "gloo", 2});
+    s.append(main0, {0, 100 * us, step, EventKind::Step}, std::span(&stepAttr, 1));
+    s.append(main0, {0, 60 * us, op, EventKind::Kernel});
+    s.append(main0, {20 * us, 50 * us, call, EventKind::Collective});
+    s.append(worker0, {25 * us, 80 * us, gloo, EventKind::Collective}, std::span(&bucket, 1));
+    const TrackId main1 = s.addTrack({1, TrackKind::CpuThread, "main", 3});
+    const TrackId compute1 = s.addTrack({1, TrackKind::CudaStream, "stream 7", 7});
+    const TrackId comm1 = s.addTrack({1, TrackKind::CudaStream, "stream 13", 13});
+    s.append(main1, {0, 100 * us, step, EventKind::Step}, std::span(&stepAttr, 1));
+    s.append(compute1, {0, 50 * us, gemm, EventKind::Kernel});
+    s.append(comm1, {40 * us, 90 * us, nccl, EventKind::Kernel});
+    s.flush();
+    const AnalysisResult a = analyzeStore(s);
+    auto near = [](double x, double y) { return std::abs(x - y) < 1e-12; };
+    const RankBreakdown& b0 = a.breakdown.at(0);
+    QVERIFY2(near(b0.computeMs, 0.020) && near(b0.overlappedCommMs, 0.010) && near(b0.exposedCommMs, 0.050) &&
+                 near(b0.idleMs, 0.020),
+             qPrintable(QString("%1 %2 %3 %4").arg(b0.computeMs).arg(b0.overlappedCommMs).arg(b0.exposedCommMs).arg(b0.idleMs)));
+    const RankBreakdown& b1 = a.breakdown.at(1);
+    QVERIFY2(near(b1.computeMs, 0.040) && near(b1.overlappedCommMs, 0.010) && near(b1.exposedCommMs, 0.040) &&
+                 near(b1.idleMs, 0.010),
+             qPrintable(QString("%1 %2 %3 %4").arg(b1.computeMs).arg(b1.overlappedCommMs).arg(b1.exposedCommMs).arg(b1.idleMs)));
+    QVERIFY(a.dataParallel.present);
+    QCOMPARE(a.dataParallel.perRank.size(), size_t{2});
+    QVERIFY(near(a.dataParallel.overlapRatio, (10.0 / 55.0 + 10.0 / 50.0) / 2));
+  }
 };
 
 QTEST_GUILESS_MAIN(TstAnalysis)

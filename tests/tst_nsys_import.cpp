@@ -22,6 +22,7 @@
 #include "main_window.h"
 #include "session_view.h"
 #endif
+#include "trainscope/core/analysis/analysis.h"
 #include "trainscope/core/interop/nsys/nsys_import.h"
 #include "trainscope/core/interop/trace_import.h"
 
@@ -425,6 +426,50 @@ class TstNsysImport : public QObject {
     QVERIFY2(cli.code == 0, qPrintable(cli.err));
     QVERIFY2(cli.out.contains("b_node.db -> rank 0 (from order)"), qPrintable(cli.out));
     QVERIFY2(cli.out.contains("a_node.db -> rank 1 (from order)"), qPrintable(cli.out));
+  }
+
+  // FSDP on NCCL: the gradients' reduce-scatters are buckets as DDP's all-reduces are; the
+  // parameters' all-gathers are communication, not buckets (issue 38). Rank 0's steps, times in
+  // us: AG [0,10) and [100,110), RS [40,60) and [150,170) on stream 13, gemm [10,50) and
+  // [110,160) on stream 7. Step 1 G = [40,60), hidden [40,50); step 2 G = [150,170), hidden
+  // [150,160): data_parallel.overlap_ratio = 20 / 40.
+  void reduceScatterIsGradient() {
+    const QString path = dir_.filePath("fsdp_rank0.sqlite");
+    enum : int64_t { kReduceScatter = 6, kAllGather = 7 };
+    {
+      NsysFile f(path);
+      names(f, 1000);
+      f.epoch(kEpoch);
+      f.string(kReduceScatter, "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+      f.string(kAllGather, "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+      f.nvtx(1000, 0, 100 * U, "ProfilerStep#1");
+      f.nvtx(1000, 100 * U, 200 * U, "ProfilerStep#2");
+      f.kernel(1000, 13, 0, 10 * U, kAllGather, 1);
+      f.kernel(1000, 7, 10 * U, 50 * U, kGemm, 2);
+      f.kernel(1000, 13, 40 * U, 60 * U, kReduceScatter, 3);
+      f.kernel(1000, 13, 100 * U, 110 * U, kAllGather, 4);
+      f.kernel(1000, 7, 110 * U, 160 * U, kGemm, 5);
+      f.kernel(1000, 13, 150 * U, 170 * U, kReduceScatter, 6);
+    }
+    auto r = importNsysSqlite(path.toStdString());
+    QVERIFY2(r, r ? "" : r.status().message().c_str());
+    TraceStore& s = r.value();
+    auto comm = findTrack(s, 0, TrackKind::CudaStream, "GPU 0 stream 13");
+    QVERIFY(comm);
+    const TrackEvents& n = s.events(*comm);
+    QCOMPARE(n.size(), size_t{4});
+    for (size_t i = 0; i < n.size(); ++i) {
+      QCOMPARE(n.kind(i), EventKind::Collective);
+      const bool rs = customString(s, *comm, i, "collective") == "ReduceScatter";
+      QCOMPARE(rs, i % 2 == 1);
+      if (rs)
+        QCOMPARE(attrOf(s, *comm, i, AttrKey::Bucket)->asInt(), int64_t{0});
+      else
+        QVERIFY(attrOf(s, *comm, i, AttrKey::Bucket) == nullptr);
+    }
+    const AnalysisResult a = analyzeStore(s);
+    QVERIFY(a.dataParallel.present);
+    QVERIFY2(std::abs(a.dataParallel.overlapRatio - 0.5) < 1e-12, qPrintable(QString::number(a.dataParallel.overlapRatio)));
   }
 
   // Without utcEpochNs on every file, the ranks are aligned on their first NCCL collective.

@@ -174,14 +174,14 @@ void AnalyzerState::recordHandoffs(const std::map<RankId, WindowEvents>& perRank
 void AnalyzerState::analyseStep(const TraceStore& store, int64_t step) {
   const std::vector<StringId> phases = phaseNames(store);
   const StringId disco = discoName(store);
-  if (calibrateNames.size() != store.strings().size()) calibrateNames = store.strings().withPrefix("calibrate");
+  if (nameClass.size() != store.strings().size()) classifyNames(store.strings(), nameClass);
   std::map<RankId, WindowEvents> perRank;
   const size_t firstRecord = records.size();
   for (auto& [rank, ws] : windows) {
     auto it = ws.find(step);
     if (it == ws.end()) continue;
     const std::vector<TrackId>& tracks = tracksByRank[rank];
-    WindowEvents we = collectWindow(store, tracks, it->second, phases, disco, calibrateNames);
+    WindowEvents we = collectWindow(store, tracks, it->second, phases, disco, nameClass);
     RankStepRecord rec = recordWindow(we, rank, step);
     recordPipeline(we, rec);
     auto last = lastWindowEnd.find(rank);

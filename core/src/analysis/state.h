@@ -28,7 +28,19 @@ struct WinEvent {
   // A layer's kernel that a what-if calibration ran (name "calibrate ..."; trainscope-train
   // times the layers alone at a change): compute of the step, but not the layer's work.
   bool calibration = false;
+  // An NCCL all-reduce or reduce-scatter kernel (HTA's name rule, see NameClass): gradient
+  // communication of a window whose collectives carry no Bucket attribute.
+  bool gradKernel = false;
 };
+
+// What an event's name says, per string id (NameClass bits), computed once per string.
+enum NameClass : uint8_t {
+  kNameCalibrate = 1,   // "calibrate ..." (trainscope-train's what-if calibration)
+  kNameNcclKernel = 2,  // HTA's communication kernel: matches ^nccl.*Kernel
+  kNameGradKernel = 4,  // ... of an all-reduce or reduce-scatter (a gradient reduction)
+};
+// Extends classes to every id of the table (the ids it already has keep their bits).
+void classifyNames(const StringTable& strings, std::vector<uint8_t>& classes);
 
 // Everything of one rank inside one step window (events clipped by the window's intervals).
 struct WindowEvents {
@@ -143,16 +155,16 @@ class AnalyzerState {
   void recordHandoffs(const std::map<RankId, WindowEvents>& perRank, size_t first);
   void rememberDpExample(const RankStepRecord& rec, const WindowEvents& we);
   HtaResult hta;  // set by Analyzer::finish
-  // Per string id whether it names a calibration event ("calibrate ..."), computed again when
-  // the store's string table has grown (a live session interns names as they arrive).
-  std::vector<bool> calibrateNames;
+  // Per string id its NameClass bits, extended when the store's string table has grown (a live
+  // session interns names as they arrive).
+  std::vector<uint8_t> nameClass;
 };
 
 // analysis_window.cpp
-// calibrate[id]: the string id names trainscope-train's what-if calibration ("calibrate ...").
+// names[id]: the NameClass bits of string id (classifyNames).
 WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
                            const std::vector<StringId>& phaseNames, StringId discoName,
-                           const std::vector<bool>& calibrate);
+                           const std::vector<uint8_t>& names);
 RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step);
 // Union of compute and communication of a rank inside [t0, t1).
 int64_t activityIn(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,

@@ -1,6 +1,7 @@
 // One rank, one step window: classify its events (docs/TRACE_CONVENTIONS.md) and compute the
 // breakdown, gradient-bucket overlap and DISCO layer times of that window.
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -85,9 +86,30 @@ bool isCommEvent(EventKind k) {
 
 }  // namespace
 
+void classifyNames(const StringTable& strings, std::vector<uint8_t>& classes) {
+  for (size_t id = classes.size(); id < strings.size(); ++id) {
+    const std::string_view n = strings.get(static_cast<StringId>(id));
+    uint8_t c = 0;
+    if (n.starts_with("calibrate")) c |= kNameCalibrate;
+    // HTA 0.5 (hta/utils/utils.py, is_comm_kernel; trace_analysis' temporal breakdown): a GPU
+    // kernel is communication when its name matches ^nccl.*Kernel (case-sensitive), e.g.
+    // ncclDevKernel_AllReduce_Sum_f32_RING_LL, ncclKernel_ReduceScatter_RING_LL_Sum_float.
+    if (n.starts_with("nccl") && n.find("Kernel", 4) != std::string_view::npos) {
+      c |= kNameNcclKernel;
+      std::string a;  // the collective's type: letters and digits, lower case
+      for (char ch : n)
+        if (std::isalnum(static_cast<unsigned char>(ch)))
+          a += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (a.find("allreduce") != std::string::npos || a.find("reducescatter") != std::string::npos)
+        c |= kNameGradKernel;
+    }
+    classes.push_back(c);
+  }
+}
+
 WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& tracks, Interval w,
                            const std::vector<StringId>& phaseNames, StringId discoName,
-                           const std::vector<bool>& calibrate) {
+                           const std::vector<uint8_t>& names) {
   WindowEvents we;
   we.window = w;
   std::vector<Interval> comp, comm;
@@ -97,13 +119,21 @@ WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& 
   for (TrackId t : tracks) bound += store.events(t).candidates(w.start, w.end).size();
   we.events.reserve(bound);
   comp.reserve(bound);
+  std::vector<Interval> trackComp, trackColl;
   for (TrackId t : tracks) {
-    const bool ct = computeTrack(store.track(t).kind);
+    const TrackKind tk = store.track(t).kind;
+    const bool ct = computeTrack(tk);
     const TrackEvents& ev = store.events(t);
+    trackComp.clear();
+    trackColl.clear();
     ev.forEachOverlapping(w.start, w.end, [&](size_t i) {
-      const EventKind k = ev.kind(i);
+      EventKind k = ev.kind(i);
+      const StringId name = ev.name(i);
+      const uint8_t cls = name < names.size() ? names[name] : 0;
+      // An NCCL kernel (HTA's rule) is communication wherever it was recorded as a kernel.
+      if (k == EventKind::Kernel && (cls & kNameNcclKernel)) k = EventKind::Collective;
       const bool isBucket = k == EventKind::Bucket;
-      const bool isComp = ct && isComputeEvent(k, ev.name(i), phaseNames);
+      const bool isComp = ct && isComputeEvent(k, name, phaseNames);
       const bool isComm = isCommEvent(k);
       if (!isBucket && !isComp && !isComm) return;
       if (!isBucket && ev.end(i) <= ev.start(i)) return;  // missing end: no interval
@@ -111,10 +141,11 @@ WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& 
       e.kind = k;
       e.start = ev.start(i);
       e.end = ev.end(i);
-      e.name = ev.name(i);
+      e.name = name;
       e.ref = {t, static_cast<uint32_t>(i)};
       e.compute = isComp;
       e.comm = isComm;
+      e.gradKernel = isComm && (cls & kNameGradKernel);
       readAttrs(ev.attrs(i), e);
       if (isComm && e.bucket >= 0) {
         for (const Attr& a : ev.attrs(i)) {
@@ -128,11 +159,22 @@ WindowEvents collectWindow(const TraceStore& store, const std::vector<TrackId>& 
         }
       }
       e.discoExchange = isComm && e.name == discoName && e.layer >= 0;
-      e.calibration = k == EventKind::Kernel && e.layer >= 0 && e.name < calibrate.size() && calibrate[e.name];
-      if (isComp) comp.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
-      if (isComm) comm.push_back({std::max(e.start, w.start), std::min(e.end, w.end)});
+      e.calibration = k == EventKind::Kernel && e.layer >= 0 && (cls & kNameCalibrate);
+      const Interval clipped{std::max(e.start, w.start), std::min(e.end, w.end)};
+      if (isComp) trackComp.push_back(clipped);
+      if (isComm) comm.push_back(clipped);
+      if (k == EventKind::Collective && tk == TrackKind::CpuThread) trackColl.push_back(clipped);
       we.events.push_back(e);
     });
+    // A thread inside a collective call (c10d::allreduce_, gloo:all_reduce, ...) is
+    // communicating or waiting for it, not computing: the ops around the call on that thread
+    // (AccumulateGrad, FSDP's hooks, a phase) count as compute only outside it.
+    if (trackColl.empty()) {
+      comp.insert(comp.end(), trackComp.begin(), trackComp.end());
+    } else {
+      const IntervalList c = subtract(unionOf(std::move(trackComp)), unionOf(std::move(trackColl)));
+      comp.insert(comp.end(), c.begin(), c.end());
+    }
   }
   std::sort(we.events.begin(), we.events.end(), [](const WinEvent& a, const WinEvent& b) {
     return a.start < b.start || (a.start == b.start && a.end > b.end);
@@ -178,7 +220,15 @@ RankStepRecord recordWindow(const WindowEvents& we, RankId rank, int64_t step) {
   std::map<int64_t, LayerRecord> layers;
   std::map<int64_t, std::vector<Interval>> layerComp, layerComm;
   std::vector<Interval> grad;
-  for (const WinEvent& e : we.events) {
+  // Gradient collectives carry a Bucket attribute (the job's buckets, or numbered by the
+  // importer). A window with none of those takes its NCCL all-reduce and reduce-scatter kernels
+  // instead (a trace of GPU kernels only: an Nsight export, a trimmed Kineto trace), numbered in
+  // start order among those that start inside the window, as the importers number DDP's.
+  bool marked = false;
+  for (const WinEvent& e : we.events) marked = marked || (e.kind == EventKind::Collective && e.bucket >= 0);
+  int64_t nextKernelBucket = 0;
+  for (WinEvent e : we.events) {
+    if (!marked && e.gradKernel && e.bucket < 0 && e.start >= we.window.start) e.bucket = nextKernelBucket++;
     const Interval clipped{std::max(e.start, we.window.start), std::min(e.end, we.window.end)};
     if (e.kind == EventKind::Bucket && e.bucket >= 0) {
       BucketRecord& b = buckets[e.bucket];

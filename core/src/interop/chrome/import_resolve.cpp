@@ -395,18 +395,22 @@ void Importer::pipelineOps(const std::set<uint32_t>& mainThreads) {
 
 namespace {
 
-bool isAllReduceName(std::string_view n) {
+// A gradient reduction: an all-reduce (DDP's buckets) or a reduce-scatter (FSDP's sharded
+// gradients), whatever the spelling (gloo:all_reduce, c10d::_reduce_scatter_base_,
+// ncclDevKernel_ReduceScatter_Sum_f32_RING_LL). All-gathers carry parameters, not gradients.
+bool isGradientReductionName(std::string_view n) {
   std::string s;
   for (char c : n)
     if (c != '_') s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s.find("allreduce") != std::string::npos;
+  return s.find("allreduce") != std::string::npos || s.find("reducescatter") != std::string::npos;
 }
 
 }  // namespace
 
-// DDP's gradient all-reduces get a Bucket attribute (the data_parallel section): per rank and
-// ProfilerStep window, the all-reduces that carry the data -- NCCL kernels on GPU traces, gloo:*
-// ops on CPU traces (else c10d::/record_param_comms) -- numbered in start order. DDP reduces
+// DDP's gradient all-reduces (and FSDP's reduce-scatters) get a Bucket attribute (the
+// data_parallel section): per rank and ProfilerStep window, the reductions that carry the data
+// -- NCCL kernels on GPU traces, gloo:* ops on CPU traces (else c10d::/record_param_comms) --
+// numbered in start order. DDP reduces
 // its buckets last layers first, so bucket 0 holds the last layers, as in TRACE_CONVENTIONS.md.
 void Importer::assignBuckets() {
   std::map<RankId, std::vector<std::pair<int64_t, int64_t>>> steps;
@@ -420,7 +424,7 @@ void Importer::assignBuckets() {
   std::vector<uint32_t> grad;
   for (uint32_t i = 0; i < pending_.size(); ++i) {
     const Pending& p = pending_[i];
-    if (p.kind != EventKind::Collective || !isAllReduceName(store_.str(p.name))) continue;
+    if (p.kind != EventKind::Collective || !isGradientReductionName(store_.str(p.name))) continue;
     const RankId r = processes_[threads_[p.thread].process].rank;
     const bool onGpu = threads_[p.thread].gpu;
     const std::string_view n = store_.str(p.name);

@@ -108,7 +108,7 @@ class Reader {
     RankId rank;
     EventRecord rec;
     std::vector<Attr> attrs;
-    bool allReduce;
+    bool gradient;  // an all-reduce or reduce-scatter: a gradient bucket in a step
   };
   std::vector<Coll> collectives_;
   std::string err_;  // the bad row's problem

@@ -189,7 +189,7 @@ Status Reader::readKernels() {
     attrs.push_back(Attr::custom(collectiveKey, AttrType::String, store_.intern(k.collective)));
     if (!k.algorithm.empty()) attrs.push_back(Attr::ofString(AttrKey::Algorithm, store_.intern(k.algorithm)));
     if (!k.protocol.empty()) attrs.push_back(Attr::ofString(AttrKey::Protocol, store_.intern(k.protocol)));
-    collectives_.push_back({track, store_.track(track).rank, rec, attrs, k.collective == "AllReduce"});
+    collectives_.push_back({track, store_.track(track).rank, rec, attrs, k.collective == "AllReduce" || k.collective == "ReduceScatter"});
   }
   if (rc != SQLITE_DONE) return tableError(kKernel, rc);
   return Status::ok();
@@ -252,7 +252,8 @@ Status Reader::readCopies(bool memset) {
 
 #undef NSYS_ROW_CHECK
 
-// NCCL all-reduces inside a step window are that step's gradient buckets, numbered in start
+// NCCL all-reduces and reduce-scatters (FSDP's gradients) inside a step window are that step's
+// gradient buckets, numbered in start
 // order per rank and step (as the Kineto importer numbers DDP's), so data_parallel sees them.
 void Reader::appendCollectives() {
   for (auto& [r, w] : steps_) std::sort(w.begin(), w.end());
@@ -261,7 +262,7 @@ void Reader::appendCollectives() {
   std::map<std::pair<RankId, size_t>, int64_t> next;
   for (Coll& c : collectives_) {
     auto sw = steps_.find(c.rank);
-    if (c.allReduce && sw != steps_.end()) {
+    if (c.gradient && sw != steps_.end()) {
       const auto& w = sw->second;
       auto it = std::upper_bound(w.begin(), w.end(), std::make_pair(c.rec.startNs, INT64_MAX));
       if (it != w.begin() && c.rec.startNs < std::prev(it)->second)
