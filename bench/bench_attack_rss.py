@@ -17,6 +17,15 @@ Attacks (issue 19, item 3):
   flood           connect/close as fast as possible for 8 s (log growth measured)
   knob-value      200 SetKnob with a 60 KiB refused value, then one with a 16 MiB value
   nonce-flood     20,000 successful TCP handshakes with fresh client nonces
+
+Issue 40, item 2 (cost per client):
+  sub-pairs       one client sends 600 Subscribe(history)/Unsubscribe pairs (19,200 bytes) and
+                  never reads; the agent should hold its input back and cut it off
+  knoblist        one client sends 3.6 MB of KnobList requests and never reads
+  gap-fills       5,000 consecutive gap-fill SetKnobs to rank 0; then `set` through the CLI
+  flood-steps     the job's step rate (rank 1's Stats.currentStep) alone, under a connection
+                  flood at a dummy Unix socket (the control: what the flood itself costs the
+                  machine) and under the same flood at rank 0's agent
 """
 import argparse
 import hashlib
@@ -36,6 +45,7 @@ import time
 MAGIC = 0x50575354
 VERSION = 2
 HELLO, CHALLENGE, AUTH, WELCOME, ERROR, SETKNOB, KNOBACK = 1, 2, 3, 4, 5, 10, 11
+SUBSCRIBE, KNOBLISTREQ, STATSREQ, STATS, UNSUBSCRIBE = 6, 8, 14, 15, 17
 FLAG_MAC = 2
 
 
@@ -158,6 +168,28 @@ def send_big(ep, handshake_first, n=64, size=16 << 20):
     return closed
 
 
+def wait_closed(s, seconds):
+    """Seconds until the agent closes s (this side never reads what it sent), or None."""
+    t0 = time.time()
+    s.setblocking(True)
+    while time.time() - t0 < seconds:
+        # Peek at the close without taking the queued output: a zero-length peek means EOF only
+        # once everything before it was read, so poll for an error/hang-up instead.
+        import select
+        p = select.poll()
+        p.register(s, select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0x2000))
+        ev = p.poll(100)
+        if ev and ev[0][1] & (select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0x2000)):
+            s.close()
+            return round(time.time() - t0, 1)
+    s.close()
+    return None
+
+
+BUILD = "build"
+RT = ""
+
+
 def attack(name, ep, secret, log_path):
     info = {}
     if name == "tcp-frames":
@@ -204,6 +236,92 @@ def attack(name, ep, secret, log_path):
         except OSError:
             pass
         s.close()
+    elif name == "sub-pairs":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(ep[5:])
+        s.sendall(hello())
+        recv_frame(s)
+        recv_frame(s)
+        pairs = (frame(SUBSCRIBE, b"\x01") + frame(UNSUBSCRIBE, b"")) * 600
+        s.setblocking(False)
+        sent, t0 = 0, time.time()
+        while sent < len(pairs) and time.time() - t0 < 3:
+            try:
+                sent += s.send(pairs[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+        info["bytes_sent"], info["bytes_offered"] = sent, len(pairs)
+        info["cut_off_s"] = wait_closed(s, 30)
+    elif name == "knoblist":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(ep[5:])
+        s.sendall(hello())
+        recv_frame(s)
+        recv_frame(s)
+        reqs = frame(KNOBLISTREQ, b"") * (3_600_000 // 16)
+        s.setblocking(False)
+        sent, t0 = 0, time.time()
+        while sent < len(reqs) and time.time() - t0 < 3:
+            try:
+                sent += s.send(reqs[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+        info["bytes_sent"], info["bytes_offered"] = sent, len(reqs)
+        info["cut_off_s"] = wait_closed(s, 30)
+    elif name == "gap-fills":
+        s = handshake(ep)
+        s.sendall(frame(KNOBLISTREQ, b""))
+        mtype, body = recv_frame(s)
+        while mtype != 9:  # KnobList
+            mtype, body = recv_frame(s)
+        last = struct.unpack_from("<Q", body, 0)[0]
+        fills = b"".join(set_knob(last + k, b"", b"") for k in range(1, 5001))
+        s.setblocking(False)
+        sent, t0 = 0, time.time()
+        while sent < len(fills) and time.time() - t0 < 3:
+            try:
+                sent += s.send(fills[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+        s.setblocking(True)
+        counted = 0
+        try:
+            while True:
+                mtype, body = recv_frame(s, timeout=3)
+                if mtype is None:
+                    break
+                if mtype == KNOBACK and b"gap filled" in body:
+                    counted += 1
+        except OSError:
+            pass
+        s.close()
+        info["fills_counted"] = counted
+        cli = os.path.join(BUILD, "bin", "trainscope-cli")
+        env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=RT)
+        r = subprocess.run([cli, "set", "--job", "attack-unix", "test.work_us=321"], env=env,
+                           capture_output=True, text=True, timeout=120)
+        info["set_rc"] = r.returncode
+        info["set_output"] = (r.stdout + r.stderr).strip()[-200:]
+    elif name == "flood-steps":
+        ep1 = ep.replace(".0.sock", ".1.sock")
+        alone, _ = step_rate(ep1, 6)
+        import multiprocessing as mp
+        dummy = os.path.join(os.path.dirname(ep[5:]), "dummy.sock")
+        stop = mp.Event()
+        d = mp.Process(target=dummy_listener, args=(dummy, stop))
+        d.start()
+        time.sleep(0.3)
+        at_dummy, (tries_d, ok_d) = step_rate(ep1, 6, lambda: connections_flood("unix:" + dummy, 6))
+        stop.set()
+        d.join()
+        time.sleep(1)
+        at_agent, (tries_a, ok_a) = step_rate(ep1, 6, lambda: connections_flood(ep, 6))
+        info.update(steps_per_s_alone=round(alone, 1), steps_per_s_flood_at_dummy=round(at_dummy, 1),
+                    steps_per_s_flood_at_agent=round(at_agent, 1),
+                    dummy_attempts_per_s=round(tries_d / 6), dummy_accepted_per_s=round(ok_d / 6),
+                    agent_attempts_per_s=round(tries_a / 6), agent_accepted_per_s=round(ok_a / 6))
     elif name == "nonce-flood":
         t0 = time.time()
         for i in range(20000):
@@ -212,13 +330,76 @@ def attack(name, ep, secret, log_path):
     return info
 
 
-def start_job(build, listen, rt, log):
+def connections_flood(ep, seconds, procs=2):
+    """connect/send garbage/close from `procs` processes for `seconds`; returns attempts, connects."""
+    import multiprocessing as mp
+
+    def worker(q):
+        end, tries, ok = time.time() + seconds, 0, 0
+        while time.time() < end:
+            tries += 1
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(ep[5:])
+                s.send(b"\xff" * 16)
+                ok += 1
+            except OSError:
+                pass
+            s.close()
+        q.put((tries, ok))
+
+    q = mp.Queue()
+    ps = [mp.Process(target=worker, args=(q,)) for _ in range(procs)]
+    for p in ps:
+        p.start()
+    res = [q.get() for _ in ps]
+    for p in ps:
+        p.join()
+    return sum(r[0] for r in res), sum(r[1] for r in res)
+
+
+def dummy_listener(path, stop):
+    """A Unix socket that accepts and closes, as cheaply as Python can: the flood's own cost."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(16)
+    srv.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            c, _ = srv.accept()
+            c.close()
+        except OSError:
+            pass
+    srv.close()
+
+
+def current_step(ep):
+    s = handshake(ep)
+    s.sendall(frame(STATSREQ, b""))
+    while True:
+        mtype, body = recv_frame(s)
+        if mtype == STATS:
+            s.close()
+            # eventsRecorded .. batchesDroppedForSlowClients (6 u64, u32, u64), then currentStep
+            return struct.unpack_from("<q", body, 6 * 8 + 4 + 8)[0]
+
+
+def step_rate(ep1, seconds, during=None):
+    a = current_step(ep1)
+    t0 = time.time()
+    info = during() if during else (time.sleep(seconds) or None)
+    b = current_step(ep1)
+    return (b - a) / (time.time() - t0), info
+
+
+def start_job(build, listen, rt, log, step_ms=5):
     env = dict(os.environ, TRAINSCOPE_RUNTIME_DIR=rt, TRAINSCOPE_LISTEN=listen,
                TRAINSCOPE_JOB_ID="attack-" + listen, OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader", OMPI_MCA_oob_tcp_if_include="lo",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     cmd = ["mpirun", "-np", "2", "--oversubscribe", os.path.join(build, "bin", "trainscope-testjob"),
-           "--steps", "1000000", "--step-ms", "5"]
+           "--steps", "1000000", "--step-ms", str(step_ms)]
     p = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
     entry = os.path.join(rt, f"attack-{listen}.0.agent")
     for _ in range(300):
@@ -237,12 +418,19 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--protocol", type=int, default=VERSION, help="wire protocol version of the build under test")
     ap.add_argument("--only", help="comma-separated attacks to run (default: all)")
+    ap.add_argument("--step-ms", type=int, default=5, help="the test job's step time")
     args = ap.parse_args()
     VERSION = args.protocol
+    global BUILD
+    BUILD = args.build
     results = []
     rt = tempfile.mkdtemp(prefix="ts-attack-")
+    global RT
+    RT = rt
     os.chmod(rt, 0o700)
-    plan = {"tcp": ["tcp-frames", "nonce-flood", "idle"], "unix": ["unix-frames", "idle", "flood", "knob-value"]}
+    plan = {"tcp": ["tcp-frames", "nonce-flood", "idle"],
+            "unix": ["unix-frames", "idle", "flood", "knob-value", "sub-pairs", "knoblist", "gap-fills",
+                     "flood-steps"]}
     if args.only:
         keep = set(args.only.split(","))
         plan = {k: [a for a in v if a in keep] for k, v in plan.items()}
@@ -251,7 +439,7 @@ def main():
         for listen, attacks in plan.items():
             log_path = os.path.join(rt, f"{listen}.log")
             with open(log_path, "wb") as log:
-                p, ep, pid, secret = start_job(args.build, listen, rt, log)
+                p, ep, pid, secret = start_job(args.build, listen, rt, log, args.step_ms)
                 try:
                     time.sleep(3)  # warm up: the flight recorder fills for a few seconds
                     for name in attacks:

@@ -8,6 +8,7 @@
 #include <QtTest>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -23,6 +24,7 @@
 
 #include "agent_raw_client.h"
 #include "agent_test_support.h"
+#include "knobs.h"
 #include "trainscope/core/live/live_session.h"
 #include "trainscope/core/wire/discovery.h"
 
@@ -104,6 +106,23 @@ std::unique_ptr<RawClient> knobClient(const discovery::Entry& e, uint64_t& lastS
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return nullptr;
+}
+
+// Sends as much of bytes as the socket takes within 3 s without blocking (the agent may hold a
+// client's input back).
+size_t sendWithoutBlocking(int fd, const std::vector<uint8_t>& bytes) {
+  size_t off = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (off < bytes.size() && std::chrono::steady_clock::now() < deadline) {
+    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return off;
 }
 
 // Raw knob clients on every rank of job (empty when one cannot connect); lastSeq as knobClient.
@@ -468,6 +487,49 @@ class TstAgentMpi : public QObject {
     auto applied = js.value()->setKnobs({{"test.work_us", "444"}}, 20000);
     QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
     QCOMPARE(applied->front().changeSeq, lastSeq + 1);
+  }
+
+  // Issue 40: 5,000 consecutive gap fills to one rank (each one legal: the next number after the
+  // rank's last) put it 5,000 numbers ahead of the others, more than a client fills, and `set`
+  // failed for good ("ranks disagree on 5000 knob changes"). Now a rank holds at most
+  // KnobRegistry::kMaxUnagreed numbers beyond the last agreed one (the rest wait for an
+  // agreement that cannot come and are refused), and a normal `set` from another client applies.
+  void gapFillsToOneRankCannotWedgeKnobControl() {
+    MpiJob job;
+    job.start("tst-mpi-gapfill", {"--steps", "100000", "--step-ms", "1"});
+    if (!job.skip.isEmpty()) QSKIP(qPrintable(job.skip));
+    QCOMPARE(job.entries.size(), size_t{4});
+    uint64_t lastSeq = 0;
+    auto clients = knobClients(job, lastSeq);
+    QCOMPARE(clients.size(), size_t{4});
+    RawClient& attacker = *clients[0];
+    std::vector<uint8_t> fills;
+    for (uint64_t k = 1; k <= 5000; ++k) {
+      const auto f = attacker.frame(wire::SetKnob{lastSeq + k, "", ""});
+      fills.insert(fills.end(), f.begin(), f.end());
+    }
+    sendWithoutBlocking(attacker.fd(), fills);
+    int counted = 0;
+    while (auto a = attacker.recvAs<wire::KnobAck>(3000))
+      if (a->reason.find("gap filled") != std::string::npos) ++counted;
+    QVERIFY2(counted <= static_cast<int>(ag::KnobRegistry::kMaxUnagreed),
+             qPrintable(QString("%1 gap fills counted on one rank").arg(counted)));
+    uint64_t attacked = 0;
+    QVERIFY(knobClient(job.entries[0], attacked) != nullptr);
+    QVERIFY2(attacked <= lastSeq + ag::KnobRegistry::kMaxUnagreed,
+             qPrintable(QString("the rank is %1 numbers ahead").arg(attacked - lastSeq)));
+    clients.clear();  // the attacker goes; its waiting fills go with it
+    auto js = trainscope::core::LiveSession::connect(job.entries, trainscope::core::AgentClient::Options{});
+    QVERIFY(js.isOk());
+    auto applied = js.value()->setKnobs({{"test.work_us", "555"}}, 30000);
+    QVERIFY2(applied.isOk(), applied.isOk() ? "" : applied.status().message().c_str());
+    QCOMPARE(applied->front().changeSeq, attacked + 1);
+    for (const auto& e : job.entries) {
+      uint64_t seq = 0;
+      auto c = knobClient(e, seq);
+      QVERIFY(c != nullptr);
+      QCOMPARE(currentValue(*c, "test.work_us"), std::string("555"));
+    }
   }
 
   // Ranks ended by SIGTERM (as a batch scheduler ends every task of a job) leave no socket and

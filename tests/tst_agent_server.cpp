@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "agent_test_support.h"
+#include "knobs.h"
 #include "trainscope/agent.h"
 #include "trainscope/core/wire/discovery.h"
 #include "agent_raw_client.h"
@@ -37,6 +39,41 @@ std::string tempRuntimeDir() {
   fs::create_directories(d);
   fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
   return d.string();
+}
+
+// Sends as much of bytes as the socket takes without blocking (the agent may stop reading).
+size_t sendWithoutBlocking(int fd, const std::vector<uint8_t>& bytes) {
+  size_t off = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (off < bytes.size() && std::chrono::steady_clock::now() < deadline) {
+    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return off;
+}
+
+int64_t rssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  return 0;
+}
+
+// Waits (at most ms) until the agent has no client left; the peak RSS meanwhile.
+int64_t waitForNoClients(int ms) {
+  int64_t peak = rssBytes();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (ag::runtime()->server().clientCount() > 0 && std::chrono::steady_clock::now() < deadline) {
+    peak = std::max(peak, rssBytes());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return std::max(peak, rssBytes());
 }
 
 std::optional<discovery::Entry> ourEntry() {
@@ -414,6 +451,142 @@ class TstAgentServer : public QObject {
     auto stats = other.recvAs<wire::Stats>();
     QVERIFY(stats.has_value());
     QVERIFY(stats->batchesDroppedForSlowClients > 0);
+  }
+
+  // Issue 40: Subscribe-with-history / Unsubscribe pairs from a client that never reads. Before,
+  // every pair queued a fresh copy of the flight recorder (19,800 bytes of pairs took a rank from
+  // 191 MB to 1,068 MB). Now the replay shares the recorder's frames, the client's next request
+  // is not read while its output is over budget, and a client that takes nothing is cut off.
+  void subscribePairsFromAClientThatNeverReadsAreBounded() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"},
+                          {"TRAINSCOPE_CLIENT_QUEUE_MB", "1"},
+                          {"TRAINSCOPE_CLIENT_STALL_MS", "1000"},
+                          {"TRAINSCOPE_FLIGHT_MB", "8"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    const std::string ep = ourEntry()->endpoint;
+    ag::Runtime* rt = ag::runtime();
+    // About 2 MB of history to replay.
+    uint64_t i = 0;
+    for (int round = 0; round < 2000 && rt->hub().flightBytes() < (2u << 20); ++round) {
+      for (int k = 0; k < 4000; ++k, ++i) ts_counter(ts_name("attack.noise"), static_cast<double>(i * 2654435761u % 1000003));
+      rt->drain().flushNow();
+    }
+    const uint64_t flight = rt->hub().flightBytes();
+    QVERIFY2(flight >= (1u << 20), qPrintable(QString("flight recorder holds only %1 bytes").arg(flight)));
+    RawClient c;
+    QVERIFY(c.connectTo(ep));
+    const int small = 4096;
+    ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    c.hello();
+    QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+    std::vector<uint8_t> pairs;
+    for (int k = 0; k < 300; ++k) {
+      const auto a = c.frame(wire::Subscribe{true});
+      const auto b = c.frame(wire::Unsubscribe{});
+      pairs.insert(pairs.end(), a.begin(), a.end());
+      pairs.insert(pairs.end(), b.begin(), b.end());
+    }
+    const int64_t rssBefore = rssBytes();
+    sendWithoutBlocking(c.fd(), pairs);
+    const int64_t peak = waitForNoClients(15000);  // never reads: cut off after 1 s without progress
+    const auto k = rt->server().counters();
+    QVERIFY2(rt->server().clientCount() == 0, "a client that never reads was not cut off");
+    QVERIFY(k.cutOff >= 1);
+    QVERIFY(k.pausedReads >= 1);
+    // At most the budget, one replay of the recorder (shared frames) and the tables beyond it.
+    QVERIFY2(k.peakQueuedBytes <= (1u << 20) + flight + (1u << 20),
+             qPrintable(QString("%1 bytes queued for one client (flight recorder %2)").arg(k.peakQueuedBytes).arg(flight)));
+    QVERIFY2(peak - rssBefore < (64 << 20),
+             qPrintable(QString("RSS grew by %1 MB during the attack").arg((peak - rssBefore) >> 20)));
+    RawClient other;  // the agent still answers
+    QVERIFY(other.connectTo(ep));
+    other.hello();
+    QVERIFY(other.recvAs<wire::JobInfo>().has_value());
+    other.send(wire::KnobListRequest{});
+    QVERIFY(other.recvAs<wire::KnobList>().has_value());
+  }
+
+  // Issue 40: KnobList requests from a client that never reads (3.6 MB of them added 312 MB to a
+  // rank). The queue stays within the budget in bytes and frames; the client is cut off.
+  void knobListFloodFromAClientThatNeverReadsIsBounded() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"},
+                          {"TRAINSCOPE_CLIENT_QUEUE_MB", "1"},
+                          {"TRAINSCOPE_CLIENT_STALL_MS", "1000"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    for (int k = 0; k < 16; ++k)
+      ts_knob_int(("srv.flood" + std::to_string(k)).c_str(), 0, 1000, k, std::string(200, 'd').c_str(), 0);
+    const std::string ep = ourEntry()->endpoint;
+    RawClient c;
+    QVERIFY(c.connectTo(ep));
+    const int small = 4096;
+    ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    c.hello();
+    QVERIFY(c.recvAs<wire::JobInfo>().has_value());
+    const auto one = c.frame(wire::KnobListRequest{});
+    std::vector<uint8_t> flood;
+    for (int k = 0; k < 100'000; ++k) flood.insert(flood.end(), one.begin(), one.end());
+    const size_t sent = sendWithoutBlocking(c.fd(), flood);
+    QVERIFY2(sent < flood.size(), "the agent read every request of a client that takes no reply");
+    waitForNoClients(15000);
+    ag::Runtime* rt = ag::runtime();
+    const auto k = rt->server().counters();
+    QVERIFY2(rt->server().clientCount() == 0, "a client that never reads was not cut off");
+    QVERIFY(k.cutOff >= 1);
+    QVERIFY2(k.peakQueuedFrames <= 1024 + 2, qPrintable(QString("%1 frames queued").arg(k.peakQueuedFrames)));
+    QVERIFY2(k.peakQueuedBytes <= (1u << 20) + (64u << 10), qPrintable(QString("%1 bytes queued").arg(k.peakQueuedBytes)));
+    RawClient other;
+    QVERIFY(other.connectTo(ep));
+    other.hello();
+    QVERIFY(other.recvAs<wire::JobInfo>().has_value());
+    other.send(wire::KnobListRequest{});
+    QVERIFY(other.recvAs<wire::KnobList>().has_value());
+  }
+
+  // Issue 40: 64 silent clients, each with a change pending, held every slot for good, so that
+  // `knobs` and `set` failed. A client waiting for its change keeps its slot only for the hold
+  // time (TRAINSCOPE_PENDING_HOLD_MS); then it gives way like any idle client, and a new
+  // client's change applies.
+  void idleClientsWithPendingChangesGiveWayAfterTheHold() {
+    ScopedAgent agent(Env{{"TRAINSCOPE_LISTEN", "unix"}, {"TRAINSCOPE_PENDING_HOLD_MS", "500"}});
+    QCOMPARE(agent.rc(), TS_OK);
+    ag::KnobRegistry::instance().resetChangesForTest();
+    ts_knob* knob = ts_knob_int("srv.hold", 0, 1000, 1, "pending-hold test", 0);
+    QVERIFY(knob);
+    const std::string ep = ourEntry()->endpoint;
+    std::vector<std::unique_ptr<RawClient>> holders;
+    for (int k = 0; k < 64; ++k) {
+      holders.push_back(std::make_unique<RawClient>());
+      QVERIFY(holders.back()->connectTo(ep));
+      holders.back()->hello();
+      QVERIFY(holders.back()->recvAs<wire::JobInfo>().has_value());
+      holders.back()->send(wire::SetKnob{static_cast<uint64_t>(k + 1), "srv.hold", std::to_string(k + 1)});
+      auto ack = holders.back()->recvAs<wire::KnobAck>();
+      QVERIFY(ack && ack->accepted && !ack->applied);  // no step ends here: it stays pending
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2600));  // idle 2 s, past the 0.5 s hold
+    RawClient late;
+    QVERIFY(late.connectTo(ep));
+    late.hello();
+    QVERIFY2(late.recvAs<wire::JobInfo>().has_value(), "silent clients with pending changes held every slot");
+    late.send(wire::KnobListRequest{});
+    auto list = late.recvAs<wire::KnobList>();
+    QVERIFY(list.has_value());
+    QCOMPARE(list->lastChangeSeq, uint64_t{64});
+    late.send(wire::SetKnob{list->lastChangeSeq + 1, "srv.hold", "777"});
+    auto ack = late.recvAs<wire::KnobAck>();
+    QVERIFY(ack && ack->accepted);
+    ts_step_begin(1);
+    ts_step_end(1);
+    ts_step_begin(2);
+    bool applied = false;
+    for (int k = 0; k < 200 && !applied; ++k) {
+      auto a = late.recvAs<wire::KnobAck>();
+      if (!a) break;
+      applied = a->changeSeq == 65 && a->applied;
+    }
+    QVERIFY2(applied, "the new client's change did not apply");
+    QCOMPARE(ts_knob_get_int(knob), int64_t{777});
+    ag::KnobRegistry::instance().resetChangesForTest();
   }
 };
 

@@ -73,6 +73,9 @@ Config configFromEnv(const ts_init_params* p) {
   if (const char* l = firstEnv({"TRAINSCOPE_LISTEN"})) c.listen = l;
   if (const char* s = firstEnv({"TRAINSCOPE_SECRET_FILE"})) c.secretFile = s;
   c.clientQueueBytes = static_cast<size_t>(std::clamp<int64_t>(envInt({"TRAINSCOPE_CLIENT_QUEUE_MB"}, 8), 1, 1024)) << 20;
+  c.clientStallNs = std::clamp<int64_t>(envInt({"TRAINSCOPE_CLIENT_STALL_MS"}, 10'000), 100, 3'600'000) * 1'000'000LL;
+  c.pendingHoldNs = std::clamp<int64_t>(envInt({"TRAINSCOPE_PENDING_HOLD_MS"}, 30'000), 0, 86'400'000) * 1'000'000LL;
+  c.acceptPerSec = std::clamp<int64_t>(envInt({"TRAINSCOPE_ACCEPT_PER_S"}, 200), 1, 1'000'000);
   return c;
 }
 

@@ -24,6 +24,15 @@ struct Config {
   std::string listen;               // TRAINSCOPE_LISTEN: "" / "unix", "tcp", "tcp:ADDR:PORT", "none"
   std::string secretFile;           // TRAINSCOPE_SECRET_FILE
   size_t clientQueueBytes = 8u << 20;  // TRAINSCOPE_CLIENT_QUEUE_MB
+  // A client whose output is over its budget and that has taken none of it for this long is cut
+  // off (TRAINSCOPE_CLIENT_STALL_MS; docs/SECURITY.md, "Cost per client").
+  int64_t clientStallNs = 10'000'000'000LL;
+  // A silent client waiting for its knob change keeps its slot at most this long
+  // (TRAINSCOPE_PENDING_HOLD_MS); afterwards it may give way like any idle client.
+  int64_t pendingHoldNs = 30'000'000'000LL;
+  // Connections accepted per second (token bucket, burst kAcceptBurst in server.cpp); the rest
+  // wait in the kernel's backlog. 0: unlimited (the fuzzer). TRAINSCOPE_ACCEPT_PER_S.
+  int64_t acceptPerSec = 200;
 };
 
 Config configFromEnv(const ts_init_params* p);

@@ -8,7 +8,7 @@ namespace wire = core::wire;
 
 bool OutQueue::pushLive(Frame f) {
   std::lock_guard lock(mu_);
-  if (bytes_ + f->size() > cap_) return false;
+  if (bytes_ + f->size() > cap_ || frames_.size() >= kCapFrames) return false;
   bytes_ += f->size();
   frames_.push_back(std::move(f));
   return true;
@@ -41,6 +41,11 @@ void OutQueue::consumed(size_t n) {
 size_t OutQueue::bytes() const {
   std::lock_guard lock(mu_);
   return bytes_;
+}
+
+size_t OutQueue::frames() const {
+  std::lock_guard lock(mu_);
+  return frames_.size();
 }
 
 namespace {
@@ -86,7 +91,7 @@ void Hub::publish(wire::EventBatch& batch, int64_t newestNs, uint64_t nextSeq) {
   nextSeq_ = nextSeq;
   droppedTotal_ = batch.droppedTotal;
   if (content) {
-    Chunk c{live, batch.firstSeq, batch.events.size(), newestNs};
+    Chunk c{live, nullptr, batch.firstSeq, batch.events.size(), newestNs};
     chunkBytes_ += c.frame->size();
     chunkEvents_ += c.events;
     chunks_.push_back(std::move(c));
@@ -115,7 +120,7 @@ void Hub::evict(int64_t nowNs) {
   // Keep at least the newest chunk so a late client always sees something recent.
   while (chunks_.size() > 1 &&
          (chunkBytes_ > cfg_.flightBytes || chunks_.front().newestNs < nowNs - cfg_.flightNs)) {
-    chunkBytes_ -= chunks_.front().frame->size();
+    chunkBytes_ -= chunks_.front().frame->size();  // its history copy, if any, goes with it
     chunkEvents_ -= chunks_.front().events;
     chunks_.pop_front();
   }
@@ -127,8 +132,14 @@ void Hub::subscribe(const std::shared_ptr<OutQueue>& q, bool history) {
   // The full tables first: evicted chunks took the first mention of older ids with them.
   const uint64_t first = history && !chunks_.empty() ? chunks_.front().firstSeq : nextSeq_;
   q->pushForce(tablesFrame(history, first, droppedTotal_));
+  // Replayed frames are shared, not copied: each chunk is re-marked once, at its first replay, and
+  // every later subscriber (or the same client subscribing again) queues the same bytes. The
+  // recorder's memory is then at most twice its budget, whatever clients do.
   if (history)
-    for (const Chunk& c : chunks_) q->pushForce(asHistory(c.frame));
+    for (Chunk& c : chunks_) {
+      if (!c.history) c.history = asHistory(c.frame);
+      q->pushForce(c.history);
+    }
   q->needTables = false;
   subs_.push_back(q);
   if (wake_) wake_();

@@ -23,6 +23,9 @@ using Frame = std::shared_ptr<const std::vector<uint8_t>>;
 // stopped reading): the job never waits and memory stays bounded.
 class OutQueue {
  public:
+  // Live frames stop at capBytes or at capFrames frames, whichever comes first: live data alone
+  // never takes a client over its budget in the server (agents/src/server.cpp).
+  static constexpr size_t kCapFrames = 1024;
   explicit OutQueue(size_t capBytes) : cap_(capBytes) {}
   bool pushLive(Frame f);
   void pushForce(Frame f);
@@ -30,6 +33,7 @@ class OutQueue {
   std::pair<const uint8_t*, size_t> front();
   void consumed(size_t n);
   size_t bytes() const;
+  size_t frames() const;  // frames queued (a count budget beside the bytes: many small replies)
   bool needTables = false;  // guarded by the Hub's lock: a dropped batch may have held new ids
 
  private:
@@ -70,6 +74,7 @@ class Hub {
  private:
   struct Chunk {
     Frame frame;
+    Frame history;  // the same batch marked history=true, made at the first replay and shared
     uint64_t firstSeq = 0;
     uint64_t events = 0;
     int64_t newestNs = 0;

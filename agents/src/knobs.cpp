@@ -184,6 +184,12 @@ core::wire::KnobAck KnobRegistry::receive(const core::wire::SetKnob& s, int32_t 
                  std::to_string(contiguous_.load()) + "; at most " + std::to_string(kMaxAhead) + " ahead)";
     return ack;  // not counted: a stray number must not open a gap
   }
+  if (beyondWindow(s.changeSeq)) {
+    ack.reason = "change sequence " + std::to_string(s.changeSeq) + " is too far ahead of the last agreed change (" +
+                 std::to_string(agreed_.load()) + "; at most " + std::to_string(kMaxUnagreed) +
+                 " may wait for agreement)";
+    return ack;  // not counted, like a number too far ahead
+  }
   // Refused or not, the sequence moves on; what the number holds enters the digest.
   if (s.name.empty()) {
     markReceivedLocked(s.changeSeq, contentHash("none", "", ""));

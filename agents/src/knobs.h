@@ -73,6 +73,20 @@ class KnobRegistry {
   uint64_t lastReceivedSeq() const;
   // How far ahead of the contiguous sequence a change may be and still count.
   static constexpr uint64_t kMaxAhead = 256;
+  // At most this many numbers beyond the last agreed one: gap fills, refusals and pending changes
+  // from all clients together, so that a client cannot push one rank further ahead of the
+  // others than a client may fill (LiveSession fills up to 4096; issue 40: 5,000 gap fills to
+  // one rank wedged `set` for good). A change beyond it waits (the server holds that client's
+  // requests) until the next agreement makes room, and is refused if none comes.
+  static constexpr uint64_t kMaxUnagreed = 1024;
+  bool beyondWindow(uint64_t seq) const { return seq > agreed_.load() + kMaxUnagreed; }
+  // Whether a SetKnob under seq should wait for an agreement: it would count (new, not too far
+  // ahead of the contiguous sequence) but lies beyond the window. Others are answered at once.
+  bool mustWait(uint64_t seq) const {
+    const uint64_t c = contiguous_.load();
+    return seq > c && seq <= c + kMaxAhead && beyondWindow(seq);
+  }
+  uint64_t agreedSeq() const { return agreed_.load(); }
   // Ranges refused for a digest mismatch so far (tests).
   uint64_t digestMismatches() const { return mismatches_.load(); }
   uint64_t contiguousSeq() const { return contiguous_.load(); }

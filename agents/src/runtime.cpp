@@ -193,7 +193,8 @@ Runtime::Runtime(Config cfg)
                                 return KnobRegistry::instance().receive(
                                     s, globals().worldSize.load(), globals().agreeFn.load() != nullptr);
                               },
-                              [this] { return inspect(); }}) {}
+                              [this] { return inspect(); },
+                              [](uint64_t seq) { return KnobRegistry::instance().mustWait(seq); }}) {}
 
 Runtime::~Runtime() { stop(); }
 

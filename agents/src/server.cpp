@@ -12,10 +12,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <tuple>
 
 #include "clock.h"
@@ -52,6 +54,20 @@ constexpr int64_t kIdleNs = 2'000'000'000LL;
 constexpr size_t kMaxNonces = 4096;
 // Refusal texts sent to a client are cut to this many characters (never echo a large input).
 constexpr size_t kMaxReason = 256;
+// A client's output budget: while its queue holds more than Config::clientQueueBytes or more than
+// this many frames, nothing more of what it sent is read or handled (its requests wait in its
+// socket, which is the client's memory, not the job's). Replies are therefore counted against
+// it before the next request is read: at most one reply, or one history replay, beyond the
+// budget. A client over its budget that takes none of its output for Config::clientStallNs is
+// cut off and everything queued for it is released.
+constexpr size_t kMaxQueuedFrames = OutQueue::kCapFrames;
+// Accepted connections: a token bucket of Config::acceptPerSec with this burst; the rest wait in
+// the kernel's backlog (connect blocks or fails there), so a connection flood costs the rank at
+// most acceptPerSec accepts and handshakes a second.
+constexpr double kAcceptBurst = 64;
+// A SetKnob beyond the unagreed window (KnobRegistry::kMaxUnagreed) waits this long at most for
+// the ranks' next agreement, holding that client's later requests behind it; then it is refused.
+constexpr int64_t kKnobWaitNs = 5'000'000'000LL;
 
 #define budgetedLog(...)       \
   do {                          \
@@ -105,6 +121,10 @@ struct Server::Client {
   int64_t connectedNs = 0;
   int64_t lastMessageNs = 0;
   bool awaitingApply = false;  // sent a SetKnob that was accepted and has not applied yet
+  int64_t progressNs = 0;      // last time its output was within budget or some of it was taken
+  bool held = false;           // its input is held back (counted once per episode)
+  std::optional<wire::SetKnob> waitingKnob;  // beyond the unagreed window: waits for an agreement
+  int64_t waitingKnobSinceNs = 0;
   std::string name = "client";
 };
 
@@ -196,9 +216,33 @@ Status Server::listen() {
   return {};
 }
 
+ServerCounters Server::counters() const {
+  ServerCounters k;
+  k.peakQueuedBytes = peakQueuedBytes_.load();
+  k.peakQueuedFrames = peakQueuedFrames_.load();
+  k.cutOff = cutOff_.load();
+  k.pausedReads = pausedReads_.load();
+  k.acceptsDeferred = acceptsDeferred_.load();
+  return k;
+}
+
+bool Server::overBudget(const Client& c) const {
+  return c.out->bytes() > cfg_.clientQueueBytes || c.out->frames() > kMaxQueuedFrames;
+}
+
+bool Server::holdInput(const Client& c) const { return c.waitingKnob.has_value() || overBudget(c); }
+
+void Server::noteQueue(const Client& c) {
+  const uint64_t b = c.out->bytes(), f = c.out->frames();
+  if (b > peakQueuedBytes_.load(std::memory_order_relaxed)) peakQueuedBytes_.store(b, std::memory_order_relaxed);
+  if (f > peakQueuedFrames_.load(std::memory_order_relaxed)) peakQueuedFrames_.store(f, std::memory_order_relaxed);
+}
+
 void Server::start() {
   if (listenFd_ < 0 || thread_.joinable()) return;
   stop_.store(false);
+  acceptTokens_ = kAcceptBurst;
+  acceptRefillNs_ = nowNs();
   hub_.setWake([this] { wake(); });
   Outbox::instance().setWakeFd(wakeFd_);
   sigset_t all, old;
@@ -262,8 +306,13 @@ void Server::dropClient(size_t i, const char* why) {
 
 void Server::acceptClients() {
   for (;;) {
+    if (cfg_.acceptPerSec > 0 && acceptTokens_ < 1) {
+      ++acceptsDeferred_;  // the rest wait in the backlog until the bucket refills
+      return;
+    }
     const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    if (cfg_.acceptPerSec > 0) acceptTokens_ -= 1;
     // The Unix socket is for this user only (the 0600 socket file says so too; SO_PEERCRED
     // checks the peer itself, as Perfetto's traced does).
     if (!socketPath_.empty()) {
@@ -285,7 +334,8 @@ void Server::acceptClients() {
       if (k.state != Client::State::Open) {
         ++pending;
         if (oldestPending == SIZE_MAX || k.connectedNs < clients_[oldestPending]->connectedNs) oldestPending = i;
-      } else if (!k.subscribed && !k.awaitingApply && now - k.lastMessageNs > kIdleNs &&
+      } else if (!k.subscribed && (!k.awaitingApply || now - k.lastMessageNs > cfg_.pendingHoldNs) &&
+                 now - k.lastMessageNs > kIdleNs &&
                  (idlest == SIZE_MAX || k.lastMessageNs < clients_[idlest]->lastMessageNs)) {
         idlest = i;
       }
@@ -305,6 +355,7 @@ void Server::acceptClients() {
     c->fd = fd;
     c->connectedNs = now;
     c->lastMessageNs = now;
+    c->progressNs = now;
     c->decoder.setLimits(kPreAuthMaxPayload, false);
     c->out = std::make_shared<OutQueue>(cfg_.clientQueueBytes);
     clients_.push_back(std::move(c));
@@ -315,32 +366,53 @@ void Server::acceptClients() {
 bool Server::readClient(Client& c) {
   uint8_t buf[kReadChunk];
   for (;;) {
-    const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0) return false;
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      if (errno == EINTR) continue;
-      return false;
+    if (!handleBuffered(c)) return false;
+    if (holdInput(c)) {
+      if (!c.held) ++pausedReads_;
+      c.held = true;
+      return true;  // the rest stays in the client's socket until its output drains
     }
-    c.decoder.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
-    for (;;) {
-      auto r = c.decoder.next();
-      if (!r) {
-        budgetedLog("dropping %s: bad frame: %s", c.name.c_str(), r.status().toString().c_str());
-        reject(c, "bad frame: " + r.status().message());
-        return false;
-      }
-      if (!r.value()) break;
-      c.lastMessageNs = nowNs();
-      const bool wasOpen = c.state == Client::State::Open;
-      if (!handle(c, *r.value())) return false;
-      if (!wasOpen && c.state == Client::State::Open) c.decoder.setLimits(kOpenMaxPayload, false);
-    }
+    c.held = false;
     // A peer that keeps us buffering without completing a frame is not a client we want.
     if (c.decoder.buffered() > c.decoder.maxFrameBytes()) {
       budgetedLog("dropping %s: oversized frame", c.name.c_str());
       return false;
     }
+    const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      return false;
+    }
+    c.decoder.feed(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+  }
+}
+
+bool Server::handleBuffered(Client& c) {
+  if (c.waitingKnob) {
+    if (hooks_.knobMustWait && hooks_.knobMustWait(c.waitingKnob->changeSeq) &&
+        nowNs() - c.waitingKnobSinceNs < kKnobWaitNs)
+      return true;
+    wire::Message m{std::move(*c.waitingKnob)};
+    c.waitingKnob.reset();
+    c.waitingKnobSinceNs = -1;  // handle() answers it now: accepted, or refused if still beyond
+    if (!handle(c, m)) return false;
+    c.waitingKnobSinceNs = 0;
+  }
+  // One request at a time, each reply queued (and counted) before the next is decoded.
+  while (!holdInput(c)) {
+    auto r = c.decoder.next();
+    if (!r) {
+      budgetedLog("dropping %s: bad frame: %s", c.name.c_str(), r.status().toString().c_str());
+      reject(c, "bad frame: " + r.status().message());
+      return false;
+    }
+    if (!r.value()) break;
+    c.lastMessageNs = nowNs();
+    const bool wasOpen = c.state == Client::State::Open;
+    if (!handle(c, *r.value())) return false;
+    if (!wasOpen && c.state == Client::State::Open) c.decoder.setLimits(kOpenMaxPayload, false);
   }
   return true;
 }
@@ -376,6 +448,7 @@ bool Server::writeClient(Client& c) {
       if (errno == EINTR) continue;
       return false;
     }
+    if (w > 0) c.progressNs = nowNs();
     if (sealing) {
       c.sealedOff += static_cast<size_t>(w);
     } else {
@@ -452,6 +525,14 @@ bool Server::handle(Client& c, wire::Message& m) {
   if (std::holds_alternative<wire::KnobListRequest>(m)) {
     send(c, hooks_.knobList());
   } else if (auto* s = std::get_if<wire::SetKnob>(&m)) {
+    // Beyond the unagreed window: wait for the ranks' next agreement (this client's later
+    // requests wait behind it, so its answers keep their order); waitingKnobSinceNs < 0 means
+    // the wait is over and it is answered now, whatever the window says.
+    if (c.waitingKnobSinceNs >= 0 && hooks_.knobMustWait && hooks_.knobMustWait(s->changeSeq)) {
+      c.waitingKnob = *s;
+      c.waitingKnobSinceNs = nowNs();
+      return true;
+    }
     wire::KnobAck ack = hooks_.setKnob(*s);
     if (ack.accepted && !ack.applied) c.awaitingApply = true;
     ack.reason = clip(std::move(ack.reason));
@@ -463,6 +544,8 @@ bool Server::handle(Client& c, wire::Message& m) {
   } else if (std::holds_alternative<wire::InspectRequest>(m)) {
     send(c, hooks_.inspect ? hooks_.inspect() : wire::Inspect{});
   } else if (auto* sub = std::get_if<wire::Subscribe>(&m)) {
+    // A history replay queues the flight recorder's own frames (shared, not copied); the output
+    // budget then holds this client's next request until it has taken them.
     if (!c.subscribed) hub_.subscribe(c.out, sub->history);
     c.subscribed = true;
   } else if (std::holds_alternative<wire::Unsubscribe>(m)) {
@@ -485,14 +568,28 @@ void Server::run() {
   std::vector<pollfd> fds;
   while (!stop_.load()) {
     fds.clear();
-    fds.push_back({listenFd_, POLLIN, 0});
+    int timeoutMs = 200;
+    bool listenOn = true;
+    if (cfg_.acceptPerSec > 0) {
+      const int64_t now = nowNs();
+      acceptTokens_ = std::min(kAcceptBurst, acceptTokens_ + static_cast<double>(now - acceptRefillNs_) *
+                                                                 static_cast<double>(cfg_.acceptPerSec) / 1e9);
+      acceptRefillNs_ = now;
+      if (acceptTokens_ < 1) {  // leave the listening socket out of the poll until a token is due
+        listenOn = false;
+        timeoutMs = std::clamp(static_cast<int>((1 - acceptTokens_) * 1000.0 / static_cast<double>(cfg_.acceptPerSec)) + 1,
+                               1, 200);
+      }
+    }
+    fds.push_back({listenOn ? listenFd_ : -1, POLLIN, 0});
     fds.push_back({wakeFd_, POLLIN, 0});
     for (auto& c : clients_) {
-      short ev = POLLIN;
+      short ev = holdInput(*c) ? 0 : POLLIN;
       if (c->out->bytes() > 0 || c->sealedOff < c->sealed.size()) ev |= POLLOUT;
+      if (c->waitingKnob) timeoutMs = std::min(timeoutMs, 10);  // the next agreement may come any step
       fds.push_back({c->fd, ev, 0});
     }
-    const int n = ::poll(fds.data(), fds.size(), 200);
+    const int n = ::poll(fds.data(), fds.size(), timeoutMs);
     if (n < 0 && errno != EINTR) break;
     try {
       if (fds[1].revents & POLLIN) {
@@ -513,13 +610,21 @@ void Server::run() {
         Client& c = *clients_[i];
         const short re = fds[2 + i].revents;
         bool ok = true;
-        if (re & (POLLIN | POLLHUP | POLLERR)) ok = readClient(c);
+        // A client held back for its output budget is not read; a hung-up one is gone (its
+        // output can no longer be taken).
+        if ((re & (POLLHUP | POLLERR)) && holdInput(c)) ok = false;
+        else if ((re & (POLLIN | POLLHUP | POLLERR)) || c.decoder.buffered() > 0 || c.waitingKnob) ok = readClient(c);
         if (ok) ok = writeClient(c);
-        // Control replies are forced into the queue; a client that sends requests but never
-        // reads would grow it without bound, so it goes once it is far over its cap.
-        if (ok && c.out->bytes() > 4 * cfg_.clientQueueBytes + (64u << 20)) {
-          dropClient(i, "not reading its output");
-          continue;
+        if (ok) {
+          noteQueue(c);
+          const int64_t now = nowNs();
+          if (!overBudget(c)) {
+            c.progressNs = now;
+          } else if (now - c.progressNs > cfg_.clientStallNs) {
+            ++cutOff_;
+            dropClient(i, "not reading its output (over its budget and nothing taken)");
+            continue;
+          }
         }
         if (ok && c.state != Client::State::Open && nowNs() - c.connectedNs > kHandshakeTimeoutNs) {
           dropClient(i, "no handshake within 5 s");

@@ -26,6 +26,18 @@ struct ServerHooks {
   std::function<core::wire::KnobList()> knobList;
   std::function<core::wire::KnobAck(const core::wire::SetKnob&)> setKnob;
   std::function<core::wire::Inspect()> inspect;  // empty: InspectRequest is answered with an empty Inspect
+  // Whether a SetKnob under this number must wait for the ranks' next agreement (it is beyond
+  // the unagreed window); empty: never.
+  std::function<bool(uint64_t changeSeq)> knobMustWait;
+};
+
+// What the server's per-client budgets did so far (tests and docs/SECURITY.md).
+struct ServerCounters {
+  uint64_t peakQueuedBytes = 0;   // the most bytes any one client had queued
+  uint64_t peakQueuedFrames = 0;  // the most frames any one client had queued
+  uint64_t cutOff = 0;            // clients dropped for not reading their output
+  uint64_t pausedReads = 0;       // times a client's input was held back for its output budget
+  uint64_t acceptsDeferred = 0;   // times the accept budget left connections in the backlog
 };
 
 class Server {
@@ -41,6 +53,7 @@ class Server {
   std::string socketPath() const { return socketPath_; }
   std::string ownSecretPath() const { return secretGenerated_ ? secretPath_ : std::string(); }
   uint32_t clientCount() const { return clientCount_.load(); }
+  ServerCounters counters() const;
   void wake();
 
  private:
@@ -48,7 +61,11 @@ class Server {
   struct Client;
   void run();
   void acceptClients();
-  bool readClient(Client& c);    // false: drop it
+  bool readClient(Client& c);    // false: drop it (handles buffered frames first; reads only within budget)
+  bool handleBuffered(Client& c);  // false: drop it
+  bool holdInput(const Client& c) const;  // over its output budget, or waiting for a knob agreement
+  bool overBudget(const Client& c) const;
+  void noteQueue(const Client& c);
   bool writeClient(Client& c);   // false: drop it
   bool handle(Client& c, core::wire::Message& m);
   void reject(Client& c, const std::string& why);
@@ -72,6 +89,9 @@ class Server {
   std::vector<std::unique_ptr<Client>> clients_;
   std::atomic<uint32_t> clientCount_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> peakQueuedBytes_{0}, peakQueuedFrames_{0}, cutOff_{0}, pausedReads_{0}, acceptsDeferred_{0};
+  double acceptTokens_ = 0;
+  int64_t acceptRefillNs_ = 0;
   std::thread thread_;
 };
 

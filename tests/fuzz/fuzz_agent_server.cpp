@@ -91,6 +91,7 @@ agent::Server* makeServer(const char* listen, const char* jobId) {
   cfg.worldSize = 4;
   cfg.listen = listen;
   cfg.clientQueueBytes = 1u << 20;
+  cfg.acceptPerSec = 0;  // one connection per input, a million inputs: no accept budget here
   auto* s = new agent::Server(g->hub, cfg, hooks());
   if (core::Status st = s->listen(); !st) {
     std::fprintf(stderr, "fuzz_agent_server: listen %s: %s\n", listen, st.toString().c_str());
