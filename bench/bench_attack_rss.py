@@ -187,6 +187,8 @@ def wait_closed(s, seconds):
 
 
 BUILD = "build"
+FLOOD_PROCS = 1
+PID = 0
 RT = ""
 
 
@@ -308,20 +310,25 @@ def attack(name, ep, secret, log_path):
         ep1 = ep.replace(".0.sock", ".1.sock")
         alone, _ = step_rate(ep1, 6)
         import multiprocessing as mp
-        dummy = os.path.join(os.path.dirname(ep[5:]), "dummy.sock")
-        stop = mp.Event()
-        d = mp.Process(target=dummy_listener, args=(dummy, stop))
-        d.start()
-        time.sleep(0.3)
-        at_dummy, (tries_d, ok_d) = step_rate(ep1, 6, lambda: connections_flood("unix:" + dummy, 6))
-        stop.set()
-        d.join()
-        time.sleep(1)
-        at_agent, (tries_a, ok_a) = step_rate(ep1, 6, lambda: connections_flood(ep, 6))
-        info.update(steps_per_s_alone=round(alone, 1), steps_per_s_flood_at_dummy=round(at_dummy, 1),
-                    steps_per_s_flood_at_agent=round(at_agent, 1),
-                    dummy_attempts_per_s=round(tries_d / 6), dummy_accepted_per_s=round(ok_d / 6),
-                    agent_attempts_per_s=round(tries_a / 6), agent_accepted_per_s=round(ok_a / 6))
+        info.update(steps_per_s_alone=round(alone, 1))
+        for kind in ("listen-only", "accepting"):
+            dummy = os.path.join(os.path.dirname(ep[5:]), "dummy-%s.sock" % kind)
+            stop = mp.Event()
+            d = mp.Process(target=dummy_listener, args=(dummy, stop, kind == "accepting"))
+            d.start()
+            time.sleep(0.3)
+            rate, (tries, ok) = step_rate(ep1, 6, lambda: connections_flood("unix:" + dummy, 6, FLOOD_PROCS))
+            stop.set()
+            d.join()
+            info.update({"steps_per_s_flood_at_dummy_" + kind: round(rate, 1),
+                         "dummy_%s_attempts_per_s" % kind: round(tries / 6),
+                         "dummy_%s_connected_per_s" % kind: round(ok / 6)})
+            time.sleep(1)
+        cpu0, t0 = server_cpu_s(PID), time.time()
+        at_agent, (tries_a, ok_a) = step_rate(ep1, 6, lambda: connections_flood(ep, 6, FLOOD_PROCS))
+        info["agent_server_thread_cpu_pct"] = round(100 * (server_cpu_s(PID) - cpu0) / (time.time() - t0), 1)
+        info.update(steps_per_s_flood_at_agent=round(at_agent, 1),
+                    agent_attempts_per_s=round(tries_a / 6), agent_connected_per_s=round(ok_a / 6))
     elif name == "nonce-flood":
         t0 = time.time()
         for i in range(20000):
@@ -359,13 +366,17 @@ def connections_flood(ep, seconds, procs=2):
     return sum(r[0] for r in res), sum(r[1] for r in res)
 
 
-def dummy_listener(path, stop):
-    """A Unix socket that accepts and closes, as cheaply as Python can: the flood's own cost."""
+def dummy_listener(path, stop, accept=True):
+    """A Unix socket that accepts and closes (as cheaply as Python can), or only listens (its
+    backlog fills and connects fail): the flood's own cost, without an agent's work."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(16)
     srv.settimeout(0.2)
     while not stop.is_set():
+        if not accept:
+            time.sleep(0.1)
+            continue
         try:
             c, _ = srv.accept()
             c.close()
@@ -383,6 +394,19 @@ def current_step(ep):
             s.close()
             # eventsRecorded .. batchesDroppedForSlowClients (6 u64, u32, u64), then currentStep
             return struct.unpack_from("<q", body, 6 * 8 + 4 + 8)[0]
+
+
+def server_cpu_s(pid):
+    """CPU seconds (user + system) of the rank's control-server thread (named ts-server)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if open(f"/proc/{pid}/task/{tid}/comm").read().strip() == "ts-server":
+                f = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+                return (int(f[11]) + int(f[12])) / hz
+        except OSError:
+            pass
+    return 0.0
 
 
 def step_rate(ep1, seconds, during=None):
@@ -419,10 +443,12 @@ def main():
     ap.add_argument("--protocol", type=int, default=VERSION, help="wire protocol version of the build under test")
     ap.add_argument("--only", help="comma-separated attacks to run (default: all)")
     ap.add_argument("--step-ms", type=int, default=5, help="the test job's step time")
+    ap.add_argument("--flood-procs", type=int, default=1, help="processes flooding connections (flood-steps)")
     args = ap.parse_args()
     VERSION = args.protocol
-    global BUILD
+    global BUILD, FLOOD_PROCS
     BUILD = args.build
+    FLOOD_PROCS = args.flood_procs
     results = []
     rt = tempfile.mkdtemp(prefix="ts-attack-")
     global RT
@@ -440,6 +466,8 @@ def main():
             log_path = os.path.join(rt, f"{listen}.log")
             with open(log_path, "wb") as log:
                 p, ep, pid, secret = start_job(args.build, listen, rt, log, args.step_ms)
+                global PID
+                PID = pid
                 try:
                     time.sleep(3)  # warm up: the flight recorder fills for a few seconds
                     for name in attacks:
