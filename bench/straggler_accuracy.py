@@ -25,26 +25,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_train import env_for, wait_ranks  # noqa: E402 (the same job set-up as the reference benchmarks)
+
 MODEL = ["--mode", "dp", "--model", "mlp", "--layers", "4", "--batch", "32", "--eval-every", "0", "--log-every", "0"]
-
-
-def env_for(rt):
-    env = dict(os.environ)
-    env.update({"TRAINSCOPE_RUNTIME_DIR": rt, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                "OMPI_MCA_btl": "self,vader", "OMPI_MCA_oob_tcp_if_include": "lo",
-                "OMPI_MCA_rmaps_base_oversubscribe": "1"})
-    for k in ("TRAINSCOPE_DISABLE", "TRAINSCOPE_JOB_ID"):
-        env.pop(k, None)
-    return env
-
-
-def wait_ranks(rt, job, n, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if len([f for f in os.listdir(rt) if f.startswith(job + ".") and f.endswith(".agent")]) >= n:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def main():
@@ -80,7 +64,7 @@ def main():
                          start_new_session=True)
     out_file = os.path.join(rt, job + ".tsdb")
     try:
-        if not wait_ranks(rt, job, a.np):
+        if not wait_ranks(rt, job, a.np, timeout=120):
             sys.exit("ranks never showed up: " + p.stderr.read()[-2000:])
         rec = subprocess.Popen([os.path.join(b, "trainscope-cli"), "record", "--job", job, "--out", out_file],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -71,7 +71,8 @@ class TstAnalysisBubble : public QObject {
     QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
 
     const QString file = dir_.filePath("pp.tsdb");
-    const auto [stepOf, error] = recordWhileSetting(job_.id, file, 6, {"pp.microbatches=8"}, 3000, 0);
+    const auto [stepOf, error, refused] = recordWhileSetting(job_.id, file, 6, {"pp.microbatches=8"}, 3000, 0);
+    QVERIFY(refused.empty());
     QVERIFY2(error.isEmpty(), qPrintable(error));
     const int64_t switched = stepOf.at("pp.microbatches=8");
     QVERIFY2(stopDemo(job_), "the demo job did not stop after SIGTERM to its launcher");

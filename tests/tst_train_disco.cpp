@@ -229,7 +229,7 @@ class TstTrainDisco : public QObject {
     // sparsities ("calibrate disco <S>" passes), exchanging nothing at 1 and less compute at 1
     // than dense; the passes are not counted as the layers' work.
     const QString file = dir_.filePath("disco.tsdb");
-    auto [stepOf, error] = live_test::recordWhileSetting(job, file, 3, {"disco.sparsity=0.5"}, 800, 800);
+    auto [stepOf, error, refused] = live_test::recordWhileSetting(job, file, 3, {"disco.sparsity=0.5"}, 800, 800);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     const Run d = live_test::cli({"whatif", file, "--describe", "--from-step",
                                   QString::number(stepOf["disco.sparsity=0.5"] + 2)});

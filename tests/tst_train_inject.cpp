@@ -7,8 +7,10 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QtTest>
 
+#include <csignal>
 #include <map>
 
 #include "live_test_support.h"
@@ -131,6 +133,44 @@ class TstTrainInject : public QObject {
     QVERIFY2(j["hang"].isNull(), qPrintable(doc.out));
     QVERIFY2(text.code == 0 && text.out.contains("rank 2") && text.out.contains("hang: none"),
              qPrintable(text.out + text.err));
+  }
+
+  // Issue 40: a recorder that stops reading (SIGSTOP) while the agents' client queues are small
+  // (1 MB) misses batches the agents drop for it. The recording says so -- `record`'s summary
+  // and warning, the file's not_received_* metadata, `info` -- instead of "dropped by agents: 0".
+  void aStoppedRecorderSaysWhatItMissed() {
+    qputenv("TRAINSCOPE_CLIENT_QUEUE_MB", "1");
+    DemoJob job = startDemo({"--ranks", "2", "--steps", "1000000"}, "dp.bucket_bytes");
+    qunsetenv("TRAINSCOPE_CLIENT_QUEUE_MB");
+    QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
+    struct Stop {
+      DemoJob& j;
+      ~Stop() { stopDemo(j); }
+    } stop{job};
+    const QString file = dir_.filePath("stopped.tsdb");
+    QProcess rec;
+    rec.start(bin("trainscope-cli"), {"record", "--job", job.id, "--seconds", "8", "--out", file});
+    QVERIFY(rec.waitForStarted());
+    QByteArray err;
+    QTRY_VERIFY_WITH_TIMEOUT((err += rec.readAllStandardError()).contains("recording job"), 60000);
+    ::kill(static_cast<pid_t>(rec.processId()), SIGSTOP);
+    QTest::qWait(5000);  // the ranks go on; at their default rate this is far more than 1 MB
+    ::kill(static_cast<pid_t>(rec.processId()), SIGCONT);
+    QVERIFY(rec.waitForFinished(120000));
+    const QString out = QString::fromUtf8(rec.readAllStandardOutput());
+    err += rec.readAllStandardError();
+    QVERIFY2(rec.exitCode() == 0, qPrintable(out + err));
+    const auto m = QRegularExpression("not received: ([\\d,]+)").match(out);
+    QVERIFY2(m.hasMatch() && m.captured(1) != "0", qPrintable(out + err));
+    QVERIFY2(err.contains("never received"), err.constData());
+    auto reader = trainscope::core::loadSession(file.toStdString());
+    QVERIFY2(reader.isOk(), reader.status().message().c_str());
+    uint64_t missed = 0;
+    for (const auto& [k, v] : reader.value().metadata())
+      if (k.rfind("not_received_events.", 0) == 0) missed += std::stoull(v);
+    QCOMPARE(QString::number(missed), QString(m.captured(1)).remove(','));
+    const Run info = cli({"info", file});
+    QVERIFY2(info.code == 0 && info.out.contains("NOT RECEIVED"), qPrintable(info.out + info.err));
   }
 
   void hangStopsTheJobAndTheAgentsAnswer() {

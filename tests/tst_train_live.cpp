@@ -140,7 +140,9 @@ class TstTrainLive : public QObject {
 
     const QString file = dir_.filePath("live.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--seconds", "8", "--out", file});
+    // Until the changes are done and a tail after them has run (SIGINT saves, as --seconds would):
+    // a fixed duration assumed how fast `set` is (it reads every rank's values back after a change).
+    rec.start(bin("trainscope-cli"), {"record", "--job", jobId_, "--out", file});
     QVERIFY(rec.waitForStarted());
     QTest::qWait(1000);
     std::map<QString, int64_t> stepOf;
@@ -164,8 +166,8 @@ class TstTrainLive : public QObject {
         QVERIFY2(topk.err.contains("only under dp.compression=topk-ef"), qPrintable(topk.out + topk.err));
       }
     }
-    // The recording may already have ended (8 s; the changes above are slow under ASan), and
-    // waitForFinished is false for a process that is not running.
+    QTest::qWait(1500 * TRAINSCOPE_TEST_SLOWDOWN);  // steps after the last change
+    if (rec.state() == QProcess::Running) ::kill(static_cast<pid_t>(rec.processId()), SIGINT);
     QVERIFY(rec.state() == QProcess::NotRunning || rec.waitForFinished(60000));
     QVERIFY2(rec.exitCode() == 0, qPrintable(rec.readAllStandardError()));
 

@@ -112,7 +112,7 @@ class TstTrainPpLive : public QObject {
   void scheduleSwitchesAtTheAckedStep() {
     QVERIFY(!job_.id.isEmpty());
     const QString file = dir_.filePath("pp.tsdb");
-    auto [stepOf, error] = recordWhileSetting(job_.id, file, 5,
+    auto [stepOf, error, refused] = recordWhileSetting(job_.id, file, 5,
                                               {"pp.schedule=zb-h1", "pp.virtual_stages=2",
                                                "pp.schedule=interleaved-1f1b", "pp.microbatches=5"},
                                               800, 700);
@@ -198,7 +198,7 @@ class TstTrainPpLive : public QObject {
     for (const char* k : {"dp.bucket_bytes", "dp.algorithm", "dp.compression", "dp.topk_ratio"})
       QVERIFY2(names.contains(k), qPrintable(names.join(' ')));
     const QString file = dir_.filePath("hybrid.tsdb");
-    auto [stepOf, error] = recordWhileSetting(
+    auto [stepOf, error, refused] = recordWhileSetting(
         job_.id, file, 5, {"pp.schedule=zb-h1", "dp.algorithm=ring", "pp.schedule=gpipe", "pp.schedule=seq1f1b"},
         800, 800);
     QVERIFY2(error.isEmpty(), qPrintable(error));
@@ -266,7 +266,7 @@ class TstTrainPpLive : public QObject {
     QVERIFY2(names.contains("disco.sparsity"), qPrintable(names.join(' ')));
     QVERIFY2(names.filter(QRegularExpression("^dp\\.")).isEmpty(), qPrintable(names.join(' ')));
     const QString file = dir_.filePath("disco.tsdb");
-    auto [stepOf, error] = recordWhileSetting(job_.id, file, 4,
+    auto [stepOf, error, refused] = recordWhileSetting(job_.id, file, 4,
                                               {"disco.sparsity=0.5", "disco.sparsity.2=1", "disco.mode=wait"}, 800, 800);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     auto session = loadSession(file.toStdString());

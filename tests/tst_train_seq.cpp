@@ -150,7 +150,7 @@ class TstTrainSeq : public QObject {
     QVERIFY2(job_.error.isEmpty(), qPrintable(job_.error));
 
     const QString file = dir_.filePath("seq.tsdb");
-    auto [stepOf, error] =
+    auto [stepOf, error, refused] =
         live_test::recordWhileSetting(job_.id, file, 4, {"pp.segments=3", "pp.segments=99"}, 1000, 1000);
     QVERIFY2(error.isEmpty(), qPrintable(error));
     auto session = loadSession(file.toStdString());

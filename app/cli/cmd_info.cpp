@@ -1,5 +1,6 @@
 // `trainscope-cli info FILE [--json]`: what a session holds, without loading its events.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
@@ -31,12 +32,28 @@ void printText(const core::SessionSummary& s) {
   std::printf("ranks     %zu\n", s.ranks.size());
   std::printf("tracks    %zu\n", s.tracks.size());
   std::printf("dropped   %s\n", withThousands(s.droppedEvents).c_str());
+  {
+    uint64_t notReceived = 0;
+    for (const auto& [k, v] : s.metadata)
+      if (k.rfind("not_received_events.", 0) == 0) notReceived += std::strtoull(v.c_str(), nullptr, 10);
+    if (notReceived)
+      std::printf("NOT RECEIVED %s events: sent by the agents while the recorder fell behind, never received\n",
+                  withThousands(notReceived).c_str());
+  }
   for (const RankInfo& r : s.ranks) {
     uint64_t events = 0;
     for (const TrackSummary& t : s.tracks) events += t.info.rank == r.rank ? t.eventCount : 0;
-    std::printf("rank %d  host %s  pid %lld  device %d  events %s  dropped %s\n", r.rank,
+    std::printf("rank %d  host %s  pid %lld  device %d  events %s  dropped %s", r.rank,
                 r.host.empty() ? "?" : r.host.c_str(), static_cast<long long>(r.pid), r.device,
                 withThousands(events).c_str(), withThousands(r.droppedEvents).c_str());
+    // Sent by the agent and never received by the recorder (it fell behind): live sessions only.
+    const auto nr = s.metadata.find("not_received_events." + std::to_string(r.rank));
+    if (nr != s.metadata.end() && nr->second != "0") {
+      std::printf("  NOT RECEIVED %s", withThousands(std::strtoull(nr->second.c_str(), nullptr, 10)).c_str());
+      const auto ranges = s.metadata.find("not_received_ranges." + std::to_string(r.rank));
+      if (ranges != s.metadata.end()) std::printf(" (in %s)", ranges->second.c_str());
+    }
+    std::printf("\n");
     for (const TrackSummary& t : s.tracks) {
       if (t.info.rank != r.rank) continue;
       std::printf("    %-14s %-28s %14s\n", std::string(trackKindName(t.info.kind)).c_str(),

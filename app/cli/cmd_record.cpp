@@ -107,9 +107,19 @@ int runRecord(const RecordOptions& o) {
   if (st.state == core::LiveState::Ended)
     std::fprintf(stderr, "note: the job ended during the recording (after %.1f s); saved what arrived\n",
                  st.seconds);
-  std::printf("recorded %s events from %d ranks in %.1f s to %s (dropped by agents: %s)\n",
+  std::printf("recorded %s events from %d ranks in %.1f s to %s (dropped by agents: %s; not received: %s)\n",
               withThousands(st.events).c_str(), st.ranksSeen, st.seconds, o.out.c_str(),
-              withThousands(st.dropped).c_str());
+              withThousands(st.dropped).c_str(), withThousands(st.notReceived).c_str());
+  if (st.notReceived > 0) {
+    // Never silent (issue 40): the recorder fell behind and the agents dropped what it did not read.
+    std::fprintf(stderr,
+                 "warning: %s events were sent by the agents but never received: this recorder fell behind "
+                 "(stopped, or the machine too busy) and the agents dropped what it did not read. Per rank:",
+                 withThousands(st.notReceived).c_str());
+    for (const auto& r : st.ranks)
+      if (r.notReceived) std::fprintf(stderr, " rank %d %s", r.rank, withThousands(r.notReceived).c_str());
+    std::fprintf(stderr, "; the time ranges are in the file's metadata (not_received_ranges.RANK)\n");
+  }
   {
     const auto md = live.metadata();
     const auto cpu = md.find("observer_cpu_seconds"), ev = md.find("observer_events");

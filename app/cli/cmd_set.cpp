@@ -6,8 +6,10 @@
 // `set --job ID --from tuned.json`: the knobs of a tuned configuration (docs/FORMATS.md) that the
 // job has and that differ from its current values, in one change; knobs the job does not have
 // are named on stderr (skipped), never dropped silently.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -92,7 +94,21 @@ int runSet(const SetOptions& o) {
   // rank runs now (issue 40).
   std::map<std::string, std::map<int32_t, std::string>> keptOther;  // name -> rank -> value it runs
   std::map<std::string, std::string> requested(changes.begin(), changes.end());  // the last value of a name wins
-  if (auto lists = js.value()->knobLists(); lists) {
+  // A job restores inside the step that applied the change (or just after it returns from the
+  // agent): read back once every rank is past that step, waiting at most 10 s for slow steps.
+  int64_t appliedAt = INT64_MIN;
+  for (const auto& a : res.value())
+    for (const auto& [rank, step] : a.stepPerRank) appliedAt = std::max(appliedAt, step);
+  core::Result<std::vector<core::wire::KnobList>> lists = core::Status(core::ErrorCode::NotFound, "not read");
+  for (int tries = 0; tries < 200; ++tries) {
+    lists = js.value()->knobLists();
+    if (!lists) break;
+    bool past = true;
+    for (const auto& l : lists.value()) past = past && l.currentStep > appliedAt;
+    if (past) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (lists) {
     const std::vector<core::AgentClient*> clients = js.value()->clients();  // by rank, as the lists
     for (size_t i = 0; i < lists.value().size() && i < clients.size(); ++i)
       for (const auto& k : lists.value()[i].knobs)

@@ -13,6 +13,7 @@
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QPromise>
@@ -429,7 +430,16 @@ void KnobsDock::applyChanges(std::vector<std::pair<std::string, std::string>> ch
                          : tr("%1 applied at steps %2..%3").arg(what).arg(lo).arg(hi));
     }
     r.message = (isUndo ? tr("Undone: ") : QString()) + parts.join(QStringLiteral("; "));
-    if (auto list = live->knobList()) r.knobs = std::move(list.value().knobs);
+    // Read back once the rank is past the applied step (a job restores a refused pair inside it),
+    // at most 10 s.
+    for (int tries = 0; tries < 200; ++tries) {
+      auto list = live->knobList();
+      if (!list) break;
+      const bool past = list.value().currentStep > r.appliedStep;
+      r.knobs = std::move(list.value().knobs);
+      if (past) break;
+      QThread::msleep(50);
+    }
     // Applied is not kept: the job may refuse the combination at that step and restore the old
     // values (as `set` reports it, issue 40): read back, and say so.
     QStringList refused;

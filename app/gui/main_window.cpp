@@ -704,8 +704,11 @@ void MainWindow::updateStatus() {
                                     .arg(where));
     }
     statusRate_->setText(tr("%1 events/s").arg(loc.toString(st.eventsPerSecond, 'f', 0)));
-    statusDrops_->setText(tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(st.dropped))));
-    statusDrops_->setStyleSheet(st.dropped ? "color: #b00000;" : "");
+    QString drops = tr("dropped %1").arg(loc.toString(static_cast<qulonglong>(st.dropped)));
+    if (st.notReceived)  // sent by the agents, never received here: this GUI fell behind (issue 40)
+      drops += tr(" · not received %1").arg(loc.toString(static_cast<qulonglong>(st.notReceived)));
+    statusDrops_->setText(drops);
+    statusDrops_->setStyleSheet(st.dropped || st.notReceived ? "color: #b00000;" : "");
     statusClock_->setText(tr("clock ±%1 µs").arg(static_cast<double>(st.clockErrorNs) / 1e3, 0, 'f', 1));
     if (++treeTicks_ % 4 == 0) {
       refreshTree();

@@ -35,7 +35,24 @@ Status BatchIngestor::ingest(const wire::EventBatch& batch) {
     tracks_[t.id] = store_.findOrAddTrack(rank_.rank, t.kind, t.externalId, t.name);
   const int64_t shift = rank_.clockOffsetNs;
   uint64_t seq = batch.firstSeq;
-  if (!batch.events.empty()) nextSeq_ = std::max(nextSeq_, batch.firstSeq + batch.events.size());
+  if (!batch.events.empty()) {
+    if (haveSeq_ && batch.firstSeq > nextSeq_) {
+      // Events this client never got (issue 40: counted, never silent).
+      const uint64_t lost = batch.firstSeq - nextSeq_;
+      notReceived_ += lost;
+      Gap g{lastEndNs_, batch.events.front().startNs + shift, lost};
+      for (const wire::WireEvent& e : batch.events) g.toNs = std::min(g.toNs, e.startNs + shift);
+      if (gaps_.size() >= 64) {  // bounded: the oldest two merge
+        gaps_[0].toNs = gaps_[1].toNs;
+        gaps_[0].events += gaps_[1].events;
+        gaps_.erase(gaps_.begin() + 1);
+      }
+      gaps_.push_back(g);
+    }
+    haveSeq_ = true;
+    nextSeq_ = std::max(nextSeq_, batch.firstSeq + batch.events.size());
+    for (const wire::WireEvent& e : batch.events) lastEndNs_ = std::max(lastEndNs_, e.endNs + shift);
+  }
   for (const wire::WireEvent& e : batch.events) {
     if (seq++ < skipBelow_) {
       ++skipped_;

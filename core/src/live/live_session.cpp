@@ -339,6 +339,16 @@ void LiveSession::writeMetadata(std::map<std::string, std::string>& md) const {
     md["clock_offset_log." + rk] = r->offsetLog;
     if (r->hasDrift) md["clock_drift_ns." + rk] = std::to_string(r->clockDriftNs);
     md["dropped_events." + rk] = std::to_string(r->ingestor->rank().droppedEvents);
+    // Events the agent sent and this session never received (it fell behind: the agent dropped
+    // them for it), with the time ranges they fell in: "from_ns-to_ns:events;..." (session clock).
+    md["not_received_events." + rk] = std::to_string(r->ingestor->notReceivedEvents());
+    if (!r->ingestor->notReceivedGaps().empty()) {
+      std::string ranges;
+      for (const BatchIngestor::Gap& g : r->ingestor->notReceivedGaps())
+        ranges += (ranges.empty() ? "" : ";") + std::to_string(g.fromNs) + "-" + std::to_string(g.toNs) + ":" +
+                  std::to_string(g.events);
+      md["not_received_ranges." + rk] = ranges;
+    }
     md["unknown_track_events." + rk] = std::to_string(r->ingestor->unknownTrackEvents());
     md["attaches." + rk] = std::to_string(r->attaches);
   }
@@ -389,6 +399,7 @@ void LiveSession::publishStats(int64_t now, bool force) {
     if (r->ingestor) {
       rs.events = r->ingestor->eventsIngested();
       rs.dropped = r->ingestor->rank().droppedEvents;
+      rs.notReceived = r->ingestor->notReceivedEvents();
       rs.clockOffsetNs = r->ingestor->rank().clockOffsetNs;
       rs.clockErrorNs = r->lastSync.errorBoundNs;
     }
@@ -396,6 +407,7 @@ void LiveSession::publishStats(int64_t now, bool force) {
     s.ranksSeen += rs.seen;
     s.events += rs.events;
     s.dropped += rs.dropped;
+    s.notReceived += rs.notReceived;
     if (rs.connected || rs.seen) s.clockErrorNs = std::max(s.clockErrorNs, rs.clockErrorNs);
     if (!rs.connected && !rs.problem.empty()) problems += (problems.empty() ? "" : "; ") + rs.problem;
     s.ranks.push_back(std::move(rs));

@@ -135,6 +135,17 @@ class BatchIngestor {
   uint64_t unknownTrackEvents() const { return unknownTrack_; }
   uint64_t unknownStrings() const { return unknownString_; }
   bool sawLive() const { return sawLive_; }
+  // Events of this agent's stream that never arrived here: a gap in the sequence numbers after
+  // the first batch (the agent dropped batches for this client while it did not read -- a slow
+  // or stopped recorder -- or they left the flight recorder while detached). Not the agent's own
+  // drops (RankInfo::droppedEvents). With the time ranges they fell in (client clock; the
+  // newest 64, older ones merged into the first).
+  uint64_t notReceivedEvents() const { return notReceived_; }
+  struct Gap {
+    int64_t fromNs = 0, toNs = 0;
+    uint64_t events = 0;
+  };
+  const std::vector<Gap>& notReceivedGaps() const { return gaps_; }
   // Before ingesting from a new connection to the same agent process: events of its stream
   // already ingested (by sequence number) are skipped, so a re-attach with history adds only
   // what is new.
@@ -153,6 +164,10 @@ class BatchIngestor {
   std::vector<Attr> attrs_;
   uint64_t events_ = 0, unknownTrack_ = 0, unknownString_ = 0, skipped_ = 0;
   uint64_t nextSeq_ = 0, skipBelow_ = 0;
+  bool haveSeq_ = false;   // a batch with events arrived: later ones must continue it
+  int64_t lastEndNs_ = 0;  // newest event end ingested (client clock)
+  uint64_t notReceived_ = 0;
+  std::vector<Gap> gaps_;
   bool sawLive_ = false;
 };
 

@@ -70,6 +70,7 @@ struct LiveRankStatus {
   bool seen = false;  // delivered at least one batch
   uint64_t events = 0;
   uint64_t dropped = 0;  // reported by the agent
+  uint64_t notReceived = 0;  // sent by the agent, never received here (BatchIngestor::notReceivedEvents)
   int64_t clockOffsetNs = 0;
   int64_t clockErrorNs = 0;
   int offsetUpdates = 0;
@@ -86,6 +87,7 @@ struct LiveSnapshot {
   uint64_t events = 0;
   double eventsPerSecond = 0;
   uint64_t dropped = 0;
+  uint64_t notReceived = 0;  // over the ranks: events this client never got (it fell behind)
   int64_t clockErrorNs = 0;  // largest current sync error bound over the ranks
   double seconds = 0;        // since start()
   std::string message;       // last problem, for a status bar
