@@ -20,6 +20,7 @@
 #include "knobs.h"
 #include "outbox.h"
 #include "spsc_ring.h"
+#include "string_table.h"
 #include "trainscope/agent.h"
 
 using namespace agent_test;
@@ -640,6 +641,60 @@ class TstAgentCapture : public QObject {
     stepEnd(13);
     QCOMPARE(digestCalls, 4);
     ts_set_agree_fn(nullptr, nullptr);
+  }
+
+  // Issue 40: what a job declares is bounded so that the agent's frames stay within what
+  // clients accept, and a bad declaration says why instead of being ignored.
+  void knobDeclarationsAreBoundedAndSayWhy() {
+    ScopedAgent agent(kNoServer);
+    const std::string longName(129, 'n'), hugeDesc(20u << 20, 'd');
+    QVERIFY(!ts_knob_int(longName.c_str(), 0, 1, 0, "", 0));
+    QVERIFY2(std::string(ts_knob_error()).find("over 128 bytes") != std::string::npos, ts_knob_error());
+    QVERIFY(!ts_knob_int("tst.bounded.desc", 0, 1, 0, hugeDesc.c_str(), 0));
+    QVERIFY2(std::string(ts_knob_error()).find("description over 4096 bytes") != std::string::npos, ts_knob_error());
+    QVERIFY(!ts_knob_int("tst.bounded.range", 5, 1, 3, "", 0));
+    QVERIFY2(std::string(ts_knob_error()).find("min > max") != std::string::npos, ts_knob_error());
+    QVERIFY(!ts_knob_float("tst.bounded.default", 0.0, 1.0, 2.0, "", 0));
+    QVERIFY2(std::string(ts_knob_error()).find("outside") != std::string::npos, ts_knob_error());
+    QVERIFY(!ts_knob_bool("", 0, "", 0));
+    QVERIFY(!std::string(ts_knob_error()).empty());
+    // The same name with another type: refused (it read the other's bits: 2.5e-323).
+    ts_knob_t i = ts_knob_int("tst.bounded.clash", 0, 10, 5, "", 0);
+    QVERIFY(i);
+    QVERIFY(std::string(ts_knob_error()).empty());
+    QVERIFY(!ts_knob_float("tst.bounded.clash", 0.0, 1.0, 0.5, "", 0));
+    QVERIFY2(std::string(ts_knob_error()).find("another type") != std::string::npos, ts_knob_error());
+    QCOMPARE(ts_knob_int("tst.bounded.clash", 0, 10, 5, "", 0), i);  // same type: the same knob
+    // The knob list stays far below a frame's 16 MiB.
+    const auto list = ag::KnobRegistry::instance().list(0);
+    std::vector<uint8_t> frame;
+    wire::encode(list, frame);
+    QVERIFY2(frame.size() < (1u << 20), qPrintable(QString::number(frame.size())));
+  }
+
+  // Last in this file: it fills the process's name table (8 MiB of text), which later tests
+  // here would see full.
+  void nameTableIsBounded() {
+    ScopedAgent agent(kNoServer);
+    // A name over 1,024 bytes is cut there.
+    const std::string longer(3000, 'y');
+    QCOMPARE(ag::StringTable::instance().text(ts_name(longer.c_str())).size(), size_t{1024});
+    const uint64_t refusedBefore = ts_names_refused();
+    std::string name(1000, 'x');
+    uint32_t last = 0, overflow = 0;
+    for (int i = 0; i < 10000; ++i) {  // 10,000 x 1,000 bytes: past the 8 MiB of text
+      std::snprintf(name.data(), 16, "%015d", i);
+      name[15] = 'x';  // snprintf's terminator: the name stays 1,000 bytes long
+      last = ts_name(name.c_str());
+      if (ts_names_refused() > refusedBefore && !overflow) overflow = last;
+    }
+    QVERIFY(ts_names_refused() > refusedBefore);
+    QCOMPARE(last, overflow);  // every name past the limit maps to one id
+    std::vector<std::pair<uint32_t, std::string>> all;
+    ag::StringTable::instance().copyFrom(0, all);
+    size_t bytes = 0;
+    for (const auto& [id, text] : all) bytes += text.size();
+    QVERIFY2(bytes <= ag::StringTable::kMaxBytes, qPrintable(QString::number(bytes)));
   }
 };
 

@@ -26,12 +26,31 @@ bool disabledByEnv() {
   return d && *d && std::strcmp(d, "0") != 0;
 }
 
+thread_local std::string t_knobError;
+
+ts_knob_t knobFails(std::string why) {
+  t_knobError = std::move(why);
+  return nullptr;
+}
+
 ts_knob_t addKnob(std::unique_ptr<ts_knob> k, const char* name, const char* desc, unsigned flags) {
-  if (!name || !*name) return nullptr;
+  // Bounded (issue 40): a KnobList reply carries every knob; a 20 MB description once made it
+  // larger than clients accept, and `knobs`, `set` and `record` failed for the job's life.
+  if (!name || !*name) return knobFails("a knob needs a name");
+  const size_t nameLen = std::strlen(name);
+  if (nameLen > kMaxKnobName) return knobFails("knob name over " + std::to_string(kMaxKnobName) + " bytes");
+  if (desc && std::strlen(desc) > kMaxKnobDescription)
+    return knobFails(std::string(name) + ": description over " + std::to_string(kMaxKnobDescription) + " bytes");
+  for (const std::string& c : k->choices)
+    if (c.size() > kMaxKnobChoice)
+      return knobFails(std::string(name) + ": a choice over " + std::to_string(kMaxKnobChoice) + " bytes");
   k->name = name;
   k->description = desc ? desc : "";
   k->flags = flags;
-  return KnobRegistry::instance().add(std::move(k));
+  std::string why;
+  ts_knob* out = KnobRegistry::instance().add(std::move(k), &why);
+  t_knobError = out ? std::string() : why;
+  return out;
 }
 }  // namespace
 
@@ -164,12 +183,15 @@ TS_AGENT_API void ts_comm_begin_layer(ts_comm_kind kind, uint32_t name, uint64_t
 TS_AGENT_API void ts_comm_end(void) { pushRecord(RecordType::CommEnd, 0, 0, 0, 0); }
 
 TS_AGENT_API uint64_t ts_dropped_events(void) { return Capture::instance().dropped(); }
+TS_AGENT_API uint64_t ts_names_refused(void) { return StringTable::instance().refused(); }
+TS_AGENT_API const char* ts_knob_error(void) { return t_knobError.c_str(); }
 
 // ---- knobs ----------------------------------------------------------------------------------
 
 TS_AGENT_API ts_knob_t ts_knob_int(const char* name, int64_t min, int64_t max, int64_t def, const char* desc,
                                    unsigned flags) {
-  if (min > max || def < min || def > max) return nullptr;
+  if (min > max) return knobFails(std::string(name ? name : "?") + ": min > max");
+  if (def < min || def > max) return knobFails(std::string(name ? name : "?") + ": the default is outside [min, max]");
   try {
     auto k = std::make_unique<ts_knob>();
     k->type = KnobType::Int;
@@ -186,7 +208,9 @@ TS_AGENT_API ts_knob_t ts_knob_int(const char* name, int64_t min, int64_t max, i
 
 TS_AGENT_API ts_knob_t ts_knob_float(const char* name, double min, double max, double def, const char* desc,
                                      unsigned flags) {
-  if (!(min <= max) || !(def >= min) || !(def <= max)) return nullptr;
+  if (!(min <= max)) return knobFails(std::string(name ? name : "?") + ": min > max (or not a number)");
+  if (!(def >= min) || !(def <= max))
+    return knobFails(std::string(name ? name : "?") + ": the default is outside [min, max]");
   try {
     auto k = std::make_unique<ts_knob>();
     k->type = KnobType::Float;
@@ -214,12 +238,15 @@ TS_AGENT_API ts_knob_t ts_knob_bool(const char* name, int def, const char* desc,
 
 TS_AGENT_API ts_knob_t ts_knob_enum(const char* name, const char* const* choices, int n, int def, const char* desc,
                                     unsigned flags) {
-  if (!choices || n <= 0 || def < 0 || def >= n) return nullptr;
+  if (!choices || n <= 0) return knobFails(std::string(name ? name : "?") + ": an enum needs choices");
+  if (n > static_cast<int>(kMaxKnobChoices))
+    return knobFails(std::string(name ? name : "?") + ": more than " + std::to_string(kMaxKnobChoices) + " choices");
+  if (def < 0 || def >= n) return knobFails(std::string(name ? name : "?") + ": the default is not one of the choices");
   try {
     auto k = std::make_unique<ts_knob>();
     k->type = KnobType::Enum;
     for (int i = 0; i < n; ++i) {
-      if (!choices[i]) return nullptr;
+      if (!choices[i]) return knobFails(std::string(name ? name : "?") + ": a choice is NULL");
       k->choices.emplace_back(choices[i]);
     }
     k->min = 0;

@@ -26,9 +26,21 @@ ts_knob* KnobRegistry::findLocked(const std::string& name) const {
   return nullptr;
 }
 
-ts_knob* KnobRegistry::add(std::unique_ptr<ts_knob> k) {
+ts_knob* KnobRegistry::add(std::unique_ptr<ts_knob> k, std::string* why) {
   std::lock_guard lock(mu_);
-  if (ts_knob* existing = findLocked(k->name)) return existing;
+  if (ts_knob* existing = findLocked(k->name)) {
+    // The same name with another type would read the other's bits (an int read as a double:
+    // 2.5e-323): refused.
+    if (existing->type != k->type || existing->choices != k->choices) {
+      if (why) *why = k->name + ": already declared with another type or other choices";
+      return nullptr;
+    }
+    return existing;
+  }
+  if (knobs_.size() >= kMaxKnobs) {
+    if (why) *why = k->name + ": more than " + std::to_string(kMaxKnobs) + " knobs";
+    return nullptr;
+  }
   k->bits.store(k->defaultBits);
   knobs_.push_back(std::move(k));
   return knobs_.back().get();

@@ -45,11 +45,21 @@ struct ts_knob {
 
 namespace trainscope::agent {
 
+// What a job may declare (agent.h, ts_knob_*): a KnobList reply holds every knob and must stay far
+// below the 16 MiB frame limit (256 x (4 KiB + 64 x 128 B) < 3 MiB).
+inline constexpr size_t kMaxKnobs = 256;
+inline constexpr size_t kMaxKnobName = 128;
+inline constexpr size_t kMaxKnobDescription = 4096;
+inline constexpr size_t kMaxKnobChoices = 64;
+inline constexpr size_t kMaxKnobChoice = 128;
+
 class KnobRegistry {
  public:
   static KnobRegistry& instance();
 
-  ts_knob* add(std::unique_ptr<ts_knob> k);  // returns the existing knob of that name, if any
+  // Returns the existing knob of that name if it has the same type; null (why: the reason) when
+  // it has another type, or when the registry holds kMaxKnobs already.
+  ts_knob* add(std::unique_ptr<ts_knob> k, std::string* why = nullptr);
   bool onChange(ts_knob* k, ts_knob_callback cb, void* ctx);
   bool setCheck(ts_knob* k, ts_knob_check_fn fn, void* ctx);
 

@@ -11,15 +11,32 @@ StringTable& StringTable::instance() {
 StringTable::StringTable() {
   texts_.emplace_back();
   ids_.emplace(texts_.back(), 0);
+  overflowId_ = 1;
+  texts_.emplace_back("(name table full)");
+  ids_.emplace(texts_.back(), overflowId_);
+  bytes_ = texts_.back().size();
 }
 
 uint32_t StringTable::intern(std::string_view s) {
+  if (s.size() > kMaxLength) s = s.substr(0, kMaxLength);
   std::lock_guard lock(mu_);
   if (auto it = ids_.find(s); it != ids_.end()) return it->second;
+  // Bounded (issue 40): every string goes to every client in the tables frame of a subscribe, and
+  // a frame over 16 MiB is refused -- 600 k distinct names once made `record` fail for good.
+  if (texts_.size() >= kMaxStrings || bytes_ + s.size() > kMaxBytes) {
+    ++refused_;
+    return overflowId_;
+  }
   const auto id = static_cast<uint32_t>(texts_.size());
   texts_.emplace_back(s);
   ids_.emplace(texts_.back(), id);
+  bytes_ += s.size();
   return id;
+}
+
+uint64_t StringTable::refused() const {
+  std::lock_guard lock(mu_);
+  return refused_;
 }
 
 size_t StringTable::size() const {

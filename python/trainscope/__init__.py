@@ -538,32 +538,82 @@ def _desc(d):
     return d.encode() if d else None
 
 
+# What the agent accepts (agent.h, ts_knob_*): a knob list must fit the frames clients accept.
+MAX_KNOB_NAME = 128
+MAX_KNOB_DESCRIPTION = 4096
+MAX_KNOB_CHOICES = 64
+MAX_KNOB_CHOICE = 128
+
+
+def _check_knob(name, desc, lo=None, hi=None, default=None):
+    """Raises on a declaration the agent would refuse (issue 40: these were silently ignored)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a knob needs a non-empty name")
+    if len(name.encode()) > MAX_KNOB_NAME:
+        raise ValueError("knob name %r...: over %d bytes" % (name[:32], MAX_KNOB_NAME))
+    if desc and len(desc.encode()) > MAX_KNOB_DESCRIPTION:
+        raise ValueError("knob %s: description over %d bytes" % (name, MAX_KNOB_DESCRIPTION))
+    if lo is not None:
+        if not lo <= hi:
+            raise ValueError("knob %s: min %r > max %r" % (name, lo, hi))
+        if not lo <= default <= hi:
+            raise ValueError("knob %s: default %r outside [%r, %r]" % (name, default, lo, hi))
+
+
+def _declared(h, name):
+    """The agent's handle, or the agent's reason as an exception (a type clash is a TypeError)."""
+    if h:
+        return h
+    why = ""
+    if hasattr(_lib, "ts_knob_error"):
+        why = (_lib.ts_knob_error() or b"").decode(errors="replace")
+    if "another type" in why:
+        raise TypeError(why)
+    raise ValueError(why or ("knob %s: refused by the agent" % name))
+
+
 def knob_int(name, min, max, default, desc="", changes_math=False):  # noqa: A002
-    h = _lib.ts_knob_int(name.encode(), int(min), int(max), int(default), _desc(desc), _flags(changes_math)) \
-        if _lib is not None else None
+    _check_knob(name, desc, int(min), int(max), int(default))
+    h = _declared(_lib.ts_knob_int(name.encode(), int(min), int(max), int(default), _desc(desc),
+                                   _flags(changes_math)), name) if _lib is not None else None
     return Knob(h, name, "int", int(default))
 
 
 def knob_float(name, min, max, default, desc="", changes_math=False):  # noqa: A002
-    h = _lib.ts_knob_float(name.encode(), float(min), float(max), float(default), _desc(desc),
-                           _flags(changes_math)) if _lib is not None else None
+    _check_knob(name, desc, float(min), float(max), float(default))
+    h = _declared(_lib.ts_knob_float(name.encode(), float(min), float(max), float(default), _desc(desc),
+                                     _flags(changes_math)), name) if _lib is not None else None
     return Knob(h, name, "float", float(default))
 
 
 def knob_bool(name, default, desc="", changes_math=False):
-    h = _lib.ts_knob_bool(name.encode(), 1 if default else 0, _desc(desc), _flags(changes_math)) \
-        if _lib is not None else None
+    _check_knob(name, desc)
+    h = _declared(_lib.ts_knob_bool(name.encode(), 1 if default else 0, _desc(desc), _flags(changes_math)),
+                  name) if _lib is not None else None
     return Knob(h, name, "bool", bool(default))
 
 
 def knob_enum(name, choices, default, desc="", changes_math=False):
     """default: one of choices (text) or its index."""
     choices = list(choices)
-    idx = choices.index(default) if isinstance(default, str) else int(default)
+    _check_knob(name, desc)
+    if not choices or len(choices) > MAX_KNOB_CHOICES:
+        raise ValueError("knob %s: 1 to %d choices, not %d" % (name, MAX_KNOB_CHOICES, len(choices)))
+    if any(len(str(c).encode()) > MAX_KNOB_CHOICE for c in choices):
+        raise ValueError("knob %s: a choice over %d bytes" % (name, MAX_KNOB_CHOICE))
+    if isinstance(default, str):
+        if default not in choices:
+            raise ValueError("knob %s: default %r is not one of %r" % (name, default, choices))
+        idx = choices.index(default)
+    else:
+        idx = int(default)
+        if not 0 <= idx < len(choices):
+            raise ValueError("knob %s: default index %d outside the %d choices" % (name, idx, len(choices)))
     h = None
     if _lib is not None:
         arr = (ctypes.c_char_p * len(choices))(*[c.encode() for c in choices])
-        h = _lib.ts_knob_enum(name.encode(), arr, len(choices), idx, _desc(desc), _flags(changes_math))
+        h = _declared(_lib.ts_knob_enum(name.encode(), arr, len(choices), idx, _desc(desc), _flags(changes_math)),
+                      name)
     return Knob(h, name, "enum", choices[idx], choices)
 
 

@@ -96,7 +96,10 @@ def _bind(lib):
         "ts_knob_restore": (c.c_int, [c.c_void_p, c.c_char_p]),
         "ts_knob_on_change": (c.c_int, [c.c_void_p, KNOB_CB, c.c_void_p]),
         "ts_set_agree_fn": (None, [AGREE_FN, c.c_void_p]),
+        "ts_knob_error": (c.c_char_p, []),
+        "ts_names_refused": (c.c_uint64, []),
     }
+    optional = ("ts_knob_error", "ts_names_refused")  # newer than some agents this package may load
 
     def bind(handle, name):
         fn = getattr(handle, name)
@@ -104,6 +107,8 @@ def _bind(lib):
         return fn
 
     for name in sig:
+        if name in optional and not hasattr(lib, name):
+            continue
         bind(lib, name)
     # The capture calls through a PyDLL handle of the same library: ctypes keeps the GIL across
     # them instead of releasing and taking it again. They only write the calling thread's ring

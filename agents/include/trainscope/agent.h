@@ -143,6 +143,11 @@ TS_AGENT_API void ts_comm_end(void);
 TS_AGENT_API void ts_comm_begin_layer(ts_comm_kind kind, uint32_t name, uint64_t bytes, int32_t peer,
                                       int32_t layer);
 
+/* ts_name: at most 1,048,576 distinct names and 8 MiB of text per process (each name cut at
+ * 1,024 bytes), so that no job can make the agent's frames larger than clients accept; past the
+ * limit every new name maps to "(name table full)" and ts_names_refused() counts it. */
+TS_AGENT_API uint64_t ts_names_refused(void);
+
 /* Records the agent had to drop (ring full, memory budget) since start. */
 TS_AGENT_API uint64_t ts_dropped_events(void);
 
@@ -151,8 +156,11 @@ TS_AGENT_API uint64_t ts_dropped_events(void);
 typedef struct ts_knob* ts_knob_t;
 #define TS_KNOB_CHANGES_MATH 1u
 
-/* Registers a knob (or returns the existing one of that name); NULL on bad arguments. Works
- * before ts_init. Reading a value is one atomic load. */
+/* Registers a knob (or returns the existing one of that name and type); NULL on bad arguments,
+ * with the reason in ts_knob_error(): min > max, a default outside [min, max], an empty name, a
+ * name over 128 bytes, a description over 4096 bytes, more than 64 choices or a choice over 128
+ * bytes, more than 256 knobs, or a name already declared with another type. Works before ts_init.
+ * Reading a value is one atomic load. */
 TS_AGENT_API ts_knob_t ts_knob_int(const char* name, int64_t min, int64_t max, int64_t def,
                                    const char* desc, unsigned flags);
 TS_AGENT_API ts_knob_t ts_knob_float(const char* name, double min, double max, double def,
@@ -165,6 +173,8 @@ TS_AGENT_API double ts_knob_get_float(ts_knob_t k);
 TS_AGENT_API int ts_knob_get_bool(ts_knob_t k);
 TS_AGENT_API int ts_knob_get_enum(ts_knob_t k); /* index into choices */
 TS_AGENT_API const char* ts_knob_name(ts_knob_t k);
+/* Why the last ts_knob_int/float/bool/enum call on this thread returned NULL ("" after a success). */
+TS_AGENT_API const char* ts_knob_error(void);
 
 /* The job sets one of its own knobs to `value` (text as `trainscope-cli set` takes it): back,
  * after refusing an agreed change it cannot run (a combination of pipeline knobs), or to follow
