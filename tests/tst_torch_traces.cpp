@@ -607,6 +607,43 @@ class TstTorchTraces : public QObject {
     QVERIFY2(r.err.contains("deep.json: event #0: nested deeper than"), qPrintable(r.err));
     QVERIFY(!QFile::exists(out + "3"));
 
+    // Issue 40: 400 k args keys in one event took 117 s (each key found by a linear search of
+    // the insertion-ordered DOM), a 300 MB name took the GUI down. Members per object and bytes
+    // per string are limited: refused at once with the event named.
+    const QString wide = dir_.path() + "/wide.json";
+    {
+      QFile f(wide);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      QByteArray a = R"([{"name":"x","ph":"X","ts":1,"dur":1,"pid":1,"tid":1,"args":{)";
+      for (int i = 0; i < 400000; ++i) a += (i ? ",\"k" : "\"k") + QByteArray::number(i) + "\":1";
+      a += "}}]";
+      f.write(a);
+    }
+    r = runCli({"import", wide, "--out", out + "4"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("wide.json: event #0: an object with more than 4096 members"), qPrintable(r.err));
+    const QString longName = dir_.path() + "/long.json";
+    {
+      QFile f(longName);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"([{"name":")" + QByteArray(3u << 20, 'n') + R"(","ph":"X","ts":1,"dur":1,"pid":1,"tid":1}])");
+    }
+    r = runCli({"import", longName, "--out", out + "5"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("long.json: event #0: a string of 3145728 bytes (limit 1048576"), qPrintable(r.err));
+    // At the limit it imports: 4,096 args.
+    const QString many = dir_.path() + "/many.json";
+    {
+      QFile f(many);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      QByteArray a = R"([{"name":"x","ph":"X","ts":1,"dur":1,"pid":1,"tid":1,"args":{)";
+      for (int i = 0; i < 4096 - 0; ++i) a += (i ? ",\"k" : "\"k") + QByteArray::number(i) + "\":1";
+      a += "}}]";
+      f.write(a);
+    }
+    r = runCli({"import", many, "--out", out + "6"});
+    QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+
     // A .gz cut short: named once, with zlib's reason and how much JSON came before.
     const QString cutGz = dir_.path() + "/cut.json.gz";
     {

@@ -52,13 +52,25 @@ class Handler {
     }
     return scalar(Json(v));
   }
-  bool string(std::string& v) { return scalar(Json(std::move(v))); }
+  bool string(std::string& v) {
+    if (building() && v.size() > kMaxStringBytes)
+      return fail(where() + ": a string of " + std::to_string(v.size()) + " bytes (limit " +
+                  std::to_string(kMaxStringBytes) + "; not a trace a profiler writes)");
+    return scalar(Json(std::move(v)));
+  }
   bool binary(Json::binary_t&) { return scalar(Json(nullptr)); }  // not produced by JSON text
   bool key(std::string& k) {
-    if (building())
+    if (building()) {
+      if (++members_.back() > kMaxObjectMembers)
+        return fail(where() + ": an object with more than " + std::to_string(kMaxObjectMembers) +
+                    " members (limit; not a trace a profiler writes)");
+      if (k.size() > kMaxStringBytes)
+        return fail(where() + ": a key of " + std::to_string(k.size()) + " bytes (limit " +
+                    std::to_string(kMaxStringBytes) + ")");
       key_ = std::move(k);
-    else
+    } else {
       topKey_ = std::move(k);
+    }
     return true;
   }
   bool start_object(std::size_t) { return open(Json::value_t::object); }
@@ -79,6 +91,9 @@ class Handler {
   enum class Where { Root, TopObject, EventsArray, Done };
 
   bool building() const { return !stack_.empty(); }
+  std::string where() const {
+    return buildingEvent_ ? "event #" + std::to_string(eventIndex_) : "top-level member \"" + topKey_ + "\"";
+  }
   bool fail(std::string message) {
     status_ = Status(ErrorCode::BadTrace, std::string(source_) + ": " + std::move(message));
     return false;
@@ -127,6 +142,7 @@ class Handler {
                     " levels (limit; not a trace a profiler writes)");
       }
       stack_.push_back(add(Json(type)));
+      members_.push_back(0);
       return true;
     }
     switch (where_) {
@@ -149,12 +165,14 @@ class Handler {
         }
         doc_ = Json(type);
         stack_.push_back(&doc_);
+        members_.push_back(0);
         return true;
       case Where::EventsArray:
         if (type != Json::value_t::object)
           return fail("event #" + std::to_string(eventIndex_) + " is an array, not an object");
         doc_ = Json(type);
         stack_.push_back(&doc_);
+        members_.push_back(0);
         buildingEvent_ = true;
         tsText_.clear();
         durText_.clear();
@@ -168,6 +186,7 @@ class Handler {
   bool close() {
     if (building()) {
       stack_.pop_back();
+      members_.pop_back();
       if (building()) return true;
       if (!buildingEvent_) {  // a finished top-level member
         result_.topLevel[topKey_] = std::move(doc_);
@@ -201,6 +220,7 @@ class Handler {
   std::string key_;
   Json doc_;                  // the event or top-level member being built
   std::vector<Json*> stack_;  // open containers of doc_, innermost last
+  std::vector<size_t> members_;  // keys seen so far in each open container (objects; 0 for arrays)
   bool buildingEvent_ = false;
   size_t eventIndex_ = 0;
   std::string tsText_, durText_;

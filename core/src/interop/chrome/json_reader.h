@@ -46,5 +46,11 @@ Status readChromeJson(std::istream& in, std::string_view sourceName,
 // Containers nested deeper than this inside one event (or top-level member) are refused with
 // BadTrace naming the event: Kineto nests args 2-3 levels; 70,000 levels is an attack or a bug.
 inline constexpr size_t kMaxJsonDepth = 512;
+// Members of one object and bytes of one string inside an event (or top-level member): Kineto
+// writes ~10 args per event and names of at most a few KiB. The DOM keeps insertion order, so a
+// member is found by a linear search: 400 k args keys in one event took 117 s to import (issue
+// 40); a 300 MB event name took the GUI to 3.4 GB and a crash. Both are refused with BadTrace.
+inline constexpr size_t kMaxObjectMembers = 4096;
+inline constexpr size_t kMaxStringBytes = 1u << 20;
 
 }  // namespace trainscope::core::chrome
