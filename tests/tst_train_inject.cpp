@@ -108,7 +108,7 @@ class TstTrainInject : public QObject {
     DemoJob job = startDemo({"--ranks", "4", "--steps", "1000000", "--", "--inject", "straggler:rank=2,ms=20"},
                             "dp.bucket_bytes");
     QVERIFY2(job.error.isEmpty(), qPrintable(job.error));
-    const Run doc = cli({"doctor", "--job", job.id, "--seconds", "3", "--json"});
+    const Run doc = cli({"doctor", "--job", job.id, "--seconds", "3", "--collectives", "5", "--json"});
     const Run text = cli({"doctor", "--job", job.id, "--seconds", "1"});
     QVERIFY(stopDemo(job));
     QVERIFY2(doc.code == 0, qPrintable(doc.out + doc.err));
@@ -131,6 +131,15 @@ class TstTrainInject : public QObject {
     }
     QVERIFY2(steps > 0 && named * 2 > steps, qPrintable(QString("%1 of %2 steps name rank 2").arg(named).arg(steps)));
     QVERIFY2(j["hang"].isNull(), qPrintable(doc.out));
+    // Item 1: per collective, when each rank entered and left it.
+    const QJsonArray colls = j["collectives"].toArray();
+    QVERIFY2(colls.size() == 5, qPrintable(doc.out));
+    for (const auto& c : colls) {
+      const QJsonArray rs = c.toObject()["ranks"].toArray();
+      QVERIFY2(rs.size() == 4, qPrintable(doc.out));
+      for (const auto& r : rs)
+        QVERIFY(r.toObject()["leave_ms"].toDouble() >= r.toObject()["enter_ms"].toDouble());
+    }
     QVERIFY2(text.code == 0 && text.out.contains("rank 2") && text.out.contains("hang: none"),
              qPrintable(text.out + text.err));
   }

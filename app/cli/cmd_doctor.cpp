@@ -112,6 +112,20 @@ void printText(const DoctorOptions& o, const core::StragglerReport& rep, const s
                   g.steps.size(), s.steps, g.lateMs, g.maxLateMs, g.cause.c_str(), g.what.empty() ? "" : ": ",
                   g.what.c_str());
   }
+  if (!s.collectives.empty()) {
+    std::printf("last %zu collective(s) matched across ranks (ms from the first arrival: enter..leave):\n",
+                s.collectives.size());
+    for (const core::MatchedArrivals& m : s.collectives) {
+      int64_t t0 = INT64_MAX;
+      for (const auto& a : m.ranks) t0 = std::min(t0, a.enterNs);
+      std::printf("  step %lld %s: last rank %d, late %.3f ms;", static_cast<long long>(m.step), m.op.c_str(),
+                  m.lastRank, m.lateMs);
+      for (const auto& a : m.ranks)
+        std::printf(" %d:%.3f..%.3f", a.rank, static_cast<double>(a.enterNs - t0) / 1e6,
+                    static_cast<double>(a.leaveNs - t0) / 1e6);
+      std::printf("\n");
+    }
+  }
   if (!hang) {
     std::printf("hang: none (no collective open for %.0f s or more)\n", o.hangAfter);
     return;
@@ -215,6 +229,7 @@ int runDoctor(const DoctorOptions& o) {
     const J s = J::parse(core::stragglerReportJson(stragglers));
     j["stragglers"] = s["stragglers"];
     j["per_step"] = s["per_step"];
+    if (s.contains("collectives")) j["collectives"] = s["collectives"];
     j["straggler_summary"] = {{"steps", s["steps"]},
                               {"matched_collectives", s["matched_collectives"]},
                               {"median_step_ms", s["median_step_ms"]},
@@ -250,6 +265,10 @@ void addDoctorCommand(CLI::App& app, Runner& run) {
                   "Report a last arrival only when it is this much later than the others' median")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--collectives", opts->stragglers.keepCollectives,
+                  "Also print the last N collectives matched across ranks: when each rank entered and left")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--noise-factor", opts->stragglers.noiseFactor,
                   "... and this many times the noise floor (p95 of the second-to-last arrival; 0: off)")
       ->capture_default_str()

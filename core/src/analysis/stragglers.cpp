@@ -225,6 +225,39 @@ StragglerReport findStragglers(const TraceStore& store, const StragglerOptions& 
   out.matchedCollectives = static_cast<int>(matched.size());
   for (auto& [rank, rd] : ranks) std::sort(rd.arrivals.begin(), rd.arrivals.end());
 
+  if (options.keepCollectives > 0) {
+    std::vector<const Op*> recent = matched;
+    auto firstEnter = [](const Op* o) {
+      int64_t t = INT64_MAX;
+      for (const Arrival& a : o->ranks) t = std::min(t, a.enter);
+      return t;
+    };
+    std::sort(recent.begin(), recent.end(), [&](const Op* a, const Op* b) { return firstEnter(a) < firstEnter(b); });
+    const size_t from = recent.size() > static_cast<size_t>(options.keepCollectives)
+                            ? recent.size() - static_cast<size_t>(options.keepCollectives)
+                            : 0;
+    for (size_t i = from; i < recent.size(); ++i) {
+      const Op& o = *recent[i];
+      MatchedArrivals m;
+      m.op = o.group;
+      m.step = o.step;
+      m.bytes = o.bytes;
+      const Arrival* last = &o.ranks.front();
+      for (const Arrival& a : o.ranks) {
+        m.ranks.push_back({a.rank, a.enter, a.leave});
+        if (a.enter > last->enter) last = &a;
+      }
+      std::vector<int64_t> others;
+      for (const Arrival& a : o.ranks)
+        if (&a != last) others.push_back(a.enter);
+      m.lastRank = last->rank;
+      m.lateMs = ms(last->enter - medianOf(others));
+      std::sort(m.ranks.begin(), m.ranks.end(),
+                [](const MatchedArrivals::Rank& a, const MatchedArrivals::Rank& b) { return a.rank < b.rank; });
+      out.collectives.push_back(std::move(m));
+    }
+  }
+
   // The last arrival of every matched operation, kept when it is late enough.
   struct Candidate {
     const Op* op;
@@ -421,6 +454,23 @@ std::string stragglerReportJson(const StragglerReport& r, int indent) {
                      {"bytes", la.bytes},
                      {"ranks", la.ranks}});
   j["per_step"] = std::move(steps);
+  if (!r.collectives.empty()) {
+    J cs = J::array();
+    for (const MatchedArrivals& m : r.collectives) {
+      int64_t t0 = INT64_MAX;
+      for (const auto& a : m.ranks) t0 = std::min(t0, a.enterNs);
+      J rs = J::array();
+      for (const auto& a : m.ranks)
+        rs.push_back({{"rank", a.rank}, {"enter_ms", num(ms(a.enterNs - t0))}, {"leave_ms", num(ms(a.leaveNs - t0))}});
+      cs.push_back({{"op", m.op},
+                    {"step", m.step},
+                    {"bytes", m.bytes},
+                    {"last_rank", m.lastRank},
+                    {"late_ms", num(m.lateMs)},
+                    {"ranks", std::move(rs)}});
+    }
+    j["collectives"] = std::move(cs);
+  }
   return j.dump(indent, ' ', false, J::error_handler_t::replace);
 }
 

@@ -31,6 +31,22 @@ struct StragglerOptions {
   // Off by default: on an oversubscribed machine (4-32 ranks on 2 cores) the floor measured
   // 8-80 ms and hid a 20 ms straggler; on a core per rank it is well under a millisecond.
   double noiseFactor = 0;
+  // Keep the last this many matched collectives with every rank's arrival (doctor --collectives).
+  int keepCollectives = 0;
+};
+
+// One collective matched across ranks: when each rank entered and left it.
+struct MatchedArrivals {
+  std::string op;
+  int64_t step = -1;
+  int64_t bytes = -1;
+  struct Rank {
+    RankId rank = -1;
+    int64_t enterNs = 0, leaveNs = 0;  // session clock
+  };
+  std::vector<Rank> ranks;  // by rank
+  RankId lastRank = -1;
+  double lateMs = 0;  // the last arrival minus the others' median
 };
 
 // One matched collective whose last rank arrived late.
@@ -65,13 +81,16 @@ struct StragglerReport {
   double noiseMs = 0;  // p95 of how late the second-to-last rank arrives (0: fewer than 3 ranks)
   std::vector<LateArrival> perStep;  // the latest arrival of each step over the threshold, step order
   std::vector<Straggler> stragglers; // by number of steps, then lateness
+  std::vector<MatchedArrivals> collectives;  // the last keepCollectives matched ones, in time order
 };
 
 StragglerReport findStragglers(const TraceStore& store, const StragglerOptions& options = {});
 
 // The report as JSON (docs/ANALYSIS.md): {"ranks", "steps", "matched_collectives",
 // "median_step_ms", "threshold_ms", "stragglers": [{rank, steps, late_ms, max_late_ms, cause,
-// what}], "per_step": [{step, rank, late_ms, cause, what, op, bytes}]}.
+// what}], "per_step": [{step, rank, late_ms, cause, what, op, bytes}]}, and with kept collectives
+// "collectives": [{op, step, bytes, last_rank, late_ms, ranks: [{rank, enter_ms, leave_ms}]}]
+// (times from the collective's first arrival).
 std::string stragglerReportJson(const StragglerReport& report, int indent = 2);
 
 }  // namespace trainscope::core
