@@ -3,6 +3,8 @@
 // same path a late-attaching client takes).
 #pragma once
 
+#include <QByteArray>
+#include <QtGlobal>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -82,7 +84,10 @@ class ScopedAgent {
   explicit ScopedAgent(std::vector<std::pair<std::string, std::string>> env, int32_t worldSize = 1,
                        int32_t rank = 0)
       : env_(std::move(env)) {
-    for (const auto& [k, v] : env_) ::setenv(k.c_str(), v.c_str(), 1);
+    // qputenv, not setenv: it holds Qt's environment lock, which QtTest's watchdog thread takes
+    // to read its variables; a bare setenv beside that getenv crashed tst_agent_interop under
+    // ASan (environ reallocated under the reader).
+    for (const auto& [k, v] : env_) qputenv(k.c_str(), QByteArray(v.c_str()));
     ts_init_params p = TS_INIT_PARAMS_DEFAULT;
     p.job_id = "tst-agent";
     p.rank = rank;
@@ -91,7 +96,7 @@ class ScopedAgent {
   }
   ~ScopedAgent() {
     ag::shutdownRuntime();
-    for (const auto& [k, v] : env_) ::unsetenv(k.c_str());
+    for (const auto& [k, v] : env_) qunsetenv(k.c_str());
   }
   int rc() const { return rc_; }
 

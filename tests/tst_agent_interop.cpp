@@ -28,7 +28,7 @@ class TstAgentInterop : public QObject {
     const fs::path d = fs::temp_directory_path() / ("tst-agent-interop-" + std::to_string(::getpid()));
     fs::create_directories(d);
     fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-    ::setenv("TRAINSCOPE_RUNTIME_DIR", d.c_str(), 1);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", QByteArray(d.c_str()));  // under Qt's lock (agent_test_support.h)
   }
   void cleanupTestCase() { fs::remove_all(std::getenv("TRAINSCOPE_RUNTIME_DIR")); }
 

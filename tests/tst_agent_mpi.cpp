@@ -56,7 +56,7 @@ struct MpiJob {
     rt = fs::temp_directory_path() / (tag + "-" + std::to_string(::getpid()));
     fs::create_directories(rt);
     fs::permissions(rt, fs::perms::owner_all, fs::perm_options::replace);
-    ::setenv("TRAINSCOPE_RUNTIME_DIR", rt.c_str(), 1);
+    qputenv("TRAINSCOPE_RUNTIME_DIR", QByteArray(rt.c_str()));
     jobId = tag + "-" + std::to_string(::getpid());
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("TRAINSCOPE_RUNTIME_DIR", QString::fromStdString(rt.string()));

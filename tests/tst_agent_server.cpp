@@ -88,7 +88,7 @@ class TstAgentServer : public QObject {
   Q_OBJECT
 
  private slots:
-  void initTestCase() { ::setenv("TRAINSCOPE_RUNTIME_DIR", tempRuntimeDir().c_str(), 1); }
+  void initTestCase() { qputenv("TRAINSCOPE_RUNTIME_DIR", QByteArray(tempRuntimeDir().c_str())); }
   void cleanupTestCase() {
     const char* d = std::getenv("TRAINSCOPE_RUNTIME_DIR");
     if (d) fs::remove_all(d);
@@ -496,7 +496,12 @@ class TstAgentServer : public QObject {
     // At most the budget, one replay of the recorder (shared frames) and the tables beyond it.
     QVERIFY2(k.peakQueuedBytes <= (1u << 20) + flight + (1u << 20),
              qPrintable(QString("%1 bytes queued for one client (flight recorder %2)").arg(k.peakQueuedBytes).arg(flight)));
-    QVERIFY2(peak - rssBefore < (64 << 20),
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr int64_t kRssSlack = int64_t{512} << 20;  // ASan keeps freed memory in its quarantine (81 MB seen)
+#else
+    constexpr int64_t kRssSlack = int64_t{64} << 20;
+#endif
+    QVERIFY2(peak - rssBefore < kRssSlack,
              qPrintable(QString("RSS grew by %1 MB during the attack").arg((peak - rssBefore) >> 20)));
     RawClient other;  // the agent still answers
     QVERIFY(other.connectTo(ep));

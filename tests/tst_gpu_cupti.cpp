@@ -248,14 +248,14 @@ class TstGpuCupti : public QObject {
   // (CUDA_INJECTION64_PATH alone): it starts the agent from the environment.
   void injectionStartsTheAgent() {
     QVERIFY(!ts_is_active());
-    ::setenv("TRAINSCOPE_LISTEN", "none", 1);
-    ::setenv("TRAINSCOPE_JOB_ID", "tst-injection", 1);
+    qputenv("TRAINSCOPE_LISTEN", QByteArray("none"));
+    qputenv("TRAINSCOPE_JOB_ID", QByteArray("tst-injection"));
     QCOMPARE(InitializeInjection(), 1);
     QCOMPARE(ts_is_active(), 1);
     ts_shutdown();
     QCOMPARE(ts_is_active(), 0);
-    ::unsetenv("TRAINSCOPE_LISTEN");
-    ::unsetenv("TRAINSCOPE_JOB_ID");
+    qunsetenv("TRAINSCOPE_LISTEN");
+    qunsetenv("TRAINSCOPE_JOB_ID");
   }
 
   void unknownRecordsAreCountedNotTranslated() {

@@ -325,14 +325,14 @@ class TstGpuNccl : public QObject {
 
   // Only init may fail: with the agent disabled NCCL is told to go on without the plugin.
   void initRefusesWhenTheAgentIsDisabled() {
-    ::setenv("TRAINSCOPE_DISABLE", "1", 1);
+    qputenv("TRAINSCOPE_DISABLE", QByteArray("1"));
     int mask = 0;
     void* ctx = reinterpret_cast<void*>(1);
     QVERIFY(ncclProfiler_v5.init(&ctx, kHash, &mask, "x", 1, 1, 0, nullptr) != nccl::Success);
     QVERIFY(ctx == nullptr);
     void* tctx = reinterpret_cast<void*>(1);
     QVERIFY(ncclTunerPlugin_v5.init(&tctx, kHash, 1, 1, nullptr, nullptr, nullptr) != nccl::Success);
-    ::unsetenv("TRAINSCOPE_DISABLE");
+    qunsetenv("TRAINSCOPE_DISABLE");
   }
 
   // The tuner answers the cost table as the knobs say -- from the agreed step on, not before.
