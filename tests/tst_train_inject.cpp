@@ -14,6 +14,7 @@
 #include <map>
 
 #include "live_test_support.h"
+#include "trainscope/core/live/live_session.h"
 #include "trainscope/core/session/tsdb.h"
 
 using namespace live_test;
@@ -158,13 +159,28 @@ class TstTrainInject : public QObject {
     } stop{job};
     const QString file = dir_.filePath("stopped.tsdb");
     QProcess rec;
-    rec.start(bin("trainscope-cli"), {"record", "--job", job.id, "--seconds", "8", "--out", file});
+    rec.start(bin("trainscope-cli"), {"record", "--job", job.id, "--out", file});
     QVERIFY(rec.waitForStarted());
     QByteArray err;
     QTRY_VERIFY_WITH_TIMEOUT((err += rec.readAllStandardError()).contains("recording job"), 60000);
     ::kill(static_cast<pid_t>(rec.processId()), SIGSTOP);
-    QTest::qWait(5000);  // the ranks go on; at their default rate this is far more than 1 MB
+    // Stopped until an agent has dropped batches for it (its Stats say so): how long that takes
+    // depends on the job's speed, which no test may assume.
+    auto entries = trainscope::core::LiveSession::entriesOf(job.id.toStdString(), false);
+    QVERIFY2(entries.isOk(), entries.status().message().c_str());
+    auto agent = trainscope::core::AgentClient::connect(entries.value().front().endpoint);
+    QVERIFY2(agent.isOk(), agent.status().message().c_str());
+    auto droppedForSlow = [&] {
+      auto st = agent.value()->stats();
+      return st.isOk() && st.value().batchesDroppedForSlowClients > 0;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(droppedForSlow(), 300000);
     ::kill(static_cast<pid_t>(rec.processId()), SIGCONT);
+    // Resumed, it reads what the agents kept for it (at most 1 MB each) and then the batches after
+    // the gap, which is where the gap shows: milliseconds of work; 3 s is a wide margin, not a
+    // rate. SIGINT then saves, as --seconds would.
+    QTest::qWait(3000 * TRAINSCOPE_TEST_SLOWDOWN);
+    ::kill(static_cast<pid_t>(rec.processId()), SIGINT);
     QVERIFY(rec.waitForFinished(120000));
     const QString out = QString::fromUtf8(rec.readAllStandardOutput());
     err += rec.readAllStandardError();
