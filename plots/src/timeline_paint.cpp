@@ -5,6 +5,7 @@
 #include <QPicture>
 #include <QScrollBar>
 #include <QTimer>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -24,6 +25,13 @@ const QColor kKnob(0xe0, 0x60, 0x00);
 
 QString q(std::string_view s) {
   return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+// A bar's label: no more of the name than the bar can show (a glyph is at least a pixel, a
+// UTF-8 character at most 4 bytes). A 300 MB name was converted and elided on every frame.
+QString qLabel(std::string_view s, double widthPx) {
+  const size_t cap = static_cast<size_t>(std::max(16.0, 4 * widthPx + 16));
+  return q(s.size() > cap ? s.substr(0, cap) : s);
 }
 
 }  // namespace
@@ -172,7 +180,7 @@ void TimelineWidget::paintRowItems(QPainter& p, const Lane& lane, int y) {
         p.fillRect(QRectF(r.right() - 1, r.top(), 1, r.height()), c.darker(125));  // edge between neighbours
       if (r.width() > 28) {
         p.setPen(textOn(c));
-        const QString name = q(data_->store.str(ev.name(idx)));
+        const QString name = qLabel(data_->store.str(ev.name(idx)), r.width());
         p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
                    fm.elidedText(name, Qt::ElideRight, static_cast<int>(r.width()) - 5));
       }
