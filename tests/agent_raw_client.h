@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -125,5 +127,22 @@ class RawClient {
   bool closed_ = false;
   std::vector<trainscope::core::wire::Message> skipped_;
 };
+
+// Sends as much of bytes as the socket takes within 3 s without blocking (the agent may hold a
+// client's input back, or stop reading it).
+inline size_t sendWithoutBlocking(int fd, const std::vector<uint8_t>& bytes) {
+  size_t off = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (off < bytes.size() && std::chrono::steady_clock::now() < deadline) {
+    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return off;
+}
 
 }  // namespace agent_test

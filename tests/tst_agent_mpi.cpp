@@ -108,23 +108,6 @@ std::unique_ptr<RawClient> knobClient(const discovery::Entry& e, uint64_t& lastS
   return nullptr;
 }
 
-// Sends as much of bytes as the socket takes within 3 s without blocking (the agent may hold a
-// client's input back).
-size_t sendWithoutBlocking(int fd, const std::vector<uint8_t>& bytes) {
-  size_t off = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (off < bytes.size() && std::chrono::steady_clock::now() < deadline) {
-    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return off;
-}
-
 // Raw knob clients on every rank of job (empty when one cannot connect); lastSeq as knobClient.
 std::vector<std::unique_ptr<RawClient>> knobClients(const MpiJob& job, uint64_t& lastSeq) {
   std::vector<std::unique_ptr<RawClient>> clients;

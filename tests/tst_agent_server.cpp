@@ -41,22 +41,6 @@ std::string tempRuntimeDir() {
   return d.string();
 }
 
-// Sends as much of bytes as the socket takes without blocking (the agent may stop reading).
-size_t sendWithoutBlocking(int fd, const std::vector<uint8_t>& bytes) {
-  size_t off = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (off < bytes.size() && std::chrono::steady_clock::now() < deadline) {
-    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return off;
-}
-
 int64_t rssBytes() {
   std::ifstream in("/proc/self/status");
   std::string line;
