@@ -171,6 +171,7 @@ def main():
                   f"{len(tr['trials'])} trials ({sum(1 for x in tr['trials'] if x['skipped'])} skipped by the simulator), "
                   f"{tr['steps_used']} steps, {sum(x.get('periodic_steps', 0) for x in tr['trials'])} periodic "
                   f"steps left out, {time.time() - t0:.1f} s")
+            print(f"tune verdict: {tr.get('verdict', '')}")
 
         def measure(c, tag, steps):
             # One cell measured live: `set` it, then `tune` over that one value, which measures the

@@ -72,7 +72,7 @@ def score(tsdb, cli="build/bin/trainscope-cli", warmup=3, paired=False, env=None
         if out.returncode:
             sys.exit(out.stderr)
         from_base[i] = {tuple(p["set"].get(k, "") for k in knobs): p["step_time_ms"]
-                        for p in json.loads(out.stdout)["predictions"]}
+                        for p in json.loads(out.stdout)["predictions"] if "error" not in p}
     if not from_base:
         sys.exit("the base cell has no complete visit")
     pooled, visit_ms, preds, order = collections.defaultdict(list), collections.defaultdict(list), \

@@ -314,16 +314,49 @@ class TstTuneLive : public QObject {
       qInfo("sanitizer build: the tuner kept dp.bucket_bytes=64 (no significant improvement at this noise)");
     }
     QVERIFY(r["steps_used"].toInt() <= 300);
+    // The win carries its confidence (issue 39): the verdict names the interval, the comparison
+    // has one, and an accepted decision's interval lies above zero; every measured trial shows
+    // its prediction beside the measurement.
+    const QString verdict = r["verdict"].toString();
+    QVERIFY2(verdict.contains("95%"), qPrintable(verdict));
+    const QJsonObject win = r["win"].toObject();
+    QCOMPARE(win["method"].toString(), QString("welch-t"));
+    QCOMPARE(win["gain_ci_ms"].toArray().size(), 2);
+    if (r["changed"].toBool()) {
+      QVERIFY(win["better"].toBool() && win["gain_ci_ms"].toArray()[0].toDouble() > 0);
+      QVERIFY2(verdict.startsWith("best "), qPrintable(verdict));
+    } else {
+      QVERIFY2(verdict.startsWith("no setting is better than the current one beyond the measured noise"),
+               qPrintable(verdict));
+    }
+    const QJsonArray decisions = r["decisions"].toArray();
+    QVERIFY(!decisions.isEmpty());
+    for (const auto& d : decisions) {
+      const QJsonObject c = d.toObject()["comparison"].toObject();
+      QVERIFY(c["baseline_steps"].toInt() >= 2 && c["candidate_steps"].toInt() >= 2);
+      if (d.toObject()["accepted"].toBool())
+        QVERIFY(c["better"].toBool() && d.toObject()["interleaved"].toBool());
+    }
+    // The configuration carries the chosen setting's measurements: the step time with its
+    // interval, and overlap, exposed communication and bytes from the analysis of its steps.
+    const QJsonObject m = readJson(out)["measurements"].toObject();
+    for (const char* k : {"step_time_ms", "step_time_stderr_ms", "exposed_comm_ms", "overlap_ratio",
+                          "wire_bytes_per_step", "bucket_payload_bytes_max"})
+      QVERIFY2(m[k].isDouble(), qPrintable(QString(k) + " in " + QJsonDocument(m).toJson()));
+    QCOMPARE(m["step_time_ci95_ms"].toArray().size(), 2);
+    QVERIFY(m["step_time_ci95_ms"].toArray()[0].toDouble() <= m["step_time_ms"].toDouble());
+    QVERIFY(m["steps"].toInt() >= 2);
     // The job runs the best value, and the configuration names it.
     QVERIFY(sameValue(knobValues(bJob_.id)["dp.bucket_bytes"], best.toDouble()));
     QVERIFY(sameValue(readJson(out)["knobs"].toObject()["dp.bucket_bytes"], best.toDouble()));
     QCOMPARE(readJson(out)["schema"].toString(), QString("trainscope.tuned-config"));
   }
 
-  // An undecided comparison is measured again (TuneOptions::repeats): with a threshold no
-  // difference can pass (z = 1e6), the clearly faster 64 MiB bucket stays "within the noise", so
-  // the tuner measures it and the incumbent once more (--repeats 1), pools, and keeps the
-  // incumbent: trials incumbent, candidate, incumbent, candidate, incumbent.
+  // An undecided comparison is measured again (TuneOptions::repeats): with a critical value no
+  // difference can pass (--z 1e6 in place of Student's t), the clearly faster 64 MiB bucket stays
+  // "within the noise", so the tuner measures it and the incumbent once more (--repeats 1),
+  // pools, and keeps the incumbent: trials incumbent, candidate, incumbent, candidate, incumbent,
+  // and says that nothing was better beyond the noise.
   void undecidedCandidateIsMeasuredAgain() {
     QVERIFY2(!bJob_.id.isEmpty(), "needs the job of exportAndApplyBack");
     QCOMPARE(cli({"set", "--job", bJob_.id, "dp.bucket_bytes=64"}).code, 0);
@@ -339,6 +372,9 @@ class TstTuneLive : public QObject {
     for (const auto& x : trials) who << (x.toObject()["incumbent"].toBool() ? "inc" : "cand");
     QCOMPARE(who, (QStringList{"inc", "cand", "inc", "cand", "inc"}));
     QVERIFY(!r["changed"].toBool());
+    QVERIFY2(r["verdict"].toString().startsWith("no setting is better than the current one beyond the measured noise"),
+             qPrintable(r["verdict"].toString()));
+    QCOMPARE(r["win"].toObject()["method"].toString(), QString("z"));
     QVERIFY(sameValue(knobValues(bJob_.id)["dp.bucket_bytes"], 64));
   }
 

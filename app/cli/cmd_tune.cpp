@@ -2,6 +2,7 @@
 // tuned.json`: live autotuning (core/tune/tuner.h, docs/TUNING.md) over the live-session engine;
 // writes the tuned configuration (docs/FORMATS.md) and leaves the job at the best setting.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,7 @@ struct TuneCliOptions {
   int budgetSteps = 0;
   double budgetSeconds = 0;
   int warmup = 2, measure = 6;
-  double z = 2;
+  double z = 0, confidence = 0.95, minEffectPct = 1.0;
   int repeats = 2;
   bool noSimulator = false, json = false, force = false;
 };
@@ -35,6 +36,8 @@ int runTune(const TuneCliOptions& o) {
   to.warmupSteps = o.warmup;
   to.measureSteps = o.measure;
   to.z = o.z;
+  to.confidence = o.confidence;
+  to.minEffectPct = o.minEffectPct;
   to.repeats = o.repeats;
   to.useSimulator = !o.noSimulator;
   to.log = [](const std::string& s) {
@@ -86,43 +89,120 @@ int runTune(const TuneCliOptions& o) {
   auto text = core::exportConfig(res->config, "config");
   if (!text) return fail(text.status());
   if (core::Status st = output->writeText(text.value()); !st) return fail(st);
+  auto num = [](double v) { return v < 0 || !std::isfinite(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
+  auto settingJson = [](const std::map<std::string, std::string>& m) {
+    nlohmann::ordered_json s = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : m) s[k] = v;
+    return s;
+  };
+  auto diffJson = [&](const core::Difference& d) {
+    nlohmann::ordered_json j;
+    j["method"] = d.method == "z" ? "z" : "welch-t";
+    j["confidence"] = d.confidence;
+    j["valid"] = d.valid;
+    j["baseline_mean_ms"] = num(d.baseline.mean);
+    j["baseline_stderr_ms"] = num(d.baseline.se);
+    j["baseline_steps"] = d.baseline.n;
+    j["candidate_mean_ms"] = num(d.candidate.mean);
+    j["candidate_stderr_ms"] = num(d.candidate.se);
+    j["candidate_steps"] = d.candidate.n;
+    j["gain_ms"] = d.diffMs;  // baseline - candidate: > 0 when the candidate is faster
+    j["gain_ci_ms"] = d.valid ? nlohmann::ordered_json::array({d.ciLowMs, d.ciHighMs}) : nlohmann::ordered_json(nullptr);
+    j["noise_ms"] = num(d.halfWidthMs);  // the interval's half width
+    j["df"] = num(d.df);
+    j["critical"] = num(d.critical);
+    j["min_effect_ms"] = d.minEffectMs;
+    j["better"] = d.better;
+    j["worse"] = d.worse;
+    j["text"] = d.text();
+    return j;
+  };
   if (o.json) {
     nlohmann::ordered_json j;
     j["initial_step_time_ms"] = res->initialMs;
     j["best_step_time_ms"] = res->bestMs;
+    j["best_step_time_stderr_ms"] = num(res->bestSteps.se);
+    j["best_step_time_ci95_ms"] =
+        res->config.measured.stepTimeCi95LowMs >= 0
+            ? nlohmann::ordered_json::array({res->config.measured.stepTimeCi95LowMs, res->config.measured.stepTimeCi95HighMs})
+            : nlohmann::ordered_json(nullptr);
     j["changed"] = res->changed;
+    j["confidence"] = res->confidence;
+    j["verdict"] = res->verdict;
+    j["win"] = diffJson(res->win);
+    j["model_fits"] = res->modelFits;
+    j["model_notes"] = res->modelNotes;
     j["applied_step"] = res->appliedStep;
     j["steps_used"] = res->stepsUsed;
     j["seconds"] = res->seconds;
-    nlohmann::ordered_json best = nlohmann::ordered_json::object(), init = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : res->best) best[k] = v;
-    for (const auto& [k, v] : res->initial) init[k] = v;
-    j["initial"] = init;
-    j["best"] = best;
+    j["initial"] = settingJson(res->initial);
+    j["best"] = settingJson(res->best);
+    nlohmann::ordered_json decisions = nlohmann::ordered_json::array();
+    for (const auto& d : res->decisions)
+      decisions.push_back({{"knob", d.knob},
+                           {"incumbent", settingJson(d.incumbent)},
+                           {"candidate", settingJson(d.candidate)},
+                           {"interleaved", d.interleaved},
+                           {"accepted", d.accepted},
+                           {"comparison", diffJson(d.diff)},
+                           {"verdict", d.verdict}});
+    j["decisions"] = decisions;
     nlohmann::ordered_json trials = nlohmann::ordered_json::array();
     for (const auto& t : res->trials) {
-      nlohmann::ordered_json s = nlohmann::ordered_json::object();
-      for (const auto& [k, v] : t.setting) s[k] = v;
-      trials.push_back({{"setting", s},
+      trials.push_back({{"setting", settingJson(t.setting)},
                         {"incumbent", t.incumbent},
                         {"skipped", t.skipped},
                         {"refused", t.refused},
                         {"why", t.why},
                         {"applied_step", t.appliedStep},
+                        {"steps", t.steps},
                         {"step_ms", t.stepMs},
                         {"mean_ms", t.meanMs},
                         {"stderr_ms", t.stderrMs},
                         {"periodic_steps", t.periodicSteps},
-                        {"predicted_ms", t.predictedMs}});
+                        {"predicted_ms", t.predictedMs},
+                        {"prediction_off", num(t.predictionOff)},
+                        {"model_fits", t.modelFits}});
     }
     j["trials"] = trials;
     j["out"] = o.out;
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
+    // Predicted and measured side by side, then the decisions and the verdict with its confidence.
+    std::printf("%-48s %6s %10s %10s %10s %s\n", "setting", "steps", "measured", "+-stderr", "predicted", "");
+    for (const auto& t : res->trials) {
+      std::string name;
+      for (const auto& [k, v] : t.setting) name += (name.empty() ? "" : " ") + k + "=" + v;
+      if (t.incumbent) name += " (inc)";
+      char pred[32] = "-";
+      if (t.predictedMs >= 0) std::snprintf(pred, sizeof pred, "%.3f", t.predictedMs);
+      if (t.skipped || t.refused) {
+        std::printf("%-48s %6s %10s %10s %10s %s: %s\n", name.c_str(), "-", "-", "-", pred,
+                    t.skipped ? "skipped" : "refused", t.why.c_str());
+        continue;
+      }
+      std::string flag;
+      if (!t.modelFits) {
+        char b[96];
+        std::snprintf(b, sizeof b, "model %.1fx off: does not fit this machine/run", t.predictionOff);
+        flag = b;
+      }
+      std::printf("%-48s %6zu %10.3f %10.3f %10s %s\n", name.c_str(), t.stepMs.size(), t.meanMs, t.stderrMs, pred,
+                  flag.c_str());
+    }
+    for (const auto& d : res->decisions) std::printf("%s: %s\n", d.knob.c_str(), d.verdict.c_str());
+    if (!res->modelFits)
+      std::printf("! the what-if model does not fit this machine/run (a prediction more than 2x off the "
+                  "measurement): its predictions were not trusted\n");
+    std::printf("%s\n", res->verdict.c_str());
     std::printf("best:");
     for (const auto& [k, v] : res->best) std::printf(" %s=%s", k.c_str(), v.c_str());
-    std::printf(" %.3f ms/step (initial %.3f ms), %zu trials, %d steps, %.1f s -> %s\n", res->bestMs,
-                res->initialMs, res->trials.size(), res->stepsUsed, res->seconds, o.out.c_str());
+    std::printf(" %.3f ms/step", res->bestMs);
+    if (res->config.measured.stepTimeCi95LowMs >= 0)
+      std::printf(" (95%% CI %.3f..%.3f)", res->config.measured.stepTimeCi95LowMs,
+                  res->config.measured.stepTimeCi95HighMs);
+    std::printf(", initial %.3f ms, %zu trials, %d steps, %.1f s -> %s\n", res->initialMs, res->trials.size(),
+                res->stepsUsed, res->seconds, o.out.c_str());
   }
   return kExitOk;
 }
@@ -144,7 +224,17 @@ void addTuneCommand(CLI::App& app, Runner& run) {
                   "NAME=v1,v2,... candidates for a knob (repeatable; default from its range)");
   cmd->add_option("--warmup-steps", opts->warmup, "Steps skipped after each change")->capture_default_str();
   cmd->add_option("--measure-steps", opts->measure, "Steps measured per trial")->capture_default_str();
-  cmd->add_option("--z", opts->z, "A candidate wins only by more than z standard errors")
+  cmd->add_option("--confidence", opts->confidence,
+                  "Confidence of the interval of a candidate's gain (Welch's t); a candidate wins only when "
+                  "the whole interval is above the minimum effect")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 0.999999));
+  cmd->add_option("--min-effect", opts->minEffectPct,
+                  "Minimum practical gain, percent of the incumbent's step time, that the interval must clear")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--z", opts->z,
+                  "A fixed critical value (standard errors) instead of Student's t at --confidence (0: t)")
       ->capture_default_str();
   cmd->add_option("--repeats", opts->repeats,
                   "Measure an undecided candidate (faster, but within the noise) and the incumbent again, "

@@ -120,11 +120,33 @@ int runWhatIf(const WhatIfOptions& o) {
   auto replay = model->predict({});
   if (!replay) return fail(replay.status());
   const core::WhatIfPrediction measured = model->measured();
-  std::vector<std::pair<std::map<std::string, std::string>, core::WhatIfPrediction>> out;
+  // Each cell on its own: one the model refuses (a micro-batch count the schedule cannot run, a
+  // value out of range) is reported as that cell's error and the others are predicted. The exit
+  // status is 0 when at least one cell was predicted, 1 when none was.
+  struct Cell {
+    std::map<std::string, std::string> set;
+    core::WhatIfPrediction p;
+    std::string error;  // empty: predicted
+  };
+  std::vector<Cell> out;
+  int predicted = 0;
   for (const auto& c : combos) {
     auto p = model->predict(c);
-    if (!p) return fail(p.status());
-    out.emplace_back(c, p.value());
+    if (p) {
+      out.push_back({c, p.value(), {}});
+      ++predicted;
+    } else {
+      out.push_back({c, {}, p.status().message()});
+    }
+  }
+  auto settingName = [](const std::map<std::string, std::string>& c) {
+    std::string name;
+    for (const auto& [k, v] : c) name += (name.empty() ? "" : " ") + k + "=" + v;
+    return name.empty() ? std::string("(no change)") : name;
+  };
+  if (predicted == 0) {
+    for (const auto& c : out)
+      std::fprintf(stderr, "trainscope-cli: %s: %s\n", settingName(c.set).c_str(), c.error.c_str());
   }
   if (o.json) {
     nlohmann::ordered_json j;
@@ -145,10 +167,23 @@ int runWhatIf(const WhatIfOptions& o) {
     j["measured"]["timeline"] = timelineJson(model->measuredTimeline());
     j["replay"] = toJson(replay.value(), {});
     nlohmann::ordered_json preds = nlohmann::ordered_json::array();
-    for (const auto& [c, p] : out) preds.push_back(toJson(p, c));
+    for (const auto& c : out) {
+      if (c.error.empty()) {
+        preds.push_back(toJson(c.p, c.set));
+      } else {
+        nlohmann::ordered_json e;
+        nlohmann::ordered_json set = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : c.set) set[k] = v;
+        e["set"] = set;
+        e["error"] = c.error;
+        preds.push_back(e);
+      }
+    }
     j["predictions"] = preds;
+    j["cells_predicted"] = predicted;
+    j["cells_failed"] = static_cast<int>(out.size()) - predicted;
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return kExitOk;
+    return predicted > 0 ? kExitOk : kExitFailed;
   }
   std::printf("model from %s, steps %lld..%lld at", o.file.c_str(), static_cast<long long>(model->fromStep()),
               static_cast<long long>(model->toStep()));
@@ -163,16 +198,20 @@ int runWhatIf(const WhatIfOptions& o) {
   };
   row("measured", measured);
   row("replay (model at the measured setting)", replay.value());
-  for (const auto& [c, p] : out) {
-    std::string name;
-    for (const auto& [k, v] : c) name += (name.empty() ? "" : " ") + k + "=" + v;
-    row(name.empty() ? "(no change)" : name, p);
+  for (const auto& c : out) {
+    if (c.error.empty())
+      row(settingName(c.set), c.p);
+    else
+      std::printf("%-44s error: %s\n", settingName(c.set).c_str(), c.error.c_str());
   }
   bool any = false;
-  for (const auto& [c, p] : out) any |= p.extrapolated;
+  for (const auto& c : out) any |= c.error.empty() && c.p.extrapolated;
   if (any) std::printf("* extrapolated beyond what the session measured (see --json notes)\n");
   if (const std::string note = model->windowNote(); !note.empty()) std::printf("! %s\n", note.c_str());
-  return kExitOk;
+  if (predicted < static_cast<int>(out.size()))
+    std::printf("%d of %zu cells could not be predicted (their error above)\n", static_cast<int>(out.size()) - predicted,
+                out.size());
+  return predicted > 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -184,7 +223,10 @@ void addWhatIfCommand(CLI::App& app, Runner& run) {
                                      "from a recorded session");
   cmd->add_option("FILE", opts->file, "Session file (.tsdb)")->required();
   cmd->add_option("--set", opts->sets, "NAME=VALUE (repeatable)");
-  cmd->add_option("--grid", opts->grids, "NAME=v1,v2,... : a table of every combination (repeatable)");
+  cmd->add_option("--grid", opts->grids,
+                  "NAME=v1,v2,... : a table of every combination (repeatable); a cell the model refuses is "
+                  "reported with its error and the others predicted (exit 0 when at least one cell was "
+                  "predicted, 1 when none)");
   cmd->add_option("--from-step", opts->fromStep,
                   "First step the model is built from (default: after the last knob change)");
   cmd->add_option("--to-step", opts->toStep, "Last step the model is built from");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -75,6 +76,46 @@ struct KnobEv {
   std::string knob, value;
   RankId rank = 0;
 };
+
+// Gradient bytes per step (after compression) and bucket payloads, from the bucket events of the
+// steps `inSteps` accepts, into m.
+void gradientBytes(const TraceStore& store, const AnalysisResult& a, const std::function<bool(int64_t)>& inSteps,
+                   TunedMeasurements& m) {
+  std::map<std::pair<RankId, int64_t>, double> wire;
+  std::map<RankId, std::vector<std::pair<int64_t, int64_t>>> stepStarts;  // rank -> (start, step)
+  for (const RankBreakdown& b : a.breakdown)
+    for (const BreakdownStep& s : b.perStep) stepStarts[b.rank].push_back({s.startNs, s.step});
+  for (auto& [r, v] : stepStarts) std::sort(v.begin(), v.end());
+  for (TrackId t = 0; t < store.trackCount(); ++t) {
+    const RankId r = store.track(t).rank;
+    const TrackEvents& ev = store.events(t);
+    for (size_t i = 0; i < ev.size(); ++i) {
+      const EventKind k = ev.kind(i);
+      if (k != EventKind::Collective && k != EventKind::Bucket) continue;
+      if (!ev.findAttr(i, AttrKey::Bucket)) continue;
+      const Attr* b = ev.findAttr(i, AttrKey::Bytes);
+      if (!b) continue;
+      // The step this event belongs to: the last step started at or before it on its rank.
+      int64_t step = -1;
+      if (auto sw = stepStarts.find(r); sw != stepStarts.end()) {
+        auto it = std::upper_bound(sw->second.begin(), sw->second.end(), std::pair{ev.start(i), INT64_MAX});
+        if (it != sw->second.begin()) step = std::prev(it)->second;
+      }
+      if (step < 0 || !inSteps(step)) continue;
+      if (k == EventKind::Collective) {
+        wire[{r, step}] += static_cast<double>(b->asInt());
+      } else {
+        m.bucketPayloadMin = m.bucketPayloadMin < 0 ? b->asInt() : std::min(m.bucketPayloadMin, b->asInt());
+        m.bucketPayloadMax = std::max(m.bucketPayloadMax, b->asInt());
+      }
+    }
+  }
+  if (!wire.empty()) {
+    double sum = 0;
+    for (const auto& [k, v] : wire) sum += v;
+    m.wireBytesPerStep = sum / static_cast<double>(wire.size());
+  }
+}
 
 }  // namespace
 
@@ -224,43 +265,71 @@ Result<TunedConfig> configFromSession(const TraceStore& store, const std::string
     m.overlapRatio = finiteOr(a.dataParallel.overlapRatio, -1);
   }
   if (a.pipeline.present) m.bubbleFraction = finiteOr(a.pipeline.bubbleFraction, -1);
-  // Gradient bytes per step (after compression) and bucket payloads, from the bucket events of
-  // the measured steps.
-  std::map<std::pair<RankId, int64_t>, double> wire;
-  std::map<RankId, std::vector<std::pair<int64_t, int64_t>>> stepStarts;  // rank -> (start, step)
-  for (const RankBreakdown& b : a.breakdown)
-    for (const BreakdownStep& s : b.perStep) stepStarts[b.rank].push_back({s.startNs, s.step});
-  for (auto& [r, v] : stepStarts) std::sort(v.begin(), v.end());
-  for (TrackId t = 0; t < store.trackCount(); ++t) {
-    const RankId r = store.track(t).rank;
-    const TrackEvents& ev = store.events(t);
-    for (size_t i = 0; i < ev.size(); ++i) {
-      const EventKind k = ev.kind(i);
-      if (k != EventKind::Collective && k != EventKind::Bucket) continue;
-      if (!ev.findAttr(i, AttrKey::Bucket)) continue;
-      const Attr* b = ev.findAttr(i, AttrKey::Bytes);
-      if (!b) continue;
-      // The step this event belongs to: the last step started at or before it on its rank.
-      int64_t step = -1;
-      if (auto sw = stepStarts.find(r); sw != stepStarts.end()) {
-        auto it = std::upper_bound(sw->second.begin(), sw->second.end(), std::pair{ev.start(i), INT64_MAX});
-        if (it != sw->second.begin()) step = std::prev(it)->second;
-      }
-      if (step < lastChange || step < 0) continue;
-      if (k == EventKind::Collective) {
-        wire[{r, step}] += static_cast<double>(b->asInt());
-      } else {
-        m.bucketPayloadMin = m.bucketPayloadMin < 0 ? b->asInt() : std::min(m.bucketPayloadMin, b->asInt());
-        m.bucketPayloadMax = std::max(m.bucketPayloadMax, b->asInt());
-      }
-    }
-  }
-  if (!wire.empty()) {
-    double sum = 0;
-    for (const auto& [k, v] : wire) sum += v;
-    m.wireBytesPerStep = sum / static_cast<double>(wire.size());
-  }
+  gradientBytes(store, a, [&](int64_t step) { return step >= lastChange && step >= 0; }, m);
   return c;
+}
+
+TunedMeasurements measurementsOfSteps(const TraceStore& store, const AnalysisResult& a,
+                                      const std::set<int64_t>& steps) {
+  TunedMeasurements m;
+  auto in = [&](int64_t step) { return steps.count(step) > 0; };
+  std::vector<double> times;
+  for (const StepStat& s : a.steps.perStep) {
+    if (!in(s.step)) continue;
+    times.push_back(s.timeMs);
+    if (m.fromStep < 0 || s.step < m.fromStep) m.fromStep = s.step;
+    m.toStep = std::max(m.toStep, s.step);
+  }
+  m.steps = static_cast<int>(times.size());
+  if (!times.empty()) {
+    double sum = 0;
+    for (double t : times) sum += t;
+    m.stepTimeMs = sum / static_cast<double>(times.size());
+    std::sort(times.begin(), times.end());
+    m.stepTimeP50Ms = times.size() % 2 ? times[times.size() / 2]
+                                       : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+  } else {
+    m.unavailable["step_time_ms"] = "the analysis has none of the chosen steps complete on every rank";
+  }
+  // Data parallel: per step (mean over ranks) exposed gradient communication and its overlap.
+  double exposed = 0, overlap = 0;
+  int nExposed = 0, nOverlap = 0;
+  for (const DpStep& s : a.dataParallel.perStep) {
+    if (!in(s.step)) continue;
+    exposed += s.exposedCommMs, ++nExposed;
+    if (s.commMs > 0) overlap += std::clamp((s.commMs - s.exposedCommMs) / s.commMs, 0.0, 1.0), ++nOverlap;
+  }
+  if (nExposed > 0) m.exposedCommMs = exposed / nExposed;
+  if (nOverlap > 0) m.overlapRatio = overlap / nOverlap;
+  const char* noDp = a.dataParallel.present
+                         ? "no gradient communication in the chosen steps"
+                         : "the job has no data-parallel gradient communication (no bucket collectives traced)";
+  if (nExposed == 0) m.unavailable["exposed_comm_ms"] = noDp;
+  if (nOverlap == 0) m.unavailable["overlap_ratio"] = noDp;
+  // Pipelines: per step the mean over stages of each stage's bubble.
+  std::map<int64_t, std::pair<double, int>> bubble;
+  for (const StageResult& st : a.pipeline.perStage) {
+    std::map<int64_t, std::pair<double, int>> perStage;
+    for (const StageStep& x : st.perStep)
+      if (in(x.step) && std::isfinite(x.bubbleFraction)) perStage[x.step].first += x.bubbleFraction, ++perStage[x.step].second;
+    for (const auto& [step, v] : perStage) bubble[step].first += v.first / v.second, ++bubble[step].second;
+  }
+  if (!bubble.empty()) {
+    double sum = 0;
+    for (const auto& [step, v] : bubble) sum += v.first / v.second;
+    m.bubbleFraction = sum / static_cast<double>(bubble.size());
+  } else {
+    m.unavailable["bubble_fraction"] = a.pipeline.present ? "no pipeline stage has the chosen steps"
+                                                          : "not a pipeline job (no micro-batch events)";
+  }
+  gradientBytes(store, a, in, m);
+  if (m.wireBytesPerStep < 0)
+    m.unavailable["wire_bytes_per_step"] = "no gradient bucket collective with a byte count in the chosen steps";
+  if (m.bucketPayloadMin < 0) {
+    m.unavailable["bucket_payload_bytes_min"] = "no gradient bucket event with a byte count in the chosen steps";
+    m.unavailable["bucket_payload_bytes_max"] = m.unavailable["bucket_payload_bytes_min"];
+  }
+  return m;
 }
 
 std::string configToJson(const TunedConfig& c) {
@@ -294,6 +363,15 @@ std::string configToJson(const TunedConfig& c) {
       x.bucketPayloadMin < 0 ? ordered_json(nullptr) : ordered_json(x.bucketPayloadMin);
   m["bucket_payload_bytes_max"] =
       x.bucketPayloadMax < 0 ? ordered_json(nullptr) : ordered_json(x.bucketPayloadMax);
+  // The tuner's (only when measured so: configurations from a session keep their old shape).
+  if (x.stepTimeStderrMs >= 0) m["step_time_stderr_ms"] = x.stepTimeStderrMs;
+  if (x.stepTimeCi95LowMs >= 0 && x.stepTimeCi95HighMs >= 0)
+    m["step_time_ci95_ms"] = ordered_json::array({x.stepTimeCi95LowMs, x.stepTimeCi95HighMs});
+  if (!x.unavailable.empty()) {
+    ordered_json u = ordered_json::object();
+    for (const auto& [k, why] : x.unavailable) u[k] = why;
+    m["unavailable"] = u;
+  }
   j["measurements"] = m;
   j["source"] = c.source;
   if (!c.notes.empty()) {
@@ -370,6 +448,15 @@ Result<TunedConfig> configFromJson(const std::string& text, const std::string& w
     m.wireBytesPerStep = number(o, "wire_bytes_per_step");
     m.bucketPayloadMin = integer(o, "bucket_payload_bytes_min", -1);
     m.bucketPayloadMax = integer(o, "bucket_payload_bytes_max", -1);
+    m.stepTimeStderrMs = number(o, "step_time_stderr_ms");
+    if (o.contains("step_time_ci95_ms") && o["step_time_ci95_ms"].is_array() && o["step_time_ci95_ms"].size() == 2 &&
+        o["step_time_ci95_ms"][0].is_number() && o["step_time_ci95_ms"][1].is_number()) {
+      m.stepTimeCi95LowMs = o["step_time_ci95_ms"][0].get<double>();
+      m.stepTimeCi95HighMs = o["step_time_ci95_ms"][1].get<double>();
+    }
+    if (o.contains("unavailable") && o["unavailable"].is_object())
+      for (const auto& [k, v] : o["unavailable"].items())
+        if (v.is_string()) m.unavailable[k] = v.get<std::string>();
   }
   c.source = str(j, "source");
   if (j.contains("notes") && j["notes"].is_object())

@@ -7,6 +7,8 @@
 #include <set>
 #include <thread>
 
+#include "trainscope/core/analysis/analysis.h"
+#include "trainscope/core/tune/stats.h"
 #include "trainscope/core/tune/whatif.h"
 #include "trainscope/core/wire/protocol.h"
 
@@ -125,6 +127,11 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
     return Status(ErrorCode::InvalidArgument, "tune needs a budget (--budget-steps or --budget-seconds)");
   if (o.measureSteps < 2 || o.warmupSteps < 0)
     return Status(ErrorCode::InvalidArgument, "tune measures at least 2 steps per trial");
+  if (!(o.confidence > 0 && o.confidence < 1))
+    return Status(ErrorCode::InvalidArgument, "the confidence is a number in (0, 1), e.g. 0.95");
+  if (!(o.minEffectPct >= 0) || !(o.z >= 0) || !(o.misfitFactor > 1))
+    return Status(ErrorCode::InvalidArgument,
+                  "the minimum effect and z are >= 0 and the misfit factor > 1");
   auto list = live.knobList();
   if (!list) return list.status();
   std::map<std::string, wire::KnobDescriptor> desc;
@@ -209,14 +216,40 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::vector<double> all;
-    for (const auto& [s, ms] : times) all.push_back(ms);
+    std::vector<int64_t> ids;
+    for (const auto& [s, ms] : times) all.push_back(ms), ids.push_back(s);
     tr.periodicSteps = dropPeriodicSteps(all, tr.stepMs);
+    // The kept steps' numbers (dropPeriodicSteps keeps the order, and a kept value is never one
+    // left out: those are over twice the median, the kept ones not).
+    for (size_t i = 0, k = 0; i < all.size(); ++i)
+      if (k < tr.stepMs.size() && all[i] == tr.stepMs[k]) tr.steps.push_back(ids[i]), ++k;
     stats(tr.stepMs, tr.meanMs, tr.stderrMs);
     nextStep = to + 1;
     res.stepsUsed += static_cast<int>(to - applied + 1);
     return tr;
   };
-  auto record = [&](const TuneTrial& tr) {
+  using Setting = std::map<std::string, std::string>;
+  std::map<Setting, std::vector<double>> samples;  // every measured step of each setting, pooled
+  std::map<Setting, std::vector<int64_t>> stepsOf;  // and their step numbers
+  std::map<Setting, std::pair<int64_t, int64_t>> lastWindow;  // its latest trial's measured steps
+  res.confidence = o.confidence;
+  const std::string confText = [&] {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g%%", o.confidence * 100);
+    return std::string(b);
+  }();
+  auto record = [&](TuneTrial tr) {
+    if (!tr.skipped && !tr.refused) {
+      if (tr.predictedMs > 0 && tr.meanMs > 0) {
+        tr.predictionOff = std::max(tr.predictedMs / tr.meanMs, tr.meanMs / tr.predictedMs);
+        tr.modelFits = tr.predictionOff <= o.misfitFactor;
+      }
+      auto& v = samples[tr.setting];
+      v.insert(v.end(), tr.stepMs.begin(), tr.stepMs.end());
+      auto& st = stepsOf[tr.setting];
+      st.insert(st.end(), tr.steps.begin(), tr.steps.end());
+      lastWindow[tr.setting] = {tr.appliedStep + o.warmupSteps, tr.appliedStep + o.warmupSteps + o.measureSteps - 1};
+    }
     res.trials.push_back(tr);
     std::string line = "trial " + std::to_string(res.trials.size()) + (tr.incumbent ? " (incumbent) " : " ") +
                        settingText(tr.setting) + ": ";
@@ -225,36 +258,49 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
     else if (tr.refused)
       line += "refused: " + tr.why;
     else
-      line += fmtMs(tr.meanMs) + " +- " + fmtMs(tr.stderrMs) + " ms over steps " +
+      line += "measured " + fmtMs(tr.meanMs) + " +- " + fmtMs(tr.stderrMs) + " ms over steps " +
               std::to_string(tr.appliedStep + o.warmupSteps) + ".." +
               std::to_string(tr.appliedStep + o.warmupSteps + o.measureSteps - 1) +
               (tr.periodicSteps > 0 ? " (" + std::to_string(tr.periodicSteps) + " over 2x the median left out)" : "");
-    if (tr.predictedMs >= 0) line += " (predicted " + fmtMs(tr.predictedMs) + " ms)";
+    if (tr.predictedMs >= 0 && !tr.skipped) {
+      line += ", predicted " + fmtMs(tr.predictedMs) + " ms";
+      if (!tr.modelFits) {
+        char off[32];
+        std::snprintf(off, sizeof off, "%.1fx", tr.predictionOff);
+        line += std::string(" (") + off + " off: the what-if model does not fit this machine/run)";
+        res.modelFits = false;
+        res.modelNotes.push_back(settingText(tr.setting) + ": predicted " + fmtMs(tr.predictedMs) + " ms, measured " +
+                                 fmtMs(tr.meanMs) + " ms (" + off + ")");
+      }
+    }
     log(line);
   };
 
-  std::map<std::string, std::string> inc = res.initial;
+  Setting inc = res.initial;
   const int trialSteps = o.warmupSteps + o.measureSteps;
   if (!budgetLeft(trialSteps))
     return Status(ErrorCode::InvalidArgument, "the budget is smaller than one trial");
   auto first = measure(inc, true);
   if (!first) return first.status();
   record(first.value());
-  std::vector<double> incSamples = first->stepMs;
   res.initialMs = first->meanMs;
-  int64_t incFrom = first->appliedStep + o.warmupSteps, incTo = incFrom + o.measureSteps - 1;
+  auto minEffect = [&](const Setting& base) {
+    const SampleSummary b = summarize(samples[base]);
+    return b.mean > 0 ? o.minEffectPct / 100 * b.mean : 0.0;
+  };
   bool out = false;
   for (const auto& knob : o.knobs) {
     if (out) break;
-    // Rank this knob's candidates with the simulator built from the incumbent's steps.
-    std::vector<std::pair<double, std::string>> order;
+    // Rank this knob's candidates with the simulator built from the incumbent's latest steps,
+    // unless it misses the incumbent's own measurement by more than misfitFactor.
     double incPred = -1;
     std::map<std::string, double> pred;
+    bool trustModel = o.useSimulator;
     if (o.useSimulator) {
       std::shared_lock lock(mutex);  // a reader: the engine publishes when it is free
       WhatIfOptions wo;
-      wo.fromStep = incFrom;
-      wo.toStep = incTo;
+      wo.fromStep = lastWindow[inc].first;
+      wo.toStep = lastWindow[inc].second;
       auto model = WhatIfModel::fromSession(store, wo);
       if (model) {
         if (auto p = model->predict({}); p) incPred = p->stepTimeMs;
@@ -262,13 +308,36 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
           if (auto p = model->predict({{knob, c}}); p) pred[c] = p->stepTimeMs;
       } else {
         log("simulator: " + model.status().message() + " (candidates are measured in order)");
+        trustModel = false;
       }
     }
-    for (const auto& c : cands[knob]) order.push_back({pred.count(c) ? pred[c] : 0.0, c});
+    // The replay against the measurement of the very steps it was built from (not the pooled
+    // mean: the machine's drift between trials is not the model's error).
+    double incLatest = -1;
+    for (auto it = res.trials.rbegin(); it != res.trials.rend(); ++it)
+      if (it->setting == inc && !it->skipped && !it->refused) {
+        incLatest = it->meanMs;
+        break;
+      }
+    if (incPred > 0 && incLatest > 0) {
+      const double off = std::max(incPred / incLatest, incLatest / incPred);
+      if (off > o.misfitFactor) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.1fx", off);
+        const std::string note = "the what-if model does not fit this machine/run: it puts " + settingText(inc) +
+                                 " at " + fmtMs(incPred) + " ms where those steps measured " + fmtMs(incLatest) + " ms (" +
+                                 b + " off); its predictions are shown beside the measurements but not used to " +
+                                 "order or skip the " + knob + " candidates";
+        log(note);
+        res.modelFits = false;
+        res.modelNotes.push_back(note);
+        trustModel = false;
+      }
+    }
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& c : cands[knob]) order.push_back({trustModel && pred.count(c) ? pred[c] : 0.0, c});
     std::stable_sort(order.begin(), order.end());
-    const TuneTrial* bestCand = nullptr;
-    std::vector<TuneTrial> round;
-    round.reserve(order.size());
+    std::vector<Setting> round;
     for (const auto& [p, c] : order) {
       if (sameValue(c, inc[knob])) continue;
       auto setting = inc;
@@ -276,7 +345,7 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
       TuneTrial tr;
       tr.setting = setting;
       tr.predictedMs = pred.count(c) ? pred[c] : -1;
-      if (incPred > 0 && tr.predictedMs > o.skipFactor * incPred) {
+      if (trustModel && incPred > 0 && tr.predictedMs > o.skipFactor * incPred) {
         tr.skipped = true;
         tr.why = "predicted " + fmtMs(tr.predictedMs) + " ms vs the incumbent's " + fmtMs(incPred) + " ms";
         record(tr);
@@ -291,63 +360,95 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
       if (!m) return m.status();
       m->predictedMs = tr.predictedMs;
       record(m.value());
-      round.push_back(m.value());
+      if (!m->refused && !m->stepMs.empty()) round.push_back(setting);
+      if (trustModel && !res.trials.back().modelFits) {
+        trustModel = false;
+        log("the what-if model does not fit this machine/run (the trial above): the rest of the " + knob +
+            " candidates are measured, none skipped by its predictions");
+      }
     }
-    for (const auto& tr : round)
-      if (!tr.refused && (!bestCand || tr.meanMs < bestCand->meanMs)) bestCand = &tr;
-    double incMean = 0, incSe = 0;
-    stats(incSamples, incMean, incSe);
-    if (!bestCand || bestCand->meanMs >= incMean) continue;
-    // Measure the incumbent again right before deciding (the machine's load drifts).
-    if (budgetLeft(trialSteps)) {
-      auto again = measure(inc, true);
-      if (!again) return again.status();
-      record(again.value());
-      incSamples.insert(incSamples.end(), again->stepMs.begin(), again->stepMs.end());
-      stats(incSamples, incMean, incSe);
+    // The round's fastest candidate (on its measured steps) against the incumbent.
+    const Setting* best = nullptr;
+    for (const auto& c : round)
+      if (!best || summarize(samples[c]).mean < summarize(samples[*best]).mean) best = &c;
+    if (!best) continue;
+    const Setting cand = *best;
+    const double candPred = pred.count(cand.at(knob)) ? pred[cand.at(knob)] : -1;
+    TuneDecision dec;
+    dec.knob = knob;
+    dec.incumbent = inc;
+    dec.candidate = cand;
+    auto decide = [&] {
+      dec.diff = compareToBaseline(samples[inc], samples[cand], o.confidence, minEffect(inc), o.z);
+    };
+    decide();
+    if (dec.diff.diffMs > 0) {
+      // Faster on average: measure the incumbent again after it (baseline, candidate, baseline:
+      // the machine's load drifts), then, while undecided, both again, alternately.
+      if (budgetLeft(trialSteps)) {
+        auto again = measure(inc, true);
+        if (!again) return again.status();
+        record(again.value());
+        dec.interleaved = true;
+        decide();
+      }
+      for (int rep = 0; rep < o.repeats && dec.interleaved && !dec.diff.better && !dec.diff.worse &&
+                        dec.diff.diffMs > 0 && budgetLeft(2 * trialSteps);
+           ++rep) {
+        log("undecided: " + settingText(cand) + " " + dec.diff.text() + ": measuring both again");
+        auto c2 = measure(cand, false);
+        if (!c2) return c2.status();
+        c2->predictedMs = candPred;
+        record(c2.value());
+        if (c2->refused) break;
+        auto i2 = measure(inc, true);
+        if (!i2) return i2.status();
+        record(i2.value());
+        decide();
+      }
     }
-    TuneTrial cand = *bestCand;
-    int64_t candFrom = cand.appliedStep + o.warmupSteps;
-    auto pooledSe = [&] { return std::sqrt(incSe * incSe + cand.stderrMs * cand.stderrMs); };
-    double se = pooledSe();
-    // Undecided (faster on average, not beyond the noise): measure the candidate and the
-    // incumbent again, alternately; the pooled samples shrink both standard errors.
-    for (int rep = 0; rep < o.repeats && cand.meanMs < incMean && incMean - cand.meanMs <= o.z * se &&
-                      budgetLeft(2 * trialSteps);
-         ++rep) {
-      log("undecided: " + settingText(cand.setting) + " " + fmtMs(incMean - cand.meanMs) + " ms faster, <= " +
-          fmtMs(o.z) + " x " + fmtMs(se) + " ms: measuring both again");
-      auto c2 = measure(cand.setting, false);
-      if (!c2) return c2.status();
-      record(c2.value());
-      if (c2->refused) break;
-      cand.stepMs.insert(cand.stepMs.end(), c2->stepMs.begin(), c2->stepMs.end());
-      stats(cand.stepMs, cand.meanMs, cand.stderrMs);
-      candFrom = c2->appliedStep + o.warmupSteps;
-      auto i2 = measure(inc, true);
-      if (!i2) return i2.status();
-      record(i2.value());
-      incSamples.insert(incSamples.end(), i2->stepMs.begin(), i2->stepMs.end());
-      stats(incSamples, incMean, incSe);
-      se = pooledSe();
-    }
-    if (incMean - cand.meanMs > o.z * se) {
-      log("new incumbent " + settingText(cand.setting) + ": " + fmtMs(cand.meanMs) + " ms vs " + fmtMs(incMean) +
-          " ms (difference > " + fmtMs(o.z) + " x " + fmtMs(se) + " ms)");
-      inc = cand.setting;
-      incSamples = cand.stepMs;
-      incFrom = candFrom;
-      incTo = incFrom + o.measureSteps - 1;
-    } else {
-      log("keeping " + settingText(inc) + ": " + settingText(cand.setting) + " is within the noise (" +
-          fmtMs(incMean - cand.meanMs) + " ms <= " + fmtMs(o.z) + " x " + fmtMs(se) + " ms)");
-    }
+    dec.accepted = dec.diff.better && dec.interleaved;
+    if (dec.accepted)
+      dec.verdict = "new incumbent " + settingText(cand) + ": " + dec.diff.text() + " than " + settingText(inc);
+    else if (dec.diff.better)
+      dec.verdict = "keeping " + settingText(inc) + ": " + settingText(cand) + " measured " + dec.diff.text() +
+                    ", but the budget left no trial to measure the incumbent again after it (a drift of the "
+                    "machine's load could explain it): not confirmed";
+    else if (dec.diff.diffMs <= 0)
+      dec.verdict = "keeping " + settingText(inc) + ": the round's fastest candidate, " + settingText(cand) +
+                    ", is not faster: " + dec.diff.text();
+    else
+      dec.verdict = "keeping " + settingText(inc) + ": " + settingText(cand) + " is within the measured noise: " +
+                    dec.diff.text();
+    log(dec.verdict);
+    if (dec.accepted) inc = cand;
+    res.decisions.push_back(dec);
   }
   res.best = inc;
-  double bm = 0, bs = 0;
-  stats(incSamples, bm, bs);
-  res.bestMs = bm;
+  res.bestSteps = summarize(samples[inc]);
+  res.bestMs = res.bestSteps.mean;
   for (const auto& [k, v] : inc) res.changed |= !sameValue(v, res.initial[k]);
+  if (res.changed) {
+    // On all the steps measured of each: for one tuned knob this is the accepted decision.
+    res.win = compareToBaseline(samples[res.initial], samples[inc], o.confidence, minEffect(res.initial), o.z);
+    res.verdict = "best " + settingText(inc) + ": " + res.win.text() + " than the initial " + settingText(res.initial);
+    if (!res.win.better)
+      res.verdict += "; over all their steps the gain is not beyond the noise (each change was, in its own round)";
+  } else {
+    const TuneDecision* closest = nullptr;
+    for (const auto& d : res.decisions)
+      if (d.diff.valid && (!closest || d.diff.diffMs > closest->diff.diffMs)) closest = &d;
+    if (closest) {
+      res.win = closest->diff;
+      res.verdict = "no setting is better than the current one beyond the measured noise (±" +
+                    fmtMs(closest->diff.halfWidthMs) + " ms, " + confText + "); the closest, " +
+                    settingText(closest->candidate) + ": " + closest->diff.text();
+    } else {
+      res.verdict = "no setting is better than the current one: no candidate was measured (skipped, refused or "
+                    "out of budget)";
+    }
+  }
+  log(res.verdict);
   // Leave the job at the best setting.
   std::vector<std::pair<std::string, std::string>> changes;
   for (const auto& [k, v] : inc)
@@ -360,11 +461,16 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
     log("applied " + settingText(inc) + " at step " + std::to_string(res.appliedStep));
   }
   res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  // The configuration: every knob of the job as it runs now, the best trial's measurements.
+  // The configuration: every knob of the job as it runs now, and the measurements of the best
+  // setting's own measured steps (their analysis: overlap, exposed communication, bytes).
+  const std::vector<int64_t>& bestSteps = stepsOf[inc];
+  TunedMeasurements m;
   {
     std::shared_lock lock(mutex);  // a reader: the engine publishes when it is free
     auto cfg = configFromSession(store, "job " + live.jobId());
     if (cfg) res.config = cfg.value();
+    const AnalysisResult a = analyzeStore(store);
+    m = measurementsOfSteps(store, a, std::set<int64_t>(bestSteps.begin(), bestSteps.end()));
   }
   auto now = live.knobList();
   if (now)
@@ -372,23 +478,44 @@ Result<TuneResult> autotune(LiveSession& live, TraceStore& store, std::shared_mu
   for (const auto& [k, v] : inc) res.config.knobs[k] = v;
   res.config.job.jobId = live.jobId();
   res.config.job.worldSize = live.worldSize();
-  TunedMeasurements m;
+  int bestTrials = 0;
+  for (const auto& t : res.trials) bestTrials += !t.skipped && !t.refused && t.setting == inc;
   m.method = "tune: " + std::to_string(res.trials.size()) + " trials, " + std::to_string(o.warmupSteps) +
-             " warm-up + " + std::to_string(o.measureSteps) + " measured steps each";
-  m.steps = static_cast<int>(incSamples.size());
-  m.fromStep = incFrom;
-  m.toStep = incTo;
-  m.stepTimeMs = bm;
-  std::vector<double> sorted = incSamples;
+             " warm-up + " + std::to_string(o.measureSteps) + " measured steps each; the chosen setting's " +
+             std::to_string(bestSteps.size()) + " measured steps from " + std::to_string(bestTrials) +
+             " trials (periodic steps left out), analysed";
+  // The step time as the tuner measured it (the same steps; its mean and interval decided).
+  const std::vector<double>& bs = samples[inc];
+  m.steps = static_cast<int>(bs.size());
+  if (!bestSteps.empty()) {
+    m.fromStep = *std::min_element(bestSteps.begin(), bestSteps.end());
+    m.toStep = *std::max_element(bestSteps.begin(), bestSteps.end());
+  }
+  m.stepTimeMs = res.bestSteps.mean;
+  std::vector<double> sorted = bs;
   std::sort(sorted.begin(), sorted.end());
-  if (!sorted.empty())
+  if (!sorted.empty()) {
     m.stepTimeP50Ms = sorted.size() % 2 ? sorted[sorted.size() / 2]
                                         : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+    m.unavailable.erase("step_time_ms");
+  }
+  if (res.bestSteps.se >= 0) {
+    m.stepTimeStderrMs = res.bestSteps.se;
+    const double t = studentTQuantile(0.975, res.bestSteps.n - 1);
+    m.stepTimeCi95LowMs = res.bestSteps.mean - t * res.bestSteps.se;
+    m.stepTimeCi95HighMs = res.bestSteps.mean + t * res.bestSteps.se;
+  }
   res.config.measured = m;
   res.config.source = "job " + live.jobId();
   res.config.notes["initial_step_time_ms"] = fmtMs(res.initialMs);
   res.config.notes["initial_setting"] = settingText(res.initial);
   res.config.notes["tuned_knobs"] = settingText(inc);
+  res.config.notes["decision"] = res.verdict;
+  if (!res.modelFits) {
+    std::string n;
+    for (const auto& x : res.modelNotes) n += (n.empty() ? "" : "; ") + x;
+    res.config.notes["model_misfit"] = n;
+  }
   return res;
 }
 

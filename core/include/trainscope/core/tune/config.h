@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "trainscope/core/model/trace_store.h"
 
 namespace trainscope::core {
+
+struct AnalysisResult;  // analysis/analysis.h
 
 inline constexpr std::string_view kTunedConfigSchema = "trainscope.tuned-config";
 inline constexpr int kTunedConfigVersion = 1;
@@ -43,6 +46,12 @@ struct TunedMeasurements {
   double wireBytesPerStep = -1;  // gradient bytes a rank sends per step (buckets' Bytes), mean
   int64_t bucketPayloadMin = -1, bucketPayloadMax = -1;  // a bucket's payload bytes (4 x values)
   std::string method;  // "analysis of FILE" | "live: S s of job ID" | "tune: N trials"
+  // The tuner's: the step time's standard error and the 95 % confidence interval of its mean
+  // (Student's t over the measured steps); -1 when not measured so.
+  double stepTimeStderrMs = -1, stepTimeCi95LowMs = -1, stepTimeCi95HighMs = -1;
+  // Why a metric above is missing (its JSON key -> the reason), written as "unavailable" so that a
+  // null in the file always says why; empty when nothing is missing or nobody said.
+  std::map<std::string, std::string> unavailable;
 };
 
 struct TunedConfig {
@@ -60,6 +69,14 @@ struct TunedConfig {
 // the job inferred from metadata and trace, and the measurements from the analysis over the
 // steps after the last change (all steps when there was none).
 Result<TunedConfig> configFromSession(const TraceStore& store, const std::string& source);
+
+// The measurements of exactly the given steps (the tuner's: the chosen setting's measured steps,
+// its periodic steps left out) from an analysis of the store: step time (mean, p50), exposed
+// communication, overlap (per step (comm - exposed) / comm of the gradient collectives, mean),
+// bubble (per step the mean over stages), gradient bytes per step and bucket payloads. A metric
+// the steps do not have is -1 with its reason in `unavailable`.
+TunedMeasurements measurementsOfSteps(const TraceStore& store, const AnalysisResult& analysis,
+                                      const std::set<int64_t>& steps);
 
 std::string configToJson(const TunedConfig& config);
 // Parses and checks the schema name and version; errors name the file (`what`) and the key.

@@ -4,11 +4,14 @@
 // over ranks of the step window, as `analyze` counts it). Knobs are tuned one at a time
 // (coordinate descent); for each knob the what-if simulator, built from the incumbent's
 // measured steps, ranks the candidates, and those it predicts clearly slower than the incumbent
-// are skipped. A candidate replaces the incumbent only when it is faster by more than the noise
-// (difference of means > z x the standard error of that difference) after the incumbent has
-// been measured again right before the decision (drift on a shared machine). A value the job
-// refuses is recorded and left: the job keeps its setting. At the end the best setting is
-// applied (if it is not what runs) and returned with its measurements.
+// are skipped (unless the model does not fit: it misses the incumbent's measured time by more
+// than 2x). A candidate replaces the incumbent only when the confidence interval of the gain
+// (Welch's t, stats.h) lies wholly above the minimum practical effect, and only after the
+// incumbent was measured again after it (baseline, candidate, baseline: drift on a shared machine
+// moves both alike); an undecided one is measured again, alternating with the incumbent. A value
+// the job refuses is recorded and left: the job keeps its setting. At the end the best setting is
+// applied (if it is not what runs) and returned with its measurements and the confidence of its
+// gain, or the statement that nothing beat the running setting beyond the measured noise.
 #pragma once
 
 #include <functional>
@@ -21,6 +24,7 @@
 #include "trainscope/core/live/live_session.h"
 #include "trainscope/core/model/trace_store.h"
 #include "trainscope/core/tune/config.h"
+#include "trainscope/core/tune/stats.h"
 
 namespace trainscope::core {
 
@@ -32,7 +36,14 @@ struct TuneOptions {
   double budgetSeconds = 0;  // wall seconds (0: none); at least one budget must be set
   int warmupSteps = 2;
   int measureSteps = 6;
-  double z = 2.0;           // noise threshold in standard errors
+  double confidence = 0.95;  // of the interval of a candidate's gain (Welch's t)
+  // A candidate must gain at least this share of the incumbent's step time (percent) with the
+  // whole interval: a change that buys less is not worth making, however sure.
+  double minEffectPct = 1.0;
+  double z = 0;  // > 0: a fixed critical value instead of Student's t at `confidence` (old --z)
+  // A prediction this many times off the measurement (either way) means the what-if model does
+  // not fit this machine/run: said in the log and the result, and not used to skip candidates.
+  double misfitFactor = 2.0;
   // A round's fastest candidate that beats the incumbent on average but not beyond z standard
   // errors is measured again, alternating with the incumbent, up to this many times while the
   // budget allows (samples pooled): steps go where a decision is open, not to every candidate.
@@ -55,7 +66,21 @@ struct TuneTrial {
   // train's held-out evaluation every 10 steps takes 4-5x a step) falls into some 6-step trials
   // and not others, and would decide the comparison instead of the knob.
   int periodicSteps = 0;
-  double predictedMs = -1;
+  std::vector<int64_t> steps;  // the step numbers of stepMs
+  double predictedMs = -1;     // the what-if model's (incumbent trials: its replay)
+  double predictionOff = -1;   // max(predicted / measured, measured / predicted); -1 without one
+  bool modelFits = true;       // predictionOff <= TuneOptions::misfitFactor (or no prediction)
+};
+
+// One round's decision: the round's fastest candidate against the incumbent, on every step
+// measured of each (pooled over their trials).
+struct TuneDecision {
+  std::string knob;
+  std::map<std::string, std::string> incumbent, candidate;
+  Difference diff;           // baseline = the incumbent
+  bool interleaved = false;  // the incumbent was measured again after the candidate
+  bool accepted = false;     // diff.better && interleaved: the candidate became the incumbent
+  std::string verdict;       // one line
 };
 
 struct TuneResult {
@@ -66,6 +91,17 @@ struct TuneResult {
   int stepsUsed = 0;
   double seconds = 0;
   std::vector<TuneTrial> trials;
+  std::vector<TuneDecision> decisions;
+  // The best against the initial setting on all their measured steps (when changed), or the
+  // closest contender's comparison (when not; valid false when no candidate was measured).
+  Difference win;
+  SampleSummary bestSteps;  // the best setting's measured steps
+  double confidence = 0.95;
+  // "best: ... 0.412 ms faster (95% CI ...)" or "no setting is better than the current one beyond
+  // the measured noise (+-X ms, 95%)".
+  std::string verdict;
+  bool modelFits = true;               // no prediction was more than misfitFactor off
+  std::vector<std::string> modelNotes;  // where and how far it was off
   TunedConfig config;  // the tuned configuration (schema of config.h)
 };
 
