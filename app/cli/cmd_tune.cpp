@@ -160,6 +160,7 @@ int runTune(const TuneCliOptions& o) {
                         {"mean_ms", t.meanMs},
                         {"stderr_ms", t.stderrMs},
                         {"periodic_steps", t.periodicSteps},
+                        {"all_steps_mean_ms", num(t.allStepsMeanMs)},
                         {"predicted_ms", t.predictedMs},
                         {"prediction_off", num(t.predictionOff)},
                         {"model_fits", t.modelFits}});

@@ -64,8 +64,10 @@ struct TuneTrial {
   double meanMs = -1, stderrMs = -1;
   // Steps over twice the trial's median, left out of stepMs: a job's periodic work (trainscope-
   // train's held-out evaluation every 10 steps takes 4-5x a step) falls into some 6-step trials
-  // and not others, and would decide the comparison instead of the knob.
+  // and not others, and would decide the comparison instead of the knob. At most a fifth of the
+  // trial (at least 1): more slow steps than that are load, and all are kept.
   int periodicSteps = 0;
+  double allStepsMeanMs = -1;  // the mean of every measured step, periodic ones included
   std::vector<int64_t> steps;  // the step numbers of stepMs
   double predictedMs = -1;     // the what-if model's (incumbent trials: its replay)
   double predictionOff = -1;   // max(predicted / measured, measured / predicted); -1 without one
@@ -106,7 +108,8 @@ struct TuneResult {
 };
 
 // A trial's steps less those over twice its (lower) median, into kept; returns how many were
-// left out (TuneTrial::periodicSteps).
+// left out (TuneTrial::periodicSteps). When more than max(1, n / 5) are over, none is left out
+// (that is the machine's load, not periodic work).
 int dropPeriodicSteps(const std::vector<double>& stepMs, std::vector<double>& kept);
 
 // The candidates tune tries for a knob by default: an enum's choices, a geometric ladder inside
