@@ -13,7 +13,51 @@
 namespace trainscope::cli {
 namespace {
 
+// Through a relay: the job it serves, every rank on every machine.
+int runRelayJobs(bool json) {
+  auto r = core::LiveSession::relayRanks("");
+  if (!r) return fail(r.status());
+  std::map<std::string, std::vector<const core::wire::RankEntry*>> byMachine;
+  for (const auto& e : r->ranks) byMachine[e.machine].push_back(&e);
+  const int world = r->ranks.empty() ? 0 : r->ranks.front().worldSize;
+  if (json) {
+    nlohmann::json j = {{"job_id", r->jobId},
+                        {"relay", core::LiveSession::relayHost()},
+                        {"world_size", world},
+                        {"ranks_found", r->ranks.size()},
+                        {"complete", static_cast<int>(r->ranks.size()) == world && world > 0},
+                        {"machines", byMachine.size()},
+                        {"problems", r->problems},
+                        {"ranks", nlohmann::json::array()}};
+    for (size_t i = 0; i < r->ranks.size(); ++i) {
+      const auto& e = r->ranks[i];
+      j["ranks"].push_back({{"rank", e.rank},
+                            {"local_rank", e.localRank},
+                            {"host", e.host},
+                            {"machine", e.machine},
+                            {"pid", e.pid},
+                            {"relay", e.relay},
+                            {"endpoint", r->entries[i].endpoint},
+                            {"step", e.step},
+                            {"auth", true}});
+    }
+    nlohmann::json out = {{"relay", core::LiveSession::relayHost()}, {"jobs", nlohmann::json::array({j})}};
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  std::printf("job %s  ranks %zu/%d  machines %zu  (through the relay at %s)\n", r->jobId.c_str(), r->ranks.size(), world,
+              byMachine.size(), core::LiveSession::relayHost().c_str());
+  for (const auto& [m, ranks] : byMachine) {
+    std::string list;
+    for (const auto* e : ranks) list += (list.empty() ? "" : ",") + std::to_string(e->rank);
+    std::printf("  machine %-16s relay %-24s ranks %s\n", m.c_str(), ranks.front()->relay.c_str(), list.c_str());
+  }
+  for (const auto& p : r->problems) std::printf("  problem: %s\n", p.c_str());
+  return kExitOk;
+}
+
 int runJobs(bool json) {
+  if (!core::LiveSession::relayHost().empty()) return runRelayJobs(json);
   namespace d = core::discovery;
   auto dir = d::runtimeDir();
   if (!dir) return fail(dir.status());

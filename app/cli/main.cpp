@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "trainscope/core/live/live_session.h"
 
 namespace trainscope::cli {
 
@@ -48,6 +49,17 @@ int main(int argc, char** argv) {
   addTuneCommand(app, run);
   addCompareCommand(app, run);
 
+  // Front ends of a job on many machines reach it through one relay (docs/RELAY.md).
+  std::string relayHost, relaySecret;
+  for (const char* name : {"jobs", "record", "knobs", "set", "tune", "doctor"}) {
+    CLI::App* sub = app.get_subcommand(name);
+    sub->add_option("--host", relayHost,
+                    "HOST:PORT of a trainscope-relay of the job (any one: it reaches every machine's ranks); "
+                    "default: this machine's runtime directory");
+    sub->add_option("--secret-file", relaySecret,
+                    "With --host: the job's secret (default: $TRAINSCOPE_SECRET_FILE, else the runtime "
+                    "directory's <job>.secret)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -60,6 +72,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
+  if (!relayHost.empty()) trainscope::core::LiveSession::useRelay(relayHost, relaySecret);
   try {
     return run ? run() : kExitUsage;
   } catch (const std::exception& e) {  // a bug, not an expected failure: say so plainly

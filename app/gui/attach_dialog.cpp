@@ -1,5 +1,7 @@
 #include "attach_dialog.h"
 
+#include "trainscope/core/live/live_session.h"
+
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -32,7 +34,8 @@ AttachDialog::AttachDialog(QWidget* parent)
   jobs_->setRootIsDecorated(false);
   jobs_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
   remote_->setPlaceholderText(
-      tr("host:port[,host:port…] — one per rank (agent started with TRAINSCOPE_LISTEN=tcp)"));
+      tr("job@host:port — a job on many machines, through any one of its relays; or host:port[,host:port…], "
+         "one per rank (TRAINSCOPE_LISTEN=tcp)"));
   secret_->setPlaceholderText(tr("secret file (required over TCP)"));
   auto* browse = new QPushButton(tr("Browse…"));
   connect(browse, &QPushButton::clicked, this, [this] {
@@ -72,6 +75,18 @@ std::vector<std::vector<core::discovery::Entry>> AttachDialog::localJobs() {
 std::vector<core::discovery::Entry> AttachDialog::remoteEntries(const QString& endpoints,
                                                                 const QString& secretFile, QString* error) {
   std::vector<core::discovery::Entry> out;
+  // job@host:port: the relays of a job on many machines (docs/RELAY.md) list every rank.
+  if (const QString t = endpoints.trimmed(); t.contains('@') && !t.contains(',')) {
+    const int at = static_cast<int>(t.lastIndexOf('@'));
+    core::LiveSession::useRelay(t.mid(at + 1).toStdString(), secretFile.toStdString());
+    auto r = core::LiveSession::relayRanks(t.left(at).toStdString());
+    if (!r) {
+      *error = QString::fromStdString(r.status().message());
+      return {};
+    }
+    if (r->entries.empty()) *error = tr("the relay knows no rank of job %1 yet").arg(t.left(at));
+    return std::move(r->entries);
+  }
   int rank = 0;
   for (QString ep : endpoints.split(',', Qt::SkipEmptyParts)) {
     ep = ep.trimmed();

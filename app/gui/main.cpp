@@ -13,6 +13,7 @@
 
 #include "analysis_dock.h"
 #include "main_window.h"
+#include "trainscope/core/live/live_session.h"
 #include "session_view.h"
 #include "trainscope/plots/analysis_panel.h"
 
@@ -68,7 +69,12 @@ int main(int argc, char** argv) {
                     "Save a PNG of the window once the file is open (or, attached, once every rank "
                     "sent events), then quit.",
                     "png"});
-  parser.addOption({"attach", "Attach live to the running job with this id.", "job"});
+  parser.addOption({"attach",
+                    "Attach live to the running job with this id; JOB@HOST:PORT reaches a job on many machines "
+                    "through one of its relays (docs/RELAY.md).",
+                    "job"});
+  parser.addOption({"secret-file", "With --attach JOB@HOST:PORT: the job's secret (default: "
+                                   "$TRAINSCOPE_SECRET_FILE).", "file"});
   parser.addOption({"attach-first", "Attach live to the first running job found on this machine."});
   parser.addOption(
       {"wait", "Seconds to wait for a job to appear with --attach-first (default 30).", "s", "30"});
@@ -166,7 +172,13 @@ int main(int argc, char** argv) {
                      });
   if (parser.isSet("attach")) {
     QString error;
-    if (!window.attachJob(parser.value("attach"), &error)) {
+    QString job = parser.value("attach");
+    if (const int at = job.lastIndexOf('@'); at > 0) {
+      trainscope::core::LiveSession::useRelay(job.mid(at + 1).toStdString(),
+                                              parser.value("secret-file").toStdString());
+      job = job.left(at);
+    }
+    if (!window.attachJob(job, &error)) {
       std::fprintf(stderr, "trainscope: %s\n", error.toUtf8().constData());
       if (batch) return 1;
     }

@@ -38,9 +38,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!m || !m.value()) break;
     checkRoundTrip(*m.value());
   }
-  // 2. The bytes as one payload of a chosen type (skips the header checks).
+  // 2. The same stream as a relay reads it (nextRaw: header checks, no payload decoding); what
+  //    comes out is whole frames, in order, each of which the full decoder takes or refuses.
+  {
+    FrameDecoder raw;
+    raw.feed({data, size});
+    std::vector<uint8_t> frames;
+    for (int i = 0; i < 64; ++i) {
+      auto r = raw.nextRaw(frames);
+      if (!r || !r.value()) break;
+    }
+    FrameDecoder again;
+    again.feed(frames);
+    for (int i = 0; i < 64; ++i) {
+      auto m = again.next();
+      if (!m || !m.value()) break;
+    }
+  }
+  // 3. The bytes as one payload of a chosen type (skips the header checks).
   if (size >= 2) {
-    const auto type = static_cast<MsgType>(1 + data[0] % 17);
+    const auto type = static_cast<MsgType>(1 + data[0] % static_cast<uint8_t>(MsgType::RelayRegister));
     auto m = decodePayload(type, data[1] & kFlagZstd, {data + 2, size - 2});
     if (m) checkRoundTrip(m.value());
   }

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -41,14 +43,54 @@ Result<std::vector<uint8_t>> readSecret(const std::string& path) {
 
 Result<std::unique_ptr<AgentClient>> AgentClient::connect(const std::string& endpoint,
                                                           const Options& options) {
-  auto fd = net::connectEndpoint(endpoint, options.timeoutMs);
+  // "relay:HOST:PORT/RANK": a relay's TCP port (authenticated like an agent's), then a Route to
+  // the rank; "relay:HOST:PORT" alone is a connection to the relay itself (rank lists).
+  std::string dial = endpoint;
+  int32_t routeTo = -1;
+  const bool relay = endpoint.rfind("relay:", 0) == 0;
+  if (relay) {
+    std::string rest = endpoint.substr(6);
+    if (const size_t slash = rest.rfind('/'); slash != std::string::npos) {
+      const std::string r = rest.substr(slash + 1);
+      char* end = nullptr;
+      const long v = std::strtol(r.c_str(), &end, 10);
+      if (r.empty() || *end != '\0' || v < 0 || v > INT32_MAX)
+        return Status(ErrorCode::InvalidArgument, "endpoint \"" + endpoint + "\": want relay:HOST:PORT/RANK");
+      routeTo = static_cast<int32_t>(v);
+      rest.resize(slash);
+    }
+    dial = "tcp:" + rest;
+  }
+  auto fd = net::connectEndpoint(dial, options.timeoutMs);
   if (!fd) return fd.status();
   std::unique_ptr<AgentClient> c(new AgentClient());
   c->fd_ = fd.value();
-  c->endpoint_ = endpoint;
+  c->endpoint_ = dial;
   c->timeoutMs_ = options.timeoutMs;
   if (Status s = c->handshake(options); !s.isOk()) return Status(s.code(), endpoint + ": " + s.message());
+  if (relay && c->job_.rank != -1)
+    return Status(ErrorCode::InvalidArgument, endpoint + ": the peer is an agent, not a relay (use tcp:)");
+  if (!relay && c->job_.rank == -1)
+    return Status(ErrorCode::InvalidArgument,
+                  endpoint + ": the peer is a relay; attach with --host HOST:PORT (relay:HOST:PORT/RANK)");
+  c->endpoint_ = endpoint;
+  if (routeTo >= 0) {
+    if (Status s = c->send(Route{routeTo}); !s.isOk()) return Status(s.code(), endpoint + ": " + s.message());
+    // The relay connects to the rank (through the rank's own relay when it is on another
+    // machine) and forwards the agent's Welcome; it says why when it cannot.
+    auto w = c->waitFor([](const Message& m) { return std::holds_alternative<JobInfo>(m); }, c->timeoutMs_,
+                        "the rank's Welcome through the relay");
+    if (!w) return Status(w.status().code(), endpoint + ": " + w.status().message());
+    c->job_ = std::get<JobInfo>(w.value());
+  }
   return c;
+}
+
+Result<RankList> AgentClient::rankList() {
+  if (Status s = send(RankListRequest{}); !s.isOk()) return s;
+  auto m = waitFor([](const Message& x) { return std::holds_alternative<RankList>(x); }, timeoutMs_, "RankList");
+  if (!m) return m.status();
+  return std::get<RankList>(std::move(m).value());
 }
 
 AgentClient::~AgentClient() {

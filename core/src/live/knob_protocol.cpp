@@ -103,11 +103,19 @@ std::string validateKnobValue(const wire::KnobDescriptor& d, const std::string& 
 
 Result<std::vector<discovery::Entry>> LiveSession::entriesOf(const std::string& jobId, bool requireAllRanks) {
   std::vector<discovery::Entry> mine;
-  for (auto& e : discovery::listEntries())
-    if (e.jobId == jobId) mine.push_back(std::move(e));
+  const bool relay = !relayHost().empty();
+  if (relay) {
+    auto r = relayRanks(jobId);
+    if (!r) return r.status();
+    mine = std::move(r->entries);
+  } else {
+    for (auto& e : discovery::listEntries())
+      if (e.jobId == jobId) mine.push_back(std::move(e));
+  }
   if (mine.empty())
     return Status(ErrorCode::NotFound,
-                  "no running job \"" + jobId + "\" on this machine (see `trainscope-cli jobs`)");
+                  relay ? "the relay at " + relayHost() + " knows no rank of job \"" + jobId + "\" yet"
+                        : "no running job \"" + jobId + "\" on this machine (see `trainscope-cli jobs`)");
   if (requireAllRanks) {
     const int32_t world = mine.front().worldSize;
     std::set<int32_t> seen;

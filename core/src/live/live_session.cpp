@@ -165,7 +165,15 @@ void LiveSession::connectKnown(bool subscribe) {
 void LiveSession::rediscover() {
   if (jobId_.empty()) return;
   const int64_t now = monotonicNowNs();
-  for (const auto& e : discovery::listEntries()) {
+  std::vector<discovery::Entry> found;
+  if (relayHost().empty()) {
+    found = discovery::listEntries();
+  } else if (now >= relayListAtNs_) {
+    // Through a relay the rank list is a round trip: asked every few seconds, briefly.
+    relayListAtNs_ = now + 3'000'000'000;
+    if (auto r = relayRanks(jobId_, 500); r.isOk()) found = std::move(r->entries);
+  }
+  for (const auto& e : found) {
     if (e.jobId != jobId_) continue;
     auto& slot = ranks_[e.rank];
     if (!slot) {

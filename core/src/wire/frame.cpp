@@ -103,7 +103,7 @@ void putHeader(std::vector<uint8_t>& out, size_t at, MsgType type, uint32_t leng
 
 MsgType typeOf(const Message& m) {
   // The variant's alternatives are declared in MsgType order (JobInfo is the Welcome payload).
-  static_assert(std::variant_size_v<Message> == static_cast<size_t>(MsgType::Inspect));
+  static_assert(std::variant_size_v<Message> == static_cast<size_t>(MsgType::RelayRegister));
   static_assert(std::is_same_v<std::variant_alternative_t<3, Message>, JobInfo>);
   static_assert(std::is_same_v<std::variant_alternative_t<6, Message>, EventBatch>);
   return static_cast<MsgType>(m.index() + 1);
@@ -239,6 +239,54 @@ void FrameDecoder::requireMac(const SessionKey& key, MacDirection dir) {
   key_ = key;
   dir_ = dir;
   seq_ = 0;
+}
+
+Result<bool> FrameDecoder::nextRaw(std::vector<uint8_t>& out) {
+  if (!error_.isOk()) return error_;
+  if (buffered() < kHeaderSize) return false;
+  const uint8_t* h = buf_.data() + pos_;
+  Status hs = checkHeader(h);
+  if (hs.isOk()) hs = checkLimits(h);
+  if (mac_ && hs.isOk() && !(le32(h + 12) & kFlagMac)) {
+    // Only the peer's refusal comes without a MAC after the handshake (checkLimits): it ends the
+    // stream; decode it for its message.
+    auto m = next();
+    return m ? Status(ErrorCode::InvalidArgument, "peer refused") : m.status();
+  }
+  if (!hs.isOk()) {
+    error_ = hs;
+    buf_.clear();
+    pos_ = 0;
+    return hs;
+  }
+  const uint32_t length = le32(h + 8);
+  const uint32_t flags = le32(h + 12);
+  const size_t trailer = (flags & kFlagMac) ? kMacSize : 0;
+  if (buffered() < kHeaderSize + length + trailer) return false;
+  const std::span<const uint8_t> payload(h + kHeaderSize, length);
+  if (mac_) {
+    const Mac want = frameMac(key_, dir_, seq_, std::span<const uint8_t>(h, kHeaderSize), payload);
+    if (!constantTimeEqual(want, std::span<const uint8_t>(h + kHeaderSize + length, kMacSize))) {
+      error_ = wireError(ErrorCode::InvalidArgument,
+                         "frame " + std::to_string(seq_) +
+                             " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)");
+      buf_.clear();
+      pos_ = 0;
+      return error_;
+    }
+    ++seq_;
+  }
+  const size_t at = out.size();
+  out.insert(out.end(), h, h + kHeaderSize + length);
+  const uint32_t plain = flags & ~kFlagMac;
+  for (int i = 0; i < 4; ++i) out[at + 12 + i] = static_cast<uint8_t>(plain >> (8 * i));
+  pos_ += kHeaderSize + length + trailer;
+  if (pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+    if (buf_.capacity() > kKeepCapacity) buf_.shrink_to_fit();
+  }
+  return true;
 }
 
 Result<std::optional<Message>> FrameDecoder::next() {

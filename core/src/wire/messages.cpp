@@ -188,6 +188,38 @@ void fields(V& v, Of<Inspect> auto& m) {
   v(m.threads, "threads");
 }
 
+template <class V>
+void fields(V& v, Of<RankEntry> auto& m) {
+  v(m.rank);
+  v(m.worldSize);
+  v(m.localRank);
+  v(m.host);
+  v(m.machine);
+  v(m.pid);
+  v(m.startTimeNs);
+  v(m.relay);
+  v(m.step);
+  v(m.stepSeconds);
+  v(m.events);
+  v(m.dropped);
+}
+template <class V>
+void fields(V& v, Of<RankList> auto& m) {
+  v(m.jobId);
+  v(m.ranks, "ranks");
+  v(m.problems, "problems");
+}
+template <class V>
+void fields(V& v, Of<Route> auto& m) {
+  v(m.rank);
+}
+template <class V>
+void fields(V& v, Of<RelayRegister> auto& m) {
+  v(m.machine);
+  v(m.endpoint);
+  v(m.ranks, "ranks");
+}
+
 // The values the decoder accepts for each enum (all are one byte on the wire).
 struct EnumSpec {
   uint64_t limit;  // values are 0 .. limit-1
@@ -310,7 +342,7 @@ constexpr auto decoders = makeDecoders(std::make_index_sequence<std::variant_siz
 }  // namespace
 
 bool isKnownType(uint16_t type) {
-  return type >= static_cast<uint16_t>(MsgType::Hello) && type <= static_cast<uint16_t>(MsgType::Inspect);
+  return type >= static_cast<uint16_t>(MsgType::Hello) && type <= static_cast<uint16_t>(MsgType::RelayRegister);
 }
 
 void encodePayload(const Message& m, std::vector<uint8_t>& out) {

@@ -43,7 +43,9 @@ class AgentClient {
     std::string secretFile;  // read when the agent requires authentication
   };
 
-  // Connects to "unix:/path" or "tcp:host:port" and completes Hello/Challenge/(Auth)/Welcome.
+  // Connects to "unix:/path" or "tcp:host:port" and completes Hello/Challenge/(Auth)/Welcome;
+  // "relay:host:port/rank" reaches rank through a relay (docs/RELAY.md), "relay:host:port" the
+  // relay itself (job() has rank -1 then).
   static Result<std::unique_ptr<AgentClient>> connect(const std::string& endpoint, const Options& options);
   static Result<std::unique_ptr<AgentClient>> connect(const std::string& endpoint) {
     return connect(endpoint, Options{});
@@ -63,6 +65,8 @@ class AgentClient {
   // Waits for the KnobAck of changeSeq with applied = true (or a refusal).
   Result<wire::KnobAck> waitForApplied(uint64_t changeSeq, int timeoutMs);
   Result<wire::Stats> stats();
+  // A relay connection ("relay:HOST:PORT"): every rank of the job, on every machine.
+  Result<wire::RankList> rankList();
   // What the rank is doing now: its open operations and its threads' states (doctor).
   Result<wire::Inspect> inspect();
   Result<ClockSync> estimateClockOffset(int pings = 32);

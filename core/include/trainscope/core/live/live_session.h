@@ -152,9 +152,24 @@ class LiveSession {
   LiveSession(const LiveSession&) = delete;
   LiveSession& operator=(const LiveSession&) = delete;
 
-  // Live discovery entries of jobId on this machine; an error when there are none, or when
-  // requireAllRanks and some rank is missing.
+  // Live discovery entries of jobId on this machine -- or, after useRelay(), every rank the
+  // relay knows of on every machine; an error when there are none, or when requireAllRanks and
+  // some rank is missing.
   static Result<std::vector<discovery::Entry>> entriesOf(const std::string& jobId, bool requireAllRanks);
+  // From now on, in this process, jobs are found through the relay at hostPort (a front end's
+  // --host; docs/RELAY.md) instead of this machine's runtime directory. secretFile: the job's
+  // secret ("" -- $TRAINSCOPE_SECRET_FILE, else the runtime directory's <job>.secret).
+  static void useRelay(const std::string& hostPort, const std::string& secretFile);
+  static const std::string& relayHost();
+  // What the relay at hostPort knows: the job's ranks as entries (endpoint relay:HOST:PORT/RANK),
+  // and its problems (relays that went away). jobId "" accepts the relay's job.
+  struct RelayRanks {
+    std::string jobId;
+    std::vector<discovery::Entry> entries;
+    std::vector<wire::RankEntry> ranks;
+    std::vector<std::string> problems;
+  };
+  static Result<RelayRanks> relayRanks(const std::string& jobId, int timeoutMs = 5000);
   // Entries of jobId, waiting up to waitMs for the first one (a job that is still coming up).
   static Result<std::vector<discovery::Entry>> waitForEntries(const std::string& jobId, int waitMs);
   // Connects every entry now, on the caller's thread (knobs/set: a change must reach all ranks).
@@ -251,6 +266,7 @@ class LiveSession {
   bool knobsRecorded_ = false;
   int64_t startNs_ = 0, lastFlushNs_ = 0, nextResyncNs_ = 0, nextRediscoverNs_ = 0, lastStatsNs_ = 0;
   double startCpuSeconds_ = 0;  // this process's CPU (user + system) when the session started
+  int64_t relayListAtNs_ = 0;  // rediscover(): next rank list from the relay
   static double processCpuSeconds();
   std::deque<std::pair<int64_t, uint64_t>> rate_;
 

@@ -57,6 +57,12 @@ enum class MsgType : uint16_t {
   Unsubscribe = 17,
   InspectRequest = 18,  // client -> agent: what is this rank doing right now (doctor)
   Inspect = 19,         // agent -> client: the operations begun and not ended, the threads' states
+  // A relay (trainscope-relay, one per machine: docs/RELAY.md) speaks the agent's handshake on
+  // its TCP port, then answers these; after a Route the connection is that rank's, end to end.
+  RankListRequest = 20,  // client -> relay: every rank of the job, on every machine
+  RankList = 21,         // relay -> client (and coordinator -> relay)
+  Route = 22,            // client -> relay: make this connection rank N's (its Welcome follows)
+  RelayRegister = 23,    // relay -> coordinator relay: my machine, my address, my ranks
 };
 
 struct Hello {
@@ -281,9 +287,52 @@ struct Inspect {
   bool operator==(const Inspect&) const = default;
 };
 
+// One rank of a job as a relay knows it: where it runs and which relay reaches it.
+struct RankEntry {
+  int32_t rank = 0;
+  int32_t worldSize = 1;
+  int32_t localRank = 0;
+  std::string host;     // the agent's host name
+  std::string machine;  // the relay's machine name (--machine; the host name by default)
+  int64_t pid = 0;
+  int64_t startTimeNs = 0;
+  std::string relay;  // "tcp:ADDR:PORT" of the relay on the rank's machine
+  // What the rank's relay last heard from it (its Stats, once a second): for /metrics.
+  int64_t step = -1;
+  double stepSeconds = 0;  // mean step time over the last interval in which steps advanced
+  uint64_t events = 0;     // recorded by the agent
+  uint64_t dropped = 0;    // dropped by the agent (queue full)
+
+  bool operator==(const RankEntry&) const = default;
+};
+struct RankListRequest {
+  bool operator==(const RankListRequest&) const = default;
+};
+struct RankList {
+  std::string jobId;
+  std::vector<RankEntry> ranks;  // sorted by rank; at most kMaxRelayRanks
+  std::vector<std::string> problems;  // relays that registered and are gone, and the like
+
+  bool operator==(const RankList&) const = default;
+};
+struct Route {
+  int32_t rank = 0;
+
+  bool operator==(const Route&) const = default;
+};
+struct RelayRegister {
+  std::string machine;
+  std::string endpoint;  // "tcp:ADDR:PORT" where this relay serves
+  std::vector<RankEntry> ranks;
+
+  bool operator==(const RelayRegister&) const = default;
+};
+inline constexpr size_t kMaxRelayRanks = 65536;
+
 using Message =
     std::variant<Hello, Challenge, Auth, JobInfo, ErrorMsg, Subscribe, EventBatch, KnobListRequest, KnobList,
-                 SetKnob, KnobAck, Ping, Pong, StatsRequest, Stats, Bye, Unsubscribe, InspectRequest, Inspect>;
+                 SetKnob, KnobAck, Ping, Pong, StatsRequest, Stats, Bye, Unsubscribe, InspectRequest, Inspect,
+                 RankListRequest, RankList, Route, RelayRegister>;
 
 MsgType typeOf(const Message& m);
 
@@ -317,6 +366,10 @@ class FrameDecoder {
   void feed(std::span<const uint8_t> bytes);
   // A decoded message, nullopt when more bytes are needed, or an error Status.
   Result<std::optional<Message>> next();
+  // The same checks (header, limits, MAC), without decoding the payload: appends the frame --
+  // header (kFlagMac cleared) and payload, no trailer -- to out and returns true; false when
+  // more bytes are needed. For a relay, which forwards frames it need not read.
+  Result<bool> nextRaw(std::vector<uint8_t>& out);
   size_t buffered() const { return buf_.size() - pos_; }
   // Tighter limits for this stream: frames longer than maxPayload, or compressed ones when not
   // allowed, are refused from their header, before their payload is buffered or decompressed
