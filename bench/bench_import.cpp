@@ -1,6 +1,11 @@
 // Import speed and memory of Chrome/Kineto traces (docs/BENCHMARKS.md, "Importing PyTorch
 // traces"). One file per process, so that peak RSS is this import's:
-//   bench_import stream FILE   -- importChromeTraceFile: streamed through zlib (plain or .gz)
+//   bench_import stream FILE   -- importChromeTraceFile: streamed through zlib (plain or .gz), read
+//                                 by the fast reader (interop/chrome/fast_reader.h)
+//   bench_import reference FILE -- the same with the reference reader (nlohmann SAX) alone: the
+//                                 reader before issue 37
+//   bench_import dir DIR       -- importChromeTraceFiles: every rank file of DIR into one session
+//   bench_import dir-reference DIR -- the same with the reference reader alone
 //   bench_import whole FILE    -- the previous path: the whole file read into a string, then parsed
 //   bench_import make-nsys FILE N  -- writes an Nsight Systems export (schema 3.16.1) with N kernels
 //                                 (10 % NCCL all-reduces), N cudaLaunchKernel calls, a step per 1000
@@ -136,7 +141,9 @@ size_t sqliteFloor(const std::filesystem::path& path) {
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "make-nsys") return makeNsys(argv[2], std::stol(argv[3]));
   if (argc != 3) {
-    std::fprintf(stderr, "usage: bench_import stream|whole|nsys|nsys-floor FILE | make-nsys FILE N\n");
+    std::fprintf(stderr,
+                 "usage: bench_import stream|reference|dir|dir-reference|whole|nsys|nsys-floor FILE | "
+                 "make-nsys FILE N\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -146,6 +153,15 @@ int main(int argc, char** argv) {
   Result<TraceStore> r = Status(ErrorCode::InvalidArgument, "mode");
   if (mode == "stream") {
     r = importChromeTraceFile(path);
+  } else if (mode == "reference") {
+    r = importChromeTraceFile(path, ChromeImportOptions{.referenceReader = true});
+  } else if (mode == "dir" || mode == "dir-reference") {  // several ranks into one session
+    auto m = importChromeTraceFiles({path}, ChromeImportOptions{.referenceReader = mode == "dir-reference"});
+    if (m) {
+      r = std::move(m->store);
+    } else {
+      r = m.status();
+    }
   } else if (mode == "whole") {
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
@@ -168,7 +184,14 @@ int main(int argc, char** argv) {
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  const double bytes = static_cast<double>(std::filesystem::file_size(path));
+  double bytes = 0;
+  if (std::filesystem::is_directory(path)) {
+    auto files = expandTraceInputs({path});
+    if (files)
+      for (const auto& f : *files) bytes += static_cast<double>(std::filesystem::file_size(f));
+  } else {
+    bytes = static_cast<double>(std::filesystem::file_size(path));
+  }
   const double kept =
       mode == "nsys-floor" ? std::stod(r->metadata().at("rows")) : static_cast<double>(r->eventCount());
   std::printf(

@@ -4,7 +4,9 @@
 // Whatever imports is summarised (`info`) and exported again (`export`).
 //
 // Properties: malformed or hostile JSON (deep nesting, huge numbers, extreme timestamps) gives
-// an error or a trace, never a crash, hang, leak or undefined behaviour (ASan/UBSan).
+// an error or a trace, never a crash, hang, leak or undefined behaviour (ASan/UBSan). And the
+// fast reader (interop/chrome/fast_reader.h) agrees with the reference reader: when it read the
+// input itself, the reference reader's store exports to the same text (else it traps).
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -20,7 +22,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ChromeImportOptions options;
   options.partial = data[0] & 1;
   const std::string_view json(reinterpret_cast<const char*>(data + 1), size - 1);
+  bool usedReference = true;
+  options.usedReferenceReader = &usedReference;
   auto store = importChromeTrace(json, "fuzz.json", options);
+  if (!usedReference) {
+    ChromeImportOptions ref{.partial = options.partial, .referenceReader = true};
+    auto again = importChromeTrace(json, "fuzz.json", ref);
+    if (store.isOk() != again.isOk()) __builtin_trap();
+    if (!store) {
+      if (store.status().message() != again.status().message()) __builtin_trap();
+    } else {
+      std::ostringstream a, b;
+      (void)exportChromeTrace(store.value(), a);
+      (void)exportChromeTrace(again.value(), b);
+      if (a.str() != b.str() || store->metadata() != again->metadata()) __builtin_trap();
+    }
+  }
   if (!store) return 0;
   (void)summaryToJson(summarizeStore(store.value()));
   std::ostringstream out;

@@ -205,8 +205,17 @@ void LiveSession::rediscover() {
 // batches on a busy connection, which widens the round trip) and differs by more than its error
 // bound; on one host the clocks are the same and nothing changes.
 void LiveSession::resync() {
-  for (auto& [rank, r] : ranks_) {
+  // A bounded number of ranks per round, in turn: pings are round trips on the owner's thread,
+  // and at a thousand ranks all of them every round would be seconds without ingest.
+  constexpr int kRanksPerRound = 16;
+  int done = 0;
+  auto it = ranks_.upper_bound(resyncAfterRank_);
+  for (size_t seen = 0; seen < ranks_.size() && done < kRanksPerRound; ++seen, ++it) {
+    if (it == ranks_.end()) it = ranks_.begin();
+    auto& [rank, r] = *it;
+    resyncAfterRank_ = rank;
     if (!r->open()) continue;
+    ++done;
     auto s = r->client->estimateClockOffset(8);
     if (!s) continue;
     const int64_t limit = std::max<int64_t>(2 * r->firstSync.errorBoundNs, 200'000);

@@ -3,15 +3,18 @@
 // tracks and typed attributes; Kineto's categories and args are mapped in chrome_import_args.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <streambuf>
 #include <string>
 #include <vector>
 
+#include "interop/chrome/fast_reader.h"
 #include "interop/chrome/format.h"
 #include "interop/chrome/import_args.h"
 #include "interop/chrome/importer.h"
@@ -23,21 +26,21 @@ constexpr int64_t kMaxAbsTimeNs = int64_t{1} << 62;  // see Importer's "ts" chec
 
 namespace {
 
-std::optional<int64_t> timeNs(const Json* v, std::string_view text) {
+std::optional<int64_t> timeNs(const JsonValue* v, std::string_view text) {
   if (!text.empty()) return microsTextToNs(text);
   if (!v) return std::nullopt;
   if (auto us = integer(v); us && !v->is_string() && !v->is_number_float()) {
     if (*us > INT64_MAX / 1000 || *us < INT64_MIN / 1000) return std::nullopt;
     return *us * 1000;
   }
-  if (v->is_string()) return microsTextToNs(v->get_ref<const std::string&>());
+  if (v->is_string()) return microsTextToNs(v->str());
   return std::nullopt;
 }
 
 // A counter value given as a string ("12.5"), as Perfetto accepts it.
-std::optional<double> numericString(const Json& v) {
+std::optional<double> numericString(const JsonValue& v) {
   if (!v.is_string()) return std::nullopt;
-  const std::string& s = v.get_ref<const std::string&>();
+  const std::string s(v.str());
   char* end = nullptr;
   const double d = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size()) return std::nullopt;
@@ -47,7 +50,7 @@ std::optional<double> numericString(const Json& v) {
 // PyTorch host ops: Kineto's "cpu_op" category, or the legacy (non-Kineto) profiler's output,
 // whose events have no "cat" and whose pid is "CPU functions". Communication ops are named
 // gloo:*, c10d::* or record_param_comms; nccl:* on the host is a GPU collective's launch.
-HostRole hostRole(const std::string& cat, const std::string& name, const Json* ev) {
+HostRole hostRole(std::string_view cat, std::string_view name, const JsonValue* ev) {
   if (isGpuCategory(cat) || name.starts_with("ProfilerStep#")) return HostRole::None;
   const bool legacy = cat.empty() && member(*ev, "cat") == nullptr;
   if (cat != "cpu_op" && cat != "user_annotation" && !legacy) return HostRole::None;
@@ -57,16 +60,15 @@ HostRole hostRole(const std::string& cat, const std::string& name, const Json* e
     return HostRole::HostComm;
   if (cat == "user_annotation") return HostRole::None;
   if (legacy) {
-    const Json* pid = member(*ev, "pid");
-    if (!pid || !pid->is_string() || pid->get_ref<const std::string&>() != "CPU functions")
-      return HostRole::None;
+    const JsonValue* pid = member(*ev, "pid");
+    if (!pid || !pid->is_string() || pid->str() != "CPU functions") return HostRole::None;
   }
   return HostRole::CpuOp;
 }
 
-JsonId idOf(const Json* v, const JsonId& fallback) {
+JsonId idOf(const JsonValue* v, const JsonId& fallback) {
   if (!v || v->is_null()) return fallback;
-  if (v->is_string()) return v->get<std::string>();
+  if (v->is_string()) return std::string(v->str());
   if (auto n = integer(v)) return *n;
   return v->dump();
 }
@@ -104,12 +106,11 @@ void Importer::addPending(uint32_t thread, int64_t start, int64_t end, StringId 
 }
 
 Status Importer::onEvent(const RawEvent& raw) {
-  const Json& ev = *raw.value;
-  const Json* ph = member(ev, "ph");
+  const JsonValue& ev = *raw.value;
+  const JsonValue* ph = member(ev, "ph");
   if (!ph) return bad(raw.index, "has no \"ph\" (phase)");
-  if (!ph->is_string() || ph->get_ref<const std::string&>().empty())
-    return bad(raw.index, "\"ph\" is not a phase letter");
-  const char phase = ph->get_ref<const std::string&>()[0];
+  if (!ph->is_string() || ph->str().empty()) return bad(raw.index, "\"ph\" is not a phase letter");
+  const char phase = ph->str()[0];
 
   const JsonId pid = idOf(member(ev, "pid"), JsonId(int64_t{0}));
   const uint32_t th = thread(process(pid), idOf(member(ev, "tid"), pid));
@@ -133,22 +134,22 @@ Status Importer::onEvent(const RawEvent& raw) {
   // fuzz_chrome_import: events at -9.2e15 µs and today overflowed `info` and `export`.
   if (*ts <= -kMaxAbsTimeNs || *ts >= kMaxAbsTimeNs)
     return bad(raw.index, "\"ts\" is not a number of microseconds within range (at most 146 years from 1970)");
-  const std::string cat = text(member(ev, "cat"));
-  const std::string nameText = text(member(ev, "name"));
+  const std::string_view cat = textView(member(ev, "cat"), catScratch_);
+  const std::string_view nameText = textView(member(ev, "name"), nameScratch_);
   const StringId name = store_.intern(nameText);
-  const Json* args = member(ev, "args");
+  const JsonValue* args = member(ev, "args");
 
   if (phase == 'C') {
     counterEvent(ev, th, *ts, name);
     return Status::ok();
   }
   if (phase == 's' || phase == 't' || phase == 'f') {
-    const Json* id = member(ev, "id");
+    const JsonValue* id = member(ev, "id");
     if (!id) {
       ++skipped_;
       return Status::ok();
     }
-    const auto key = std::make_tuple(cat, nameText, text(id));
+    auto key = std::make_tuple(std::string(cat), std::string(nameText), text(id));
     const auto group = flowGroups_.try_emplace(key, static_cast<uint32_t>(flowGroups_.size())).first->second;
     const bool enclosing = phase != 'f' || text(member(ev, "bp")) == "e";
     flowSteps_.push_back(FlowStep{th, *ts, group, enclosing});
@@ -156,7 +157,7 @@ Status Importer::onEvent(const RawEvent& raw) {
   }
 
   scratch_.clear();
-  const auto argsKind = appendArgs(args ? *args : Json(), store_, scratch_);
+  const auto argsKind = args ? appendArgs(*args, store_, scratch_) : std::nullopt;
   if (isGpuCategory(cat)) threads_[th].gpu = true;
   std::optional<int64_t> step;
   auto sliceKind = [&] { return argsKind ? *argsKind : classifySlice(cat, nameText, &step); };
@@ -165,7 +166,7 @@ Status Importer::onEvent(const RawEvent& raw) {
 
   switch (phase) {
     case 'X': {
-      const Json* durJson = member(ev, "dur");
+      const JsonValue* durJson = member(ev, "dur");
       if (!durJson) return bad(raw.index, "complete ('X') event has no \"dur\"");
       const auto dur = timeNs(durJson, raw.durText);
       if (!dur || *dur < 0 || *dur >= kMaxAbsTimeNs - *ts)
@@ -202,19 +203,21 @@ Status Importer::onEvent(const RawEvent& raw) {
 
 // "C": one Counter event per numeric series. Our exports keep the kind and the other attributes
 // in an extra member (chrome_format.h); foreign counters carry only their series.
-void Importer::counterEvent(const Json& ev, uint32_t th, int64_t ts, StringId name) {
-  const Json* args = member(ev, "args");
-  std::vector<std::pair<std::string, const Json*>> series;
-  if (args && args->is_object())
-    for (auto it = args->begin(); it != args->end(); ++it)
-      if (it.value().is_number() || numericString(it.value())) series.emplace_back(it.key(), &it.value());
+void Importer::counterEvent(const JsonValue& ev, uint32_t th, int64_t ts, StringId name) {
+  const JsonValue* args = member(ev, "args");
+  std::vector<std::pair<std::string, const JsonValue*>> series;
+  if (args && args->is_object()) {
+    const JsonValue* v = args->firstChild();
+    for (uint32_t i = 0; i < args->size(); ++i, v = v->nextSibling())
+      if (v->is_number() || numericString(*v)) series.emplace_back(std::string(v->key()), v);
+  }
   if (series.empty()) {
     ++skipped_;
     return;
   }
   std::vector<Attr> extra;
   std::optional<EventKind> kind;
-  if (const Json* more = member(ev, kCounterExtraArgs)) kind = appendArgs(*more, store_, extra);
+  if (const JsonValue* more = member(ev, kCounterExtraArgs)) kind = appendArgs(*more, store_, extra);
   const std::string base(store_.str(name));
   for (const auto& [key, value] : series) {
     std::vector<Attr> attrs;
@@ -222,7 +225,7 @@ void Importer::counterEvent(const Json& ev, uint32_t th, int64_t ts, StringId na
         n && value->is_number_integer()) {  // unsigned too: 7 parses as unsigned
       attrs.push_back(Attr::ofInt(AttrKey::Value, *n));
     } else if (value->is_number()) {
-      attrs.push_back(Attr::ofDouble(AttrKey::Value, value->get<double>()));
+      attrs.push_back(Attr::ofDouble(AttrKey::Value, value->number()));
     } else {
       attrs.push_back(Attr::ofDouble(AttrKey::Value, *numericString(*value)));
     }
@@ -232,9 +235,9 @@ void Importer::counterEvent(const Json& ev, uint32_t th, int64_t ts, StringId na
   }
 }
 
-void Importer::metadataEvent(const Json& ev, uint32_t th) {
+void Importer::metadataEvent(const JsonValue& ev, uint32_t th) {
   const std::string what = text(member(ev, "name"));
-  const Json* args = member(ev, "args");
+  const JsonValue* args = member(ev, "args");
   ThreadState& t = threads_[th];
   if (what == "process_name" && args) {
     // Our exports describe the rank completely; a foreign process name is only a label.
@@ -244,9 +247,9 @@ void Importer::metadataEvent(const Json& ev, uint32_t th) {
       info.localRank = static_cast<int32_t>(integer(member(*args, kLocalRankArg)).value_or(0));
       info.device = static_cast<int32_t>(integer(member(*args, kDeviceArg)).value_or(-1));
       info.clockOffsetNs = integer(member(*args, kClockOffsetArg)).value_or(0);
-      const Json* dropped = member(*args, kDroppedArg);
+      const JsonValue* dropped = member(*args, kDroppedArg);
       info.droppedEvents = dropped && dropped->is_number_unsigned()
-                               ? dropped->get<uint64_t>()
+                               ? dropped->uint64()
                                : static_cast<uint64_t>(integer(dropped).value_or(0));
       processes_[t.process].ours = std::move(info);
     }
@@ -255,7 +258,7 @@ void Importer::metadataEvent(const Json& ev, uint32_t th) {
     const auto kind = trackKindFromName(text(member(*args, kTrackKindArg)));
     const auto ext = integer(member(*args, kTrackExternalIdArg));
     if (kind && ext) {
-      const Json* trackName = member(*args, kTrackNameArg);
+      const JsonValue* trackName = member(*args, kTrackNameArg);
       t.ours = OwnTrack{*kind, *ext, trackName ? text(trackName) : t.name};
     }
   } else if (what == "thread_sort_index" && args) {
@@ -270,20 +273,47 @@ namespace trainscope::core {
 
 namespace {
 
-template <typename Read>
-Result<TraceStore> importWith(std::string_view sourceName, const ChromeImportOptions& options, Read&& read) {
+Result<TraceStore> finishImport(chrome::Importer& importer, chrome::ReadResult& result, const Status& st,
+                                const ChromeImportOptions& options) {
+  if (!st) {
+    // --partial keeps what a truncated or damaged file held before the damage.
+    if (!options.partial || (st.code() != ErrorCode::MalformedJson && st.code() != ErrorCode::BadTrace) ||
+        result.events == 0)
+      return st;
+    importer.noteTruncated(st.message());
+  }
+  return importer.finish(result);
+}
+
+// Reads with the fast reader (chrome/fast_reader.h); when it falls back, everything is read
+// again from the start by the reference reader (slow), with a fresh importer, so that the result
+// -- an error message, a refusal, what --partial keeps -- is that reader's. rewind() starts the
+// input over for the second read.
+template <typename Fast, typename Slow>
+Result<TraceStore> importWith(std::string_view sourceName, const ChromeImportOptions& options, Fast&& fast,
+                              Slow&& slow) {
   try {
+    if (!options.referenceReader) {
+      chrome::Importer importer(sourceName, options.partial);
+      chrome::ReadResult result;
+      chrome::FastRead read{true, Status::ok()};
+      try {
+        read = fast([&](const chrome::RawEvent& ev) { return importer.onEvent(ev); }, result);
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception&) {  // whatever it was, the reference reader meets it again
+        read.fallback = true;
+      }
+      if (!read.fallback) {
+        if (options.usedReferenceReader) *options.usedReferenceReader = false;
+        return finishImport(importer, result, read.status, options);
+      }
+    }
+    if (options.usedReferenceReader) *options.usedReferenceReader = true;
     chrome::Importer importer(sourceName, options.partial);
     chrome::ReadResult result;
-    const Status st = read([&](const chrome::RawEvent& ev) { return importer.onEvent(ev); }, result);
-    if (!st) {
-      // --partial keeps what a truncated or damaged file held before the damage.
-      if (!options.partial || (st.code() != ErrorCode::MalformedJson && st.code() != ErrorCode::BadTrace) ||
-          result.events == 0)
-        return st;
-      importer.noteTruncated(st.message());
-    }
-    return importer.finish(result);
+    const Status st = slow([&](const chrome::RawEvent& ev) { return importer.onEvent(ev); }, result);
+    return finishImport(importer, result, st, options);
   } catch (const std::bad_alloc&) {
     return Status(ErrorCode::Io, std::string(sourceName) + ": out of memory while importing");
   } catch (const std::exception& e) {  // nlohmann type errors and the like: never out of core
@@ -340,9 +370,14 @@ class GzStreamBuf : public std::streambuf {
 
 Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName,
                                      const ChromeImportOptions& options) {
-  return importWith(sourceName, options, [&](const auto& onEvent, chrome::ReadResult& result) {
-    return chrome::readChromeJson(json, sourceName, onEvent, result);
-  });
+  return importWith(
+      sourceName, options,
+      [&](const auto& onEvent, chrome::ReadResult& result) {
+        return chrome::readChromeJsonFast(json, onEvent, result);
+      },
+      [&](const auto& onEvent, chrome::ReadResult& result) {
+        return chrome::readChromeJson(json, sourceName, onEvent, result);
+      });
 }
 
 Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path,
@@ -362,15 +397,28 @@ Result<TraceStore> importChromeTraceFile(const std::filesystem::path& path,
   } closer{f};
   gzbuffer(f, 1 << 18);
   const bool gzip = !gzdirect(f);
-  GzStreamBuf buf(f, name);
-  std::istream in(&buf);
-  auto result = importWith(name, options, [&](const auto& onEvent, chrome::ReadResult& read) {
-    return chrome::readChromeJson(in, name, onEvent, read);
-  });
-  if (!buf.error().empty()) {  // the JSON error it caused would be a misleading symptom
+  std::optional<GzStreamBuf> buf;  // the reference reader's
+  auto result = importWith(
+      name, options,
+      [&](const auto& onEvent, chrome::ReadResult& read) {
+        const chrome::ReadBytes bytes = [&](char* dst, size_t n) -> long {
+          return gzread(f, dst, static_cast<unsigned>(std::min<size_t>(n, 1u << 30)));
+        };
+        return chrome::readChromeJsonFast(bytes, onEvent, read,
+                                          options.readWindow ? options.readWindow : size_t{4} << 20);
+      },
+      [&](const auto& onEvent, chrome::ReadResult& read) {
+        gzclearerr(f);  // start over after the fast read
+        if (gzrewind(f) != 0) return Status(ErrorCode::Io, name + ": cannot read the file again");
+        buf.emplace(f, name);
+        std::istream in(&*buf);
+        return chrome::readChromeJson(in, name, onEvent, read);
+      });
+  if (!buf) buf.emplace(f, name);  // the fast reader read it all: no error
+  if (!buf->error().empty()) {     // the JSON error it caused would be a misleading symptom
     Status st(gzip ? ErrorCode::Corrupt : ErrorCode::Io,
               name + (gzip ? ": damaged gzip data after " : ": read failed after ") +
-                  std::to_string(buf.consumed()) + " bytes of JSON: " + buf.error());
+                  std::to_string(buf->consumed()) + " bytes of JSON: " + buf->error());
     if (!options.partial || !result) return st;
     result->metadata()["import_invalid_events"] =
         std::to_string(std::stoull(result->metadata()["import_invalid_events"]) + 1);

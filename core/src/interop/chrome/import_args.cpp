@@ -25,44 +25,54 @@ bool hasKey(const std::vector<Attr>& attrs, uint32_t key) {
 
 }  // namespace
 
-std::optional<EventKind> appendArgs(const Json& args, TraceStore& store, std::vector<Attr>& out,
+std::optional<EventKind> appendArgs(const JsonValue& args, TraceStore& store, std::vector<Attr>& out,
                                     bool skipExisting) {
   std::optional<EventKind> kind;
   if (!args.is_object()) return kind;
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    const std::string& key = it.key();
-    const Json& v = it.value();
-    if (key == kKindArg && v.is_string()) {
-      if (auto k = eventKindFromName(v.get_ref<const std::string&>())) {
+  const JsonValue* v = args.firstChild();
+  for (uint32_t i = 0; i < args.size(); ++i, v = v->nextSibling()) {
+    const std::string_view key = v->key();
+    if (key == kKindArg && v->is_string()) {
+      if (auto k = eventKindFromName(v->str())) {
         kind = k;
         continue;
       }
     }
     AttrType type = AttrType::Int;
     int64_t bits = 0;
-    if (v.is_number_unsigned() &&
-        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      type = AttrType::Double;
-      bits = Attr::ofDouble(AttrKey::Value, static_cast<double>(v.get<uint64_t>())).bits;
-    } else if (v.is_number_integer()) {
-      bits = v.get<int64_t>();
-    } else if (v.is_number_float()) {
-      type = AttrType::Double;
-      bits = Attr::ofDouble(AttrKey::Value, v.get<double>()).bits;
-    } else if (v.is_boolean()) {
-      bits = v.get<bool>() ? 1 : 0;
-    } else if (v.is_string()) {
-      type = AttrType::String;
-      bits = store.intern(v.get_ref<const std::string&>());
-    } else if (v.is_null()) {
-      continue;
-    } else {  // arrays and objects ("grid": [1, 1, 1]) keep their JSON text
-      type = AttrType::String;
-      bits = store.intern(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    switch (v->type()) {
+      case JsonValue::Type::Unsigned:
+        if (v->uint64() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          type = AttrType::Double;
+          bits = Attr::ofDouble(AttrKey::Value, static_cast<double>(v->uint64())).bits;
+        } else {
+          bits = static_cast<int64_t>(v->uint64());
+        }
+        break;
+      case JsonValue::Type::Integer:
+        bits = v->int64();
+        break;
+      case JsonValue::Type::Float:
+        type = AttrType::Double;
+        bits = Attr::ofDouble(AttrKey::Value, v->number()).bits;
+        break;
+      case JsonValue::Type::Boolean:
+        bits = v->boolean() ? 1 : 0;
+        break;
+      case JsonValue::Type::String:
+        type = AttrType::String;
+        bits = store.intern(v->str());
+        break;
+      case JsonValue::Type::Null:
+        continue;
+      default:  // arrays and objects ("grid": [1, 1, 1]) keep their JSON text
+        type = AttrType::String;
+        bits = store.intern(v->dump());
+        break;
     }
     uint32_t attrKey = 0;
     const auto builtin = builtinKeyFor(key);
-    const bool fits = builtin && !v.is_boolean() &&
+    const bool fits = builtin && !v->is_boolean() &&
                       ((builtinAttrType(*builtin) == AttrType::String) == (type == AttrType::String));
     if (fits)
       attrKey = static_cast<uint32_t>(*builtin);
@@ -129,6 +139,44 @@ std::optional<int64_t> integer(const Json* v) {
     if (ec == std::errc() && ptr == s.data() + s.size() && !s.empty()) return n;
   }
   return std::nullopt;
+}
+
+std::string text(const JsonValue* v) {
+  if (!v || v->is_null()) return {};
+  return v->is_string() ? std::string(v->str()) : v->dump();
+}
+
+std::string_view textView(const JsonValue* v, std::string& scratch) {
+  if (!v || v->is_null()) return {};
+  if (v->is_string()) return v->str();
+  scratch = v->dump();
+  return scratch;
+}
+
+std::optional<int64_t> integer(const JsonValue* v) {
+  if (!v) return std::nullopt;
+  switch (v->type()) {
+    case JsonValue::Type::Integer:
+      return v->int64();
+    case JsonValue::Type::Unsigned:
+      if (v->uint64() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+      return static_cast<int64_t>(v->uint64());
+    case JsonValue::Type::Float: {
+      const double d = v->number();
+      if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<int64_t>(d)))
+        return static_cast<int64_t>(d);
+      return std::nullopt;
+    }
+    case JsonValue::Type::String: {
+      int64_t n = 0;
+      const std::string_view s = v->str();
+      const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec == std::errc() && ptr == s.data() + s.size() && !s.empty()) return n;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
 }
 
 std::optional<PipeOpName> parsePipeOp(std::string_view n) {

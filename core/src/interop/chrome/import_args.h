@@ -20,7 +20,7 @@ namespace trainscope::core::chrome {
 // key a custom attribute. With skipExisting, keys already in out are not added again (the args
 // of an "E" merged into those of its "B"). Returns the event kind if args carry a valid "kind"
 // (our own exports).
-std::optional<EventKind> appendArgs(const Json& args, TraceStore& store, std::vector<Attr>& out,
+std::optional<EventKind> appendArgs(const JsonValue& args, TraceStore& store, std::vector<Attr>& out,
                                     bool skipExisting = false);
 
 // The kind of a duration event from its category and name, for traces without args.kind:
@@ -41,9 +41,16 @@ std::optional<PipeOpName> parsePipeOp(std::string_view name);
 // Categories Kineto uses for activity on a GPU stream: their threads become CudaStream tracks.
 bool isGpuCategory(std::string_view cat);
 
-// Small DOM helpers that never throw.
+// Small DOM helpers that never throw, for the top-level members (Json) and events (JsonValue).
 const Json* member(const Json& obj, std::string_view key);  // nullptr if absent or not an object
 std::string text(const Json* v);                            // a string's value, else its JSON text
 std::optional<int64_t> integer(const Json* v);              // integral numbers and numeric strings
+inline const JsonValue* member(const JsonValue& obj, std::string_view key) {
+  return obj.find(key);
+}
+std::string text(const JsonValue* v);
+// text() without a copy for strings (the common case); other values are dumped into scratch.
+std::string_view textView(const JsonValue* v, std::string& scratch);
+std::optional<int64_t> integer(const JsonValue* v);
 
 }  // namespace trainscope::core::chrome

@@ -96,8 +96,8 @@ class Importer {
   Status bad(size_t index, const std::string& what);
   uint32_t process(const JsonId& pid);
   uint32_t thread(uint32_t process, const JsonId& tid);
-  void metadataEvent(const Json& ev, uint32_t thread);
-  void counterEvent(const Json& ev, uint32_t thread, int64_t ts, StringId name);
+  void metadataEvent(const JsonValue& ev, uint32_t thread);
+  void counterEvent(const JsonValue& ev, uint32_t thread, int64_t ts, StringId name);
   void addPending(uint32_t thread, int64_t start, int64_t end, StringId name, EventKind kind,
                   const std::vector<Attr>& attrs, bool counterSample = false, HostRole role = HostRole::None);
   void classifyPyTorch();
@@ -121,6 +121,7 @@ class Importer {
   std::vector<Pending> pending_;
   std::vector<Attr> attrs_;  // attributes of all pending events, back to back
   std::vector<Attr> scratch_;
+  std::string catScratch_, nameScratch_;  // "cat" and "name" that are not strings, as JSON text
   std::vector<FlowStep> flowSteps_;
   std::map<std::tuple<std::string, std::string, std::string>, uint32_t> flowGroups_;  // (cat, name, id)
   std::unordered_map<uint32_t, int64_t> addedFlowId_;  // pending index -> FlowId from flow events

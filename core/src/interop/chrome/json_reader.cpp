@@ -193,7 +193,8 @@ class Handler {
         return true;
       }
       buildingEvent_ = false;
-      const RawEvent ev{eventIndex_++, &doc_, tsText_, durText_};
+      view_.assign(doc_);
+      const RawEvent ev{eventIndex_++, &view_.root(), tsText_, durText_};
       ++result_.events;
       if (Status st = onEvent_(ev); !st) {
         status_ = std::move(st);
@@ -219,6 +220,7 @@ class Handler {
   std::string topKey_;
   std::string key_;
   Json doc_;                  // the event or top-level member being built
+  JsonDoc view_;              // doc_ as the importer reads events
   std::vector<Json*> stack_;  // open containers of doc_, innermost last
   std::vector<size_t> members_;  // keys seen so far in each open container (objects; 0 for arrays)
   bool buildingEvent_ = false;

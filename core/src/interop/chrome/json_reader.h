@@ -1,4 +1,8 @@
-// Reads Chrome trace JSON through nlohmann's SAX interface, one trace event at a time.
+// Reads Chrome trace JSON through nlohmann's SAX interface, one trace event at a time. Since
+// issue 37 this is the careful path: imports read with fast_reader.h and come here only when
+// that reader meets something it leaves to this one (malformed text, a limit, ...), so that the
+// messages and refusals below stay what they were. Events reach onEvent as a JsonValue tree
+// (json_value.h) converted from the nlohmann DOM, the same tree the fast reader builds.
 //
 // Why SAX and not one DOM: a DOM of a large trace costs many times the file size, and a DOM
 // keeps only the double value of a number, while "ts": 1718000000123456.789 needs its digits to
@@ -13,17 +17,16 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "interop/chrome/json_value.h"
 #include "trainscope/core/base/status.h"
 
 namespace trainscope::core::chrome {
 
-using Json = nlohmann::ordered_json;
-
 struct RawEvent {
-  size_t index = 0;  // position in the traceEvents array
-  const Json* value = nullptr;
-  std::string_view tsText;   // original text of a floating "ts", empty for integers
-  std::string_view durText;  // likewise for "dur"
+  size_t index = 0;                  // position in the traceEvents array
+  const JsonValue* value = nullptr;  // the event (an object), valid during the onEvent call
+  std::string_view tsText;           // original text of a floating "ts", empty for integers
+  std::string_view durText;          // likewise for "dur"
 };
 
 struct ReadResult {

@@ -55,6 +55,15 @@ struct ChromeImportOptions {
   // Events that break the format (and the tail of a truncated file) are skipped instead of
   // failing the import; metadata import_invalid_events / import_first_error say what was lost.
   bool partial = false;
+  // Read with the reference reader only (nlohmann's SAX parser), not the fast reader that
+  // imports use and that hands everything it is unsure of to the reference reader anyway. The
+  // result is the same (tst_chrome_fast_reader checks it); for tests and bench_import.
+  bool referenceReader = false;
+  // For tests and benchmarks: set to whether the reference reader read the input (the fast
+  // reader handed it over, or referenceReader), and the fast reader's window in bytes (0: 4 MiB;
+  // tests use a few bytes to cross window boundaries everywhere).
+  bool* usedReferenceReader = nullptr;
+  size_t readWindow = 0;
 };
 
 Result<TraceStore> importChromeTrace(std::string_view json, std::string_view sourceName,

@@ -267,6 +267,7 @@ class LiveSession {
   int64_t startNs_ = 0, lastFlushNs_ = 0, nextResyncNs_ = 0, nextRediscoverNs_ = 0, lastStatsNs_ = 0;
   double startCpuSeconds_ = 0;  // this process's CPU (user + system) when the session started
   int64_t relayListAtNs_ = 0;  // rediscover(): next rank list from the relay
+  int32_t resyncAfterRank_ = -1;  // resync(): the last rank measured (ranks take turns)
   static double processCpuSeconds();
   std::deque<std::pair<int64_t, uint64_t>> rate_;
 
