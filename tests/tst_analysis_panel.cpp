@@ -1,4 +1,4 @@
-// AnalysisPanel offscreen: the six charts build from real analysis results of the constructed
+// AnalysisPanel offscreen: the seven charts build from real analysis results of the constructed
 // cases (tests/data), export PNG/SVG/CSV with the numbers of the result, and clicks name the
 // metric whose events the timeline should select.
 #include <QChartView>
@@ -36,19 +36,19 @@ class TstAnalysisPanel : public QObject {
   QTemporaryDir dir_;
 
  private slots:
-  void buildsSixCharts() {
+  void buildsSevenCharts() {
     plots::AnalysisPanel panel;
     panel.setResult(analyse("pp_1f1b_balanced"));
-    QCOMPARE(panel.chartCount(), 6);
+    QCOMPARE(panel.chartCount(), 7);
     QStringList slugs;
     for (int i = 0; i < panel.chartCount(); ++i) slugs << panel.chart(i)->slug();
     QCOMPARE(slugs,
-             (QStringList{"step_time", "breakdown", "bubbles", "bucket_overlap", "bandwidth", "disco"}));
+             (QStringList{"step_time", "breakdown", "bubbles", "bucket_overlap", "bandwidth", "disco", "ranks"}));
     // Rebuilding keeps the tab the user is on.
     panel.setCurrentIndex(2);
     panel.setResult(analyse("pp_gpipe"));
     QCOMPARE(panel.currentIndex(), 2);
-    QCOMPARE(panel.chartCount(), 6);
+    QCOMPARE(panel.chartCount(), 7);
   }
 
   void exportsPngSvgCsv() {
@@ -58,7 +58,7 @@ class TstAnalysisPanel : public QObject {
     panel.show();
     QVERIFY(QTest::qWaitForWindowExposed(&panel));
     QVERIFY(panel.exportAll(dir_.filePath("pp")));
-    for (const char* slug : {"step_time", "breakdown", "bubbles", "bucket_overlap", "bandwidth", "disco"}) {
+    for (const char* slug : {"step_time", "breakdown", "bubbles", "bucket_overlap", "bandwidth", "disco", "ranks"}) {
       const QString stem = dir_.filePath(QStringLiteral("pp/%1").arg(slug));
       QImage img(stem + ".png");
       QVERIFY2(!img.isNull(), slug);
@@ -142,10 +142,58 @@ class TstAnalysisPanel : public QObject {
     }
   }
 
+  // The rank overview: rank x step, by hand. Three ranks, two steps; compute 4/6/5 ms in step 7
+  // (median 5: rank 1 is 1 ms late), 3/3/9 in step 8 (median 3: rank 2 is 6 ms late).
+  void ranksHeatmap() {
+    core::AnalysisResult r;
+    const double compute[2][3] = {{4, 6, 5}, {3, 3, 9}};
+    for (int rank = 0; rank < 3; ++rank) {
+      core::RankBreakdown b;
+      b.rank = rank;
+      for (int s = 0; s < 2; ++s) {
+        core::BreakdownStep st;
+        st.step = 7 + s;
+        st.stepMs = 10 + s;
+        st.computeMs = compute[s][rank];
+        st.exposedCommMs = rank * 0.5;
+        b.perStep.push_back(st);
+      }
+      r.breakdown.push_back(b);
+    }
+    plots::AnalysisPanel panel;
+    panel.resize(1000, 600);
+    panel.setResult(r);
+    plots::ChartTab* tab = panel.chart("ranks");
+    QVERIFY(tab);
+    const QString csv = tab->csv();
+    QVERIFY2(csv.startsWith("rank,step,step_ms,exposed_comm_ms,lateness_ms\n"), qPrintable(csv));
+    QVERIFY2(csv.contains("\n1,7,10,0.5,1\n"), qPrintable(csv));
+    QVERIFY2(csv.contains("\n2,8,11,1,6\n"), qPrintable(csv));
+    QVERIFY2(csv.contains("\n0,8,11,0,0\n"), qPrintable(csv));
+    // Lateness, slowest first: rank 2 (mean 3), rank 1 (0.5), rank 0 (0).
+    QWidget* view = tab->chartWidget();
+    auto* metric = view->findChild<QComboBox*>("rankHeatmapMetric");
+    auto* order = view->findChild<QComboBox*>("rankHeatmapOrder");
+    QVERIFY(metric && order);
+    metric->setCurrentIndex(2);
+    order->setCurrentIndex(1);
+    panel.setCurrentWidget(tab);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    // A click on the top row, right half: the slowest rank (2) in the later step (8).
+    QSignalSpy spy(&panel, &plots::AnalysisPanel::metricActivated);
+    const QRect plot(70, 70, view->width() - 150, view->height() - 110);
+    QTest::mouseClick(view, Qt::LeftButton, {}, QPoint(plot.left() + plot.width() * 3 / 4, plot.top() + plot.height() / 6));
+    QCOMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(0).toString(), QStringLiteral("rank.2.8"));
+    QVERIFY(tab->exportPng(dir_.filePath("ranks.png")));
+    QVERIFY(inkPixels(QImage(dir_.filePath("ranks.png"))) > 500);
+  }
+
   void emptyResult() {
     plots::AnalysisPanel panel;
     panel.setResult(core::AnalysisResult{});
-    QCOMPARE(panel.chartCount(), 6);
+    QCOMPARE(panel.chartCount(), 7);
     QVERIFY(panel.exportAll(dir_.filePath("empty")));
   }
 };

@@ -380,6 +380,11 @@ void MainWindow::activateMetric(const QString& key) {
                              8000);
     return;
   }
+  if (key.startsWith(QStringLiteral("rank."))) {  // the rank overview: "rank.R.STEP"
+    const QStringList parts = key.split('.');
+    if (parts.size() >= 2) v->focusRank(parts[1].toInt(), parts.size() >= 3 ? parts[2].toLongLong() : -1);
+    return;
+  }
   if (key.startsWith(QStringLiteral("breakdown."))) {
     for (const auto& [a, flag] : overlayKinds_)
       if (flag == plots::TimelineWidget::ExposedCommOverlay) a->setChecked(true);

@@ -12,6 +12,7 @@ ChartTab* makeBubbleChart(const core::AnalysisResult& r);
 ChartTab* makeBucketOverlapChart(const core::AnalysisResult& r);
 ChartTab* makeBandwidthChart(const core::AnalysisResult& r);
 ChartTab* makeDiscoChart(const core::AnalysisResult& r);
+ChartTab* makeRanksChart(const core::AnalysisResult& r);  // rank_heatmap.cpp
 
 // CSV field: numbers with full precision, NaN as empty.
 QString csvNumber(double v);

@@ -96,7 +96,8 @@ void AnalysisPanel::setResult(const core::AnalysisResult& r) {
     w->deleteLater();
   }
   for (ChartTab* tab : {makeStepTimeChart(r), makeBreakdownChart(r), makeBubbleChart(r),
-                        makeBucketOverlapChart(r), makeBandwidthChart(r), makeDiscoChart(r)}) {
+                        makeBucketOverlapChart(r), makeBandwidthChart(r), makeDiscoChart(r),
+                        makeRanksChart(r)}) {
     connect(tab, &ChartTab::metricActivated, this, &AnalysisPanel::metricActivated);
     addTab(tab, tab->title());
   }
