@@ -35,6 +35,27 @@ def sh(*args, check=True, **kw):
     return subprocess.run(list(args), check=check, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def check(cond, what, cluster=None):
+    """A test step: prints ok, or FAIL with the cluster's logs and exits 1 (the caller's
+    `with Cluster(...)` removes the namespaces on the way out)."""
+    if not cond:
+        print("FAIL:", what)
+        if cluster:
+            print(cluster.logs())
+        sys.exit(1)
+    print("ok:", what)
+
+
+def cannot_make_namespaces():
+    """Why network namespaces cannot be made here ("" when they can)."""
+    name = f"tsprobe{os.getpid()}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return probe.stderr.strip() or "ip netns add failed"
+    subprocess.run(["ip", "netns", "del", name], check=False)
+    return ""
+
+
 def free_subnet():
     used = sh("ip", "-4", "route", "show").stdout
     for n in list(range((os.getpid() % 200) + 20, 250)) + list(range(20, 250)):
@@ -216,6 +237,23 @@ exec ip netns exec "$ns" unshare --uts env TRAINSCOPE_RUNTIME_DIR="$rt" sh -c "h
         env = self.env_for(1)
         argv = ["unshare", "--uts", "sh", "-c", 'hostname m1 && exec nice -n 10 "$@"', "mpirun-in-m1"] + argv
         self.spawn(argv, ns=self.ns[0], env=env, log=self.dir / "job.log", what="mpirun")
+        return self.job_id
+
+    def start_torch_ddp(self, demo_args=(), python="python3", job_id=None):
+        """A real PyTorch DDP job (gloo over TCP): one rank per machine, started torch-style
+        (RANK, WORLD_SIZE, MASTER_ADDR of machine 1), the trainscope package loading the agent."""
+        self.job_id = job_id or f"torch-{self.tag}"
+        port = 29500 + os.getpid() % 1000
+        for i, ns in enumerate(self.ns, start=1):
+            env = self.env_for(i)
+            env.update({"RANK": str(i - 1), "LOCAL_RANK": "0", "WORLD_SIZE": str(self.k), "LOCAL_WORLD_SIZE": "1",
+                        "MASTER_ADDR": self.addr(1), "MASTER_PORT": str(port), "TRAINSCOPE_JOB_ID": self.job_id,
+                        "TRAINSCOPE_AGENT_LIB": str(self.build / "lib" / "libtrainscope_agent.so"),
+                        "PYTHONPATH": str(self.build / "python"), "GLOO_SOCKET_IFNAME": f"{self.tag}m{i}a",
+                        "OMP_NUM_THREADS": "1"})
+            self.spawn(["unshare", "--uts", "sh", "-c", f'hostname m{i} && exec nice -n 10 "$@"', "torch-rank",
+                        python, "-m", "trainscope.demo_ddp"] + list(demo_args),
+                       ns=ns, env=env, log=self.dir / f"torch{i}.log", what=f"torch rank {i - 1}")
         return self.job_id
 
     def logs(self, prefix=""):

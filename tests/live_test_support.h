@@ -51,7 +51,7 @@ inline Demo startDemo(const QStringList& args, QString* error) {
   Demo d;
   QProcess demo;
   demo.start(bin("trainscope-cli"), QStringList{"demo"} + args);
-  demo.waitForFinished(60000);
+  demo.waitForFinished(150000);  // longer than the demo's own wait for its ranks (90 s for torch)
   const QString out = QString::fromUtf8(demo.readAllStandardOutput());
   const QString err = QString::fromUtf8(demo.readAllStandardError());
   const auto pid = QRegularExpression("launcher pid (\\d+)").match(err);
@@ -111,7 +111,9 @@ struct DemoJob {
 inline DemoJob startDemo(const QStringList& args, const QString& knob) {
   DemoJob job;
   const QStringList nice = args.contains("--nice") ? QStringList{} : QStringList{"--nice", "0"};
-  const Run r = cli(QStringList{"demo"} + nice + args);
+  // Longer than the demo's own wait for its ranks (90 s for torch modes, it says when they do not
+  // come up): the harness must not cut that wait short on a loaded machine.
+  const Run r = cli(QStringList{"demo"} + nice + args, 150000);
   job.id = QRegularExpression("job (\\S+)").match(r.out).captured(1);
   job.log = QRegularExpression("log (\\S+)").match(r.err).captured(1);
   const auto pid = QRegularExpression("launcher pid (\\d+)").match(r.err);

@@ -297,6 +297,38 @@ int runLaunch(const LaunchOptions& o) {
       if (std::getenv(v)) argv.insert(argv.end(), {"-x", v});
     argv.insert(argv.end(), o.command.begin(), o.command.end());
   }
+  // This machine's relay for the job (--relay): the one address front ends on other machines use.
+  pid_t relayPid = -1;
+  fs::path relaySecret;
+  if (!o.relay.empty()) {
+    if (secretFile.empty()) {
+      auto s = writeSecret(jobId);
+      if (!s) return fail(s.status());
+      relaySecret = s.value();
+    }
+    std::error_code ec;
+    const fs::path relayExe = fs::read_symlink("/proc/self/exe", ec).parent_path() / "trainscope-relay";
+    auto dir = core::discovery::runtimeDir();
+    if (!dir) return fail(dir.status());
+    const fs::path ready = dir.value() / (jobId + ".relay");
+    ::unlink(ready.c_str());
+    const std::string secret = (secretFile.empty() ? relaySecret : secretFile).string();
+    // --exit-when-idle: should this launcher be killed outright, the relay still ends with the job.
+    relayPid = spawn({relayExe.string(), "--job", jobId, "--listen", o.relay, "--secret-file", secret, "--ready-file",
+                      ready.string(), "--exit-when-idle", "30"});
+    std::string where;
+    for (int i = 0; i < 100 && where.empty() && relayPid > 0; ++i) {
+      ::usleep(50000);
+      std::ifstream f(ready);
+      std::getline(f, where);
+    }
+    if (where.empty()) {
+      if (relayPid > 0) ::kill(relayPid, SIGTERM);
+      return fail(core::Status(core::ErrorCode::Io, "the relay did not start (" + relayExe.string() + ")"));
+    }
+    std::fprintf(stderr, "trainscope-cli: relay %s (secret %s): trainscope-cli jobs --host %s --secret-file %s\n",
+                 where.c_str(), secret.c_str(), where.substr(4).c_str(), secret.c_str());
+  }
   std::printf("job %s\n", jobId.c_str());
   std::fflush(stdout);
   std::fprintf(stderr, "trainscope-cli: job %s: %d rank(s)%s%s%s, agent %s\n", jobId.c_str(), o.ranks,
@@ -318,7 +350,8 @@ int runLaunch(const LaunchOptions& o) {
       return fail(core::Status(core::ErrorCode::Io, "fork failed"));
     }
     gChildren[0] = child;
-    gChildCount = 1;
+    gChildren[1] = relayPid;
+    gChildCount = relayPid > 0 ? 2 : 1;
     int status = 0;
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
@@ -341,6 +374,12 @@ int runLaunch(const LaunchOptions& o) {
   // secret: the job is over.
   core::discovery::removeJobLeftovers(jobId);
   if (!secretFile.empty()) ::unlink(secretFile.c_str());
+  if (relayPid > 0) {
+    ::kill(relayPid, SIGTERM);
+    while (::waitpid(relayPid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (!relaySecret.empty()) ::unlink(relaySecret.c_str());
   return code;
 }
 
@@ -356,6 +395,9 @@ void addLaunchCommand(CLI::App& app, Runner& run) {
                 "Set CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN, NCCL_TUNER_PLUGIN (to the agent) and "
                 "NVTX_INJECTION64_PATH (to CUPTI); on by default when built with GPU support");
   cmd->add_option("--job-id", opts->jobId, "Use this job id instead of a generated one");
+  cmd->add_option("--relay", opts->relay,
+                  "Also start this machine's trainscope-relay for the job on ADDR:PORT (front ends elsewhere: "
+                  "--host ADDR:PORT; docs/RELAY.md). It registers with $TRAINSCOPE_RELAY_COORDINATOR when set");
   auto* torch = cmd->add_flag_callback(
       "--torch", [opts] { opts->starter = LaunchOptions::Starter::Torch; },
       "Start the ranks torch-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; no mpirun, no preload): the "

@@ -18,6 +18,9 @@ struct LaunchOptions {
   bool tcp = false;
   bool gpu = TRAINSCOPE_HAVE_GPU != 0;  // CUDA injection + NCCL plugins (see cmd_launch.cpp)
   std::string jobId;
+  // ADDR:PORT: also start this machine's trainscope-relay for the job there (docs/RELAY.md); it
+  // registers with $TRAINSCOPE_RELAY_COORDINATOR when set, else it is the coordinator.
+  std::string relay;
   std::vector<std::string> command;
   // How ranks > 1 start: Auto = Torch for a Python command (python, python3, python3.11, ...),
   // Mpi otherwise. Torch: the launcher forks the ranks itself with RANK, LOCAL_RANK, WORLD_SIZE,

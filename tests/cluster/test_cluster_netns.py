@@ -16,29 +16,19 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from netns_cluster import Cluster  # noqa: E402
+from netns_cluster import Cluster, cannot_make_namespaces, check  # noqa: E402
 
 MACHINES, PER_MACHINE = 4, 8
 RANKS = MACHINES * PER_MACHINE
 SKIP = 77
 
 
-def check(cond, what, cluster=None):
-    if not cond:
-        print("FAIL:", what)
-        if cluster:
-            print(cluster.logs())
-        sys.exit(1)
-    print("ok:", what)
-
-
 def main():
     build = Path(sys.argv[1]).resolve()
-    probe = subprocess.run(["ip", "netns", "add", f"tsprobe{os.getpid()}"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        print("SKIP: cannot create network namespaces here:", probe.stderr.strip())
+    why = cannot_make_namespaces()
+    if why:
+        print("SKIP: cannot create network namespaces here:", why)
         return SKIP
-    subprocess.run(["ip", "netns", "del", f"tsprobe{os.getpid()}"], check=False)
 
     with Cluster(MACHINES, build) as c:
         names = set(c.ns + [c.switch])

@@ -241,39 +241,41 @@ void FrameDecoder::requireMac(const SessionKey& key, MacDirection dir) {
   seq_ = 0;
 }
 
+// One complete frame, checked -- header, this stream's limits and, after the handshake, its MAC
+// in sequence -- and copied to out without its trailer and with kFlagMac cleared. next() decodes
+// what this gives; a relay forwards it as it is.
 Result<bool> FrameDecoder::nextRaw(std::vector<uint8_t>& out) {
   if (!error_.isOk()) return error_;
   if (buffered() < kHeaderSize) return false;
   const uint8_t* h = buf_.data() + pos_;
-  Status hs = checkHeader(h);
-  if (hs.isOk()) hs = checkLimits(h);
-  if (mac_ && hs.isOk() && !(le32(h + 12) & kFlagMac)) {
-    // Only the peer's refusal comes without a MAC after the handshake (checkLimits): it ends the
-    // stream; decode it for its message.
-    auto m = next();
-    return m ? Status(ErrorCode::InvalidArgument, "peer refused") : m.status();
-  }
-  if (!hs.isOk()) {
-    error_ = hs;
+  auto fail = [this](Status s) {
+    error_ = std::move(s);
     buf_.clear();
     pos_ = 0;
-    return hs;
-  }
+    return error_;
+  };
+  Status hs = checkHeader(h);
+  if (hs.isOk()) hs = checkLimits(h);
+  if (!hs.isOk()) return fail(hs);
   const uint32_t length = le32(h + 8);
   const uint32_t flags = le32(h + 12);
   const size_t trailer = (flags & kFlagMac) ? kMacSize : 0;
   if (buffered() < kHeaderSize + length + trailer) return false;
   const std::span<const uint8_t> payload(h + kHeaderSize, length);
+  if (mac_ && !(flags & kFlagMac)) {
+    // checkLimits let only an ErrorMsg through: the peer refusing us, unauthenticated. It ends
+    // the stream either way, so it cannot be used to inject anything.
+    Result<Message> e = decodePayload(static_cast<MsgType>(le16(h + 6)), flags, payload);
+    const auto* err = e ? std::get_if<ErrorMsg>(&e.value()) : nullptr;
+    return fail(Status(ErrorCode::InvalidArgument,
+                       "peer refused: " + (err ? err->message.substr(0, 256) : std::string("(unreadable)"))));
+  }
   if (mac_) {
     const Mac want = frameMac(key_, dir_, seq_, std::span<const uint8_t>(h, kHeaderSize), payload);
-    if (!constantTimeEqual(want, std::span<const uint8_t>(h + kHeaderSize + length, kMacSize))) {
-      error_ = wireError(ErrorCode::InvalidArgument,
-                         "frame " + std::to_string(seq_) +
-                             " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)");
-      buf_.clear();
-      pos_ = 0;
-      return error_;
-    }
+    if (!constantTimeEqual(want, std::span<const uint8_t>(h + kHeaderSize + length, kMacSize)))
+      return fail(wireError(ErrorCode::InvalidArgument,
+                            "frame " + std::to_string(seq_) +
+                                " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)"));
     ++seq_;
   }
   const size_t at = out.size();
@@ -284,62 +286,22 @@ Result<bool> FrameDecoder::nextRaw(std::vector<uint8_t>& out) {
   if (pos_ == buf_.size()) {
     buf_.clear();
     pos_ = 0;
+    // A large frame is past: do not keep its buffer (many idle peers would pin that memory).
     if (buf_.capacity() > kKeepCapacity) buf_.shrink_to_fit();
   }
   return true;
 }
 
 Result<std::optional<Message>> FrameDecoder::next() {
-  if (!error_.isOk()) return error_;
-  if (buffered() < kHeaderSize) return std::optional<Message>{};
-  const uint8_t* h = buf_.data() + pos_;
-  Status hs = checkHeader(h);
-  if (hs.isOk()) hs = checkLimits(h);
-  if (Status s = hs; !s.isOk()) {
-    error_ = s;
-    buf_.clear();
-    pos_ = 0;
-    return s;
-  }
-  const uint32_t length = le32(h + 8);
-  uint32_t flags = le32(h + 12);
-  const size_t trailer = (flags & kFlagMac) ? kMacSize : 0;
-  if (buffered() < kHeaderSize + length + trailer) return std::optional<Message>{};
-  const auto type = static_cast<MsgType>(le16(h + 6));
-  const std::span<const uint8_t> payload(h + kHeaderSize, length);
-  if (mac_ && !(flags & kFlagMac)) {
-    // checkLimits let only an ErrorMsg through: the peer refusing us, unauthenticated. It ends
-    // the stream either way, so it cannot be used to inject anything.
-    Result<Message> e = decodePayload(type, flags, payload);
-    const auto* err = e ? std::get_if<ErrorMsg>(&e.value()) : nullptr;
-    error_ = Status(ErrorCode::InvalidArgument,
-                    "peer refused: " + (err ? err->message.substr(0, 256) : std::string("(unreadable)")));
-    buf_.clear();
-    pos_ = 0;
-    return error_;
-  }
-  if (mac_) {
-    const Mac want = frameMac(key_, dir_, seq_, std::span<const uint8_t>(h, kHeaderSize), payload);
-    if (!constantTimeEqual(want, std::span<const uint8_t>(h + kHeaderSize + length, kMacSize))) {
-      error_ =
-          wireError(ErrorCode::InvalidArgument,
-                    "frame " + std::to_string(seq_) +
-                        " has a wrong MAC (tampered with, replayed, or the peer does not know the secret)");
-      buf_.clear();
-      pos_ = 0;
-      return error_;
-    }
-    ++seq_;
-    flags &= ~kFlagMac;
-  }
-  Result<Message> m = decodePayload(type, flags, payload);
-  pos_ += kHeaderSize + length + trailer;
-  if (pos_ == buf_.size()) {
-    buf_.clear();
-    pos_ = 0;
-    // A large frame is past: do not keep its buffer (many idle peers would pin that memory).
-    if (buf_.capacity() > kKeepCapacity) buf_.shrink_to_fit();
-  }
+  thread_local std::vector<uint8_t> frame;  // one frame at a time; keeps its capacity per thread
+  frame.clear();
+  auto r = nextRaw(frame);
+  if (!r) return r.status();
+  if (!r.value()) return std::optional<Message>{};
+  const uint8_t* h = frame.data();
+  Result<Message> m = decodePayload(static_cast<MsgType>(le16(h + 6)), le32(h + 12),
+                                    std::span<const uint8_t>(h + kHeaderSize, le32(h + 8)));
+  if (frame.capacity() > kKeepCapacity) frame = std::vector<uint8_t>();
   if (!m) {
     error_ = m.status();
     buf_.clear();
