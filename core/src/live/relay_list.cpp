@@ -19,7 +19,7 @@ void LiveSession::useRelay(const std::string& hostPort, const std::string& secre
   gRelaySecret = secretFile;
 }
 
-const std::string& LiveSession::relayHost() {
+std::string LiveSession::relayHost() {  // a copy: useRelay may change it from another thread
   std::lock_guard g(gRelayMutex);
   return gRelayHost;
 }

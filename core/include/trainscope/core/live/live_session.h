@@ -160,7 +160,7 @@ class LiveSession {
   // --host; docs/RELAY.md) instead of this machine's runtime directory. secretFile: the job's
   // secret ("" -- $TRAINSCOPE_SECRET_FILE, else the runtime directory's <job>.secret).
   static void useRelay(const std::string& hostPort, const std::string& secretFile);
-  static const std::string& relayHost();
+  static std::string relayHost();  // "" when jobs are found in the runtime directory
   // What the relay at hostPort knows: the job's ranks as entries (endpoint relay:HOST:PORT/RANK),
   // and its problems (relays that went away). jobId "" accepts the relay's job.
   struct RelayRanks {
