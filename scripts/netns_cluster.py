@@ -18,6 +18,7 @@ Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN for `ip netns`).
 """
 import argparse
 import atexit
+import json
 import os
 import secrets
 import shutil
@@ -255,6 +256,20 @@ exec ip netns exec "$ns" unshare --uts env TRAINSCOPE_RUNTIME_DIR="$rt" sh -c "h
                         python, "-m", "trainscope.demo_ddp"] + list(demo_args),
                        ns=ns, env=env, log=self.dir / f"torch{i}.log", what=f"torch rank {i - 1}")
         return self.job_id
+
+    def wait_listed(self, ranks, seconds=180):
+        """`jobs --host` through the coordinator until it lists `ranks` ranks (or the time is up);
+        the last listing (a dict of `jobs --json`'s job), None when none answered."""
+        listing = None
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            r = self.cli("jobs", "--host", self.coordinator, "--json")
+            if r.returncode == 0:
+                listing = json.loads(r.stdout)["jobs"][0]
+                if listing["ranks_found"] == ranks:
+                    break
+            time.sleep(1)
+        return listing
 
     def logs(self, prefix=""):
         out = []

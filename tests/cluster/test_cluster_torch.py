@@ -42,17 +42,10 @@ def main():
         job = c.start_torch_ddp(["--width", "64", "--step-delay-ms", "20", "--log-every", "1000000"], python=python)
         c.start_relays(job)
         host = c.coordinator
-        listing = None
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            r = c.cli("jobs", "--host", host, "--json")
-            if r.returncode == 0:
-                listing = json.loads(r.stdout)["jobs"][0]
-                if listing["ranks_found"] == 2:
-                    break
-            time.sleep(1)
+        listing = c.wait_listed(2)
         check(listing and listing["ranks_found"] == 2, f"jobs --host lists the 2 DDP ranks: {listing}", c)
         check(sorted(e["machine"] for e in listing["ranks"]) == ["m1", "m2"], "one rank on each machine")
+        deadline = time.time() + 180
         # Stepping on both (gloo's rendezvous over TCP, then DDP's first buckets): /metrics says.
         stepping = False
         while time.time() < deadline and not stepping:
@@ -72,7 +65,8 @@ def main():
         check(ranks == {0, 1} and steps > 0, f"events of both ranks, {steps} steps", c)
         check(hosts == {"m1", "m2"}, f"the ranks' hosts are the machines: {sorted(hosts)}")
         # The DDP hook's compression, changed live on both machines at one agreed step.
-        r = c.cli("set", "--job", job, "--host", host, "--json", "dp.compression=fp16", timeout=300)
+        # A 32-rank job on 2 cores takes many seconds a step: wait as long as the test may run.
+        r = c.cli("set", "--job", job, "--host", host, "--json", "--timeout", "400", "dp.compression=fp16", timeout=500)
         check(r.returncode == 0, "set --host on the DDP job: " + r.stderr[-500:], c)
         applied = json.loads(r.stdout)[0]
         check(len(applied["steps_per_rank"]) == 2 and applied["same_step"] and applied["kept"],

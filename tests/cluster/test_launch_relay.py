@@ -54,8 +54,7 @@ def main():
                                     capture_output=True, text=True).stdout.split()
         assert relay_pids, "no relay process"
         os.killpg(p.pid, signal.SIGTERM)
-        p.wait(60)
-        time.sleep(0.5)
+        p.wait(60)  # launch reaps its relay (waitpid) before it exits
         alive = [pid for pid in relay_pids if os.path.exists(f"/proc/{pid}")]
         assert not alive, f"the relay outlived the job: {alive}"
         print("ok: the relay is gone with the job")
